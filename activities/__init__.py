@@ -1,0 +1,1 @@
+"""Temporal activities: thin wrappers over the core, one module per family."""

@@ -1,0 +1,382 @@
+"""Compile a validated spec into a :class:`Plan`: the frozen, JSON-serialisable program that the
+Temporal interpreter runs.
+
+Everything the interpreter needs is resolved here — tiers and role defaults, retry and
+escalation policy, the judge contract, topological order, subagent plans inlined — so the
+workflow never reads files. The same spec always compiles to byte-identical JSON.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from armature_temporal.checks import tier_names
+from armature_temporal.loader import LoadedSpec, load_spec
+from armature_temporal.spec import (
+    STANDARD_TIERS,
+    Arm,
+    Continuation,
+    FinetuneConfig,
+    ModelTier,
+    SafetyRule,
+    SelfImprovement,
+    Spec,
+    Stage,
+    ToolCall,
+    Trigger,
+)
+
+__all__ = [
+    "DEFAULT_JUDGE_SCHEMA",
+    "PLAN_FORMAT",
+    "Plan",
+    "PlanArm",
+    "PlanGate",
+    "PlanLoop",
+    "PlanRole",
+    "PlanStage",
+    "ResolvedTier",
+    "canonical_json",
+    "compile_spec",
+    "load_plan",
+]
+
+#: Bumped when the Plan's shape changes incompatibly.
+PLAN_FORMAT = 1
+
+ROLE_TYPE_TIERS: dict[str, str] = {
+    "worker": "small",
+    "orchestrator": "frontier",
+    "judge": "frontier",
+    "researcher": "large",
+}
+
+DEFAULT_JUDGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "score": {"type": "number", "minimum": 0, "maximum": 1},
+        "rationale": {"type": "string"},
+    },
+    "required": ["score", "rationale"],
+}
+
+#: The simulate ladder used when a spec declares no model_tiers: better tiers are more
+#: often valid and of higher quality.
+DEFAULT_SIMULATE_TIERS: dict[str, dict[str, float]] = {
+    "tiny": {"valid_rate": 0.85, "quality": 0.55},
+    "small": {"valid_rate": 0.95, "quality": 0.7},
+    "medium": {"valid_rate": 0.97, "quality": 0.78},
+    "large": {"valid_rate": 0.99, "quality": 0.85},
+    "frontier": {"valid_rate": 1.0, "quality": 0.92},
+}
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ResolvedTier(_Frozen):
+    """A tier with every default filled in."""
+
+    name: str
+    provider: str
+    model: str | None = None
+    api_base: str | None = None
+    api_key_env: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    valid_rate: float = 1.0
+    quality: float = 0.8
+    latency_ms: float = 0.0
+
+
+class PlanRole(_Frozen):
+    name: str
+    type: Literal["worker", "orchestrator", "judge", "researcher"]
+    prompt: str
+    model_tier: str
+    temperature: float | None = None
+    max_tokens: int | None = None
+    tools: list[str] = Field(default_factory=list)
+    max_turns: int = 10
+
+
+class PlanGate(_Frozen):
+    message: str | None = None
+    timeout_s: float | None = None
+    on_timeout: Literal["approve", "reject", "fail"] = "fail"
+
+
+class PlanLoop(_Frozen):
+    max_iterations: int
+    until: str | None = None
+    carry_forward: list[str] = Field(default_factory=list)
+    iteration_var: str = "_iteration"
+
+
+class PlanArm(_Frozen):
+    arm_id: str
+    model_tier: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    prompt: str
+
+
+class PlanStage(_Frozen):
+    """One stage, ready to execute. ``kind`` says which activity family runs it."""
+
+    id: str
+    kind: Literal["llm", "tool", "fan_out", "gate"]
+    depends_on: list[str] = Field(default_factory=list)
+    role: PlanRole | None = None
+    output_mode: Literal["text", "json", "guided_json"] = "text"
+    output_schema: dict[str, Any] | None = None
+    max_attempts: int = 1
+    backoff_s: float = 0.0
+    backoff_max_s: float | None = None
+    escalate: bool = False
+    escalation_ladder: list[str] = Field(default_factory=list)
+    loop: PlanLoop | None = None
+    gate: PlanGate | None = None
+    tool: ToolCall | None = None
+    fan_out: int | None = None
+    fan_in: Literal["list", "merge", "first", "consensus"] | None = None
+    partition_key: str | None = None
+    post_run: bool = False
+    condition: str | None = None
+    skip_if: str | None = None
+    timeout_s: float | None = None
+    arms: list[PlanArm] = Field(default_factory=list)
+
+
+class Plan(_Frozen):
+    """The compiled workflow. ``stages`` is in topological order (ties keep spec order);
+    post_run stages come last. ``children`` holds inlined subagent plans by stage id."""
+
+    format: int = PLAN_FORMAT
+    name: str
+    version: str
+    description: str = ""
+    mission: str = ""
+    spec_hash: str
+    policy_version: str
+    inputs_schema: dict[str, Any]
+    tiers: dict[str, ResolvedTier]
+    tier_ladder: list[str]
+    stages: list[PlanStage]
+    safety_mode: Literal["permissive", "strict"] = "permissive"
+    safety_rules: list[SafetyRule] = Field(default_factory=list)
+    continuation: Continuation | None = None
+    triggers: list[Trigger] = Field(default_factory=list)
+    self_improvement: SelfImprovement | None = None
+    finetune: FinetuneConfig | None = None
+    children: dict[str, Plan] = Field(default_factory=dict)
+
+    def stage(self, stage_id: str) -> PlanStage:
+        """The stage with this id; KeyError names the known ids."""
+        for stage in self.stages:
+            if stage.id == stage_id:
+                return stage
+        raise KeyError(
+            f"no stage {stage_id!r} in plan {self.name!r}; stages: {[s.id for s in self.stages]}"
+        )
+
+    def to_json(self) -> str:
+        """Canonical JSON: the same spec always gives the same bytes."""
+        return canonical_json(self.model_dump(mode="json"))
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no whitespace, UTF-8 text: the form hashes are taken over."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _sha256(value: Any) -> str:
+    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+
+
+def load_plan(path: str | Path) -> Plan:
+    """Load and compile a spec file (raises SpecError on any problem)."""
+    return compile_spec(load_spec(path))
+
+
+def compile_spec(loaded: LoadedSpec) -> Plan:
+    """Compile a loaded spec (and its subagent specs) into a Plan."""
+    spec = loaded.spec
+    children = {sid: compile_spec(child) for sid, child in loaded.children.items()}
+    tiers = _resolve_tiers(spec)
+    ladder = tier_names(spec)
+    order = _topological_order(spec)
+    stages = [_compile_stage(spec, spec_stage, ladder) for spec_stage in order]
+    policy = {
+        "safety_mode": spec.safety_mode,
+        "safety_rules": [r.model_dump(mode="json") for r in spec.safety_rules],
+    }
+    spec_hash = _sha256(
+        {
+            "spec": spec.model_dump(mode="json"),
+            "children": {k: v.spec_hash for k, v in sorted(children.items())},
+        }
+    )
+    return Plan(
+        name=spec.name,
+        version=spec.version,
+        description=spec.description,
+        mission=spec.mission,
+        spec_hash=spec_hash,
+        policy_version=_sha256(policy),
+        inputs_schema=spec.inputs_schema,
+        tiers=tiers,
+        tier_ladder=ladder,
+        stages=stages,
+        safety_mode=spec.safety_mode,
+        safety_rules=list(spec.safety_rules),
+        continuation=spec.continuation,
+        triggers=list(spec.triggers),
+        self_improvement=spec.self_improvement,
+        finetune=spec.finetune,
+        children=children,
+    )
+
+
+def _resolve_tiers(spec: Spec) -> dict[str, ResolvedTier]:
+    if spec.model_tiers:
+        declared = spec.model_tiers
+    else:
+        declared = {
+            name: ModelTier.model_validate({"provider": "simulate", **DEFAULT_SIMULATE_TIERS[name]})
+            for name in STANDARD_TIERS
+        }
+    out = {}
+    for name, tier in declared.items():
+        values = tier.model_dump(exclude_none=True)
+        out[name] = ResolvedTier(name=name, **values)
+    return out
+
+
+def _topological_order(spec: Spec) -> list[Stage]:
+    """Kahn's algorithm; among ready stages, spec order wins. post_run stages go last."""
+    main = [s for s in spec.stages if not s.post_run]
+    position = {s.id: i for i, s in enumerate(main)}
+    remaining = {s.id: set(s.depends_on) for s in main}
+    done: list[Stage] = []
+    while remaining:
+        ready = sorted(
+            (sid for sid, deps in remaining.items() if not deps), key=position.__getitem__
+        )
+        if not ready:  # the loader rejects cycles; this guards direct callers
+            raise ValueError(f"dependency cycle among {sorted(remaining)}")
+        sid = ready[0]
+        done.append(main[position[sid]])
+        del remaining[sid]
+        for deps in remaining.values():
+            deps.discard(sid)
+    return done + [s for s in spec.stages if s.post_run]
+
+
+def _compile_stage(spec: Spec, stage: Stage, ladder: list[str]) -> PlanStage:
+    role = None
+    output_mode = stage.output_mode
+    output_schema = stage.output_schema
+    escalation: list[str] = []
+    if stage.role is not None:
+        defaults = spec.role_type_defaults.get(stage.role.type)
+        tier = (
+            stage.role.model_tier
+            or (defaults.model_tier if defaults else None)
+            or _fallback_tier(ROLE_TYPE_TIERS[stage.role.type], ladder)
+        )
+        role = PlanRole(
+            name=stage.role.name,
+            type=stage.role.type,
+            prompt=stage.role.description,
+            model_tier=tier,
+            temperature=stage.role.temperature
+            if stage.role.temperature is not None
+            else (defaults.temperature if defaults else None),
+            max_tokens=stage.role.max_tokens
+            if stage.role.max_tokens is not None
+            else (defaults.max_tokens if defaults else None),
+            tools=list(stage.role.tools),
+            max_turns=stage.role.max_turns,
+        )
+        if stage.role.type == "judge" and output_schema is None:
+            output_mode, output_schema = "json", DEFAULT_JUDGE_SCHEMA
+        if stage.on_fail is not None and stage.on_fail.escalate:
+            escalation = ladder[ladder.index(tier) + 1 :]
+    retry = stage.on_fail.loop if stage.on_fail is not None else None
+    kind: Literal["llm", "tool", "fan_out", "gate"]
+    if stage.role is not None:
+        kind = "llm"
+    elif stage.tool is not None:
+        kind = "tool"
+    elif stage.subagent_spec is not None:
+        kind = "fan_out"
+    else:
+        kind = "gate"
+    return PlanStage(
+        id=stage.id,
+        kind=kind,
+        depends_on=list(stage.depends_on),
+        role=role,
+        output_mode=output_mode,
+        output_schema=output_schema,
+        max_attempts=retry.max if retry else 1,
+        backoff_s=retry.backoff_s if retry else 0.0,
+        backoff_max_s=retry.backoff_max_s if retry else None,
+        escalate=bool(stage.on_fail and stage.on_fail.escalate),
+        escalation_ladder=escalation,
+        loop=_compile_loop(stage),
+        gate=(
+            PlanGate(
+                message=stage.gate.message,
+                timeout_s=stage.gate.timeout,
+                on_timeout=stage.gate.on_timeout,
+            )
+            if stage.gate is not None
+            else None
+        ),
+        tool=stage.tool,
+        fan_out=(stage.fan_out or 1) if stage.subagent_spec is not None else None,
+        fan_in=(stage.fan_in or "list") if stage.subagent_spec is not None else None,
+        partition_key=stage.partition_key,
+        post_run=stage.post_run,
+        condition=stage.condition,
+        skip_if=stage.skip_if,
+        timeout_s=stage.timeout_s,
+        arms=[_compile_arm(arm, role) for arm in stage.arms] if role is not None else [],
+    )
+
+
+def _fallback_tier(preferred: str, ladder: list[str]) -> str:
+    """The role type's standard tier, or the nearest tier the spec has."""
+    if preferred in ladder:
+        return preferred
+    rank = STANDARD_TIERS.index(preferred)
+    standard = [t for t in ladder if t in STANDARD_TIERS]
+    if standard:
+        return min(
+            standard, key=lambda t: (abs(STANDARD_TIERS.index(t) - rank), -STANDARD_TIERS.index(t))
+        )
+    # Custom tier names only: worker takes the smallest, the others the largest.
+    return ladder[0] if preferred in ("tiny", "small") else ladder[-1]
+
+
+def _compile_loop(stage: Stage) -> PlanLoop | None:
+    if stage.loop is None:
+        return None
+    return PlanLoop(**stage.loop.model_dump())
+
+
+def _compile_arm(arm: Arm, role: PlanRole) -> PlanArm:
+    return PlanArm(
+        arm_id=arm.arm_id,
+        model_tier=arm.model_tier or role.model_tier,
+        params=dict(arm.params),
+        prompt=arm.description or role.prompt,
+    )

@@ -1,0 +1,375 @@
+"""Load spec files: YAML (ruamel, with positions) → :class:`Spec`, with every problem reported.
+
+Errors name ``file:line:column``, the field path, the value and the fix. The loader collects
+all problems it can before raising one :class:`SpecError`, and it raises nothing else, whatever
+the input (a property test holds it to that).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedBase, CommentedMap, CommentedSeq
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+from armature_temporal.checks import check_spec
+from armature_temporal.errors import SpecError, SpecIssue, did_you_mean
+from armature_temporal.spec import Spec
+
+__all__ = ["LoadedSpec", "format_path", "load_spec", "load_spec_text"]
+
+MAX_SPEC_BYTES = 2 * 1024 * 1024
+
+
+@dataclass
+class LoadedSpec:
+    """A validated spec with the subagent specs it references, keyed by stage id."""
+
+    spec: Spec
+    source: str
+    children: dict[str, LoadedSpec] = field(default_factory=dict)
+
+
+def format_path(path: Sequence[str | int]) -> str:
+    """``("stages", 2, "role")`` → ``stages[2].role``."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def load_spec(path: str | Path) -> LoadedSpec:
+    """Load, validate and cross-check a spec file and its subagent specs.
+
+    Raises:
+        SpecError: With every problem found, in this file and in the files it references.
+    """
+    return _load_file(Path(path), display=str(path), stack=())
+
+
+def load_spec_text(
+    text: str, filename: str = "<string>", base_dir: str | Path | None = None
+) -> LoadedSpec:
+    """Load a spec from text. Relative subagent paths resolve against ``base_dir``."""
+    base = Path(base_dir) if base_dir is not None else Path.cwd()
+    return _load_text(text, display=filename, base_dir=base, stack=())
+
+
+def _load_file(path: Path, display: str, stack: tuple[Path, ...]) -> LoadedSpec:
+    try:
+        size = path.stat().st_size
+        if size > MAX_SPEC_BYTES:
+            raise SpecError(
+                [
+                    SpecIssue(
+                        display,
+                        0,
+                        0,
+                        "",
+                        f"file is {size} bytes; specs are limited to {MAX_SPEC_BYTES} bytes",
+                    )
+                ]
+            )
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError([SpecIssue(display, 0, 0, "", "no such file; check the path")]) from None
+    except IsADirectoryError:
+        raise SpecError([SpecIssue(display, 0, 0, "", "is a directory, not a spec file")]) from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(
+            [SpecIssue(display, 0, 0, "", f"not UTF-8 text ({exc.reason} at byte {exc.start})")]
+        ) from None
+    except OSError as exc:
+        raise SpecError([SpecIssue(display, 0, 0, "", f"cannot read: {exc.strerror}")]) from None
+    return _load_text(text, display=display, base_dir=path.parent, stack=(*stack, path.resolve()))
+
+
+def _load_text(text: str, display: str, base_dir: Path, stack: tuple[Path, ...]) -> LoadedSpec:
+    root = _parse_yaml(text, display)
+    locate = _Locator(root, display)
+    data = _plain(root, (), locate)
+    if not isinstance(data, dict):
+        kind = "empty" if data is None else type(data).__name__
+        raise SpecError(
+            [
+                locate.issue(
+                    (),
+                    f"a spec is a YAML mapping (name:, stages:, ...), but this document is {kind}",
+                )
+            ]
+        )
+    try:
+        spec = Spec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError([_issue_from_pydantic(err, locate) for err in exc.errors()]) from None
+    issues = [locate.issue(path, msg) for path, msg in check_spec(spec)]
+    children: dict[str, LoadedSpec] = {}
+    for i, stage in enumerate(spec.stages):
+        if stage.subagent_spec is None:
+            continue
+        path = ("stages", i, "subagent_spec")
+        child_path = base_dir / stage.subagent_spec
+        resolved = child_path.resolve()
+        if resolved in stack:
+            chain = " -> ".join(p.name for p in (*stack, resolved))
+            issues.append(
+                locate.issue(
+                    path,
+                    f"subagent cycle across files: {chain}; a spec cannot run itself as a subagent",
+                )
+            )
+            continue
+        if not child_path.is_file():
+            issues.append(
+                locate.issue(
+                    path,
+                    f"subagent spec file {str(child_path)!r} does not "
+                    "exist (paths are relative to this spec's folder)",
+                )
+            )
+            continue
+        try:
+            children[stage.id] = _load_file(child_path, str(child_path), stack)
+        except SpecError as exc:
+            issues.append(
+                locate.issue(
+                    path,
+                    f"subagent spec {stage.subagent_spec!r} is "
+                    f"invalid ({len(exc.issues)} problem(s) listed)",
+                )
+            )
+            issues.extend(exc.issues)
+    if issues:
+        # This file's problems in line order; a subagent file's follow in its own order.
+        own = sorted((i for i in issues if i.file == display), key=lambda i: (i.line, i.column))
+        raise SpecError(own + [i for i in issues if i.file != display])
+    return LoadedSpec(spec=spec, source=display, children=children)
+
+
+def _parse_yaml(text: str, display: str) -> Any:
+    yaml = YAML(typ="rt")
+    yaml.allow_duplicate_keys = False
+    try:
+        return yaml.load(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
+        problem = exc.problem or exc.context or "invalid YAML"
+        if "found duplicate key" in str(exc):
+            problem = f"{problem.strip()}; each key may appear once in a mapping"
+        raise SpecError([SpecIssue(display, line, col, "", f"YAML syntax: {problem}")]) from None
+    except (
+        YAMLError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        RecursionError,
+        IndexError,
+        KeyError,
+        OverflowError,
+        AssertionError,
+    ) as exc:
+        # ruamel raises several plain exception types on unusual input (odd tags, bad
+        # escapes, huge numbers); all of them mean the text is not a spec we can read.
+        raise SpecError(
+            [SpecIssue(display, 0, 0, "", f"YAML could not be read: {type(exc).__name__}: {exc}")]
+        ) from None
+
+
+class _Locator:
+    """Finds the line and column of a field path in the ruamel document."""
+
+    def __init__(self, root: Any, display: str) -> None:
+        self.root = root
+        self.display = display
+
+    def position(self, path: Sequence[str | int]) -> tuple[int, int]:
+        node = self.root
+        line, col = 0, 0
+        if isinstance(node, CommentedBase):
+            line, col = _one_based(node.lc.line, node.lc.col, (0, 0))
+        for part in path:
+            try:
+                if isinstance(node, CommentedMap) and part in node:
+                    pos = node.lc.key(part)
+                    node = node[part]
+                elif (
+                    isinstance(node, CommentedSeq)
+                    and isinstance(part, int)
+                    and 0 <= part < len(node)
+                ):
+                    pos = node.lc.item(part)
+                    node = node[part]
+                else:
+                    break
+            except (KeyError, TypeError, AttributeError, IndexError):
+                break
+            line, col = _one_based(pos[0], pos[1], (line, col))
+        return line, col
+
+    def issue(self, path: Sequence[str | int], message: str) -> SpecIssue:
+        line, col = self.position(path)
+        return SpecIssue(self.display, line, col, format_path(path), message)
+
+
+def _one_based(line: Any, col: Any, fallback: tuple[int, int]) -> tuple[int, int]:
+    if isinstance(line, int) and isinstance(col, int):
+        return line + 1, col + 1
+    return fallback
+
+
+def _plain(
+    node: Any, path: tuple[str | int, ...], locate: _Locator, active: frozenset[int] = frozenset()
+) -> Any:
+    """ruamel's node types → plain JSON-like Python; raises SpecError on what a spec can't hold."""
+    if isinstance(node, Mapping):
+        if id(node) in active:
+            raise SpecError(
+                [
+                    locate.issue(
+                        path,
+                        "recursive YAML alias (an anchor that contains "
+                        "itself); write the value out",
+                    )
+                ]
+            )
+        inner = active | {id(node)}
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if not isinstance(key, str):
+                raise SpecError(
+                    [
+                        locate.issue(
+                            path, f"mapping key {_short(key)} is not text; quote it, e.g. '1': ..."
+                        )
+                    ]
+                )
+            out[str(key)] = _plain(value, (*path, key), locate, inner)
+        return out
+    if isinstance(node, list | tuple):
+        if id(node) in active:
+            raise SpecError(
+                [
+                    locate.issue(
+                        path,
+                        "recursive YAML alias (an anchor that contains "
+                        "itself); write the value out",
+                    )
+                ]
+            )
+        inner = active | {id(node)}
+        return [_plain(v, (*path, i), locate, inner) for i, v in enumerate(node)]
+    if node is None or isinstance(node, bool):
+        return node
+    if isinstance(node, int):
+        return int(node)
+    if isinstance(node, float):
+        return float(node)
+    if isinstance(node, str):
+        return str(node)
+    if isinstance(node, dt.date | dt.datetime):
+        return node.isoformat()
+    if isinstance(node, set | frozenset):
+        raise SpecError([locate.issue(path, "YAML sets (!!set) are not supported; use a list")])
+    raise SpecError(
+        [
+            locate.issue(
+                path,
+                f"unsupported YAML value {_short(node)} "
+                f"({type(node).__name__}); use plain text, numbers, "
+                "lists and mappings",
+            )
+        ]
+    )
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _issue_from_pydantic(err: Any, locate: _Locator) -> SpecIssue:
+    loc: tuple[str | int, ...] = tuple(err["loc"])
+    kind = err["type"]
+    value = err.get("input")
+    if kind == "extra_forbidden":
+        allowed = _allowed_fields(loc[:-1])
+        key = loc[-1]
+        return locate.issue(
+            loc, f"unknown field {key!r}; allowed here: {allowed}{did_you_mean(key, allowed)}"
+        )
+    if kind == "missing":
+        return locate.issue(loc[:-1] if loc else loc, f"missing required field {loc[-1]!r}")
+    msg = str(err["msg"])
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    if kind == "literal_error":
+        expected = err.get("ctx", {}).get("expected", "")
+        msg = f"{_short(value)} is not one of {expected}{_literal_hint(value, expected)}"
+    elif kind == "string_pattern_mismatch" and loc and loc[-1] == "id":
+        msg = (
+            f"stage id {_short(value)} must be letters, digits and underscores, starting "
+            "with a letter or _ (templates refer to it as {{ id.field }})"
+        )
+    elif kind == "string_pattern_mismatch" and loc == ("name",):
+        msg = (
+            f"spec name {_short(value)} must start with a letter or digit and use letters, "
+            "digits, '.', '_' or '-' (it names the runs), at most 100 characters"
+        )
+    elif not isinstance(value, dict | list) and "input" in err and kind != "value_error":
+        msg = f"{msg}; got {_short(value)}"
+    return locate.issue(loc, msg)
+
+
+def _literal_hint(value: Any, expected: str) -> str:
+    choices = [c.strip().strip("'") for c in expected.replace(" or ", ",").split(",")]
+    return did_you_mean(value, [c for c in choices if c])
+
+
+def _allowed_fields(loc: Sequence[str | int]) -> list[str]:
+    """Field names of the model found at ``loc`` (walks Spec's annotations)."""
+    annotation: Any = Spec
+    for part in loc:
+        annotation = _unwrap_model_or_container(annotation)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            info = annotation.model_fields.get(str(part))
+            if info is None:
+                return []
+            annotation = info.annotation
+        elif get_origin(annotation) in (list, dict):
+            annotation = get_args(annotation)[-1]
+        else:
+            return []
+    annotation = _unwrap_model_or_container(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return list(annotation.model_fields)
+    return []
+
+
+def _unwrap_model_or_container(annotation: Any) -> Any:
+    """Strip Annotated / Optional down to a model class or list/dict generic."""
+    for _ in range(8):
+        origin = get_origin(annotation)
+        if origin in (list, dict) or (
+            isinstance(annotation, type) and issubclass(annotation, BaseModel)
+        ):
+            return annotation
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        if not args:
+            return annotation
+        models = [
+            a
+            for a in args
+            if (isinstance(a, type) and issubclass(a, BaseModel)) or get_origin(a) in (list, dict)
+        ]
+        annotation = models[0] if models else args[0]
+    return annotation

@@ -1,0 +1,92 @@
+"""`armature validate | plan | schema | new`, run as a user would."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+SPECS = ROOT / "specs"
+runner = CliRunner()
+
+
+def test_validate_all_example_specs_exits_0() -> None:
+    paths = [str(p) for p in sorted(SPECS.glob("*.yaml"))]
+    result = runner.invoke(app, ["validate", *paths])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count(": ok") == len(paths)
+
+
+def test_validate_invalid_exits_2_with_all_errors_on_stderr(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "name: bad\nstages:\n  - id: a\n    role: {name: A, descripton: x}\n"
+        "  - id: b\n    depends_on: [zz]\n    gate: human\n"
+    )
+    result = runner.invoke(app, ["validate", str(bad), str(SPECS / "quickstart.yaml")])
+    assert result.exit_code == 2
+    assert f"{bad}:4:21: stages[0].role.descripton: unknown field" in result.stderr
+    assert "1 of 2 spec(s) invalid" in result.stderr
+    assert "quickstart.yaml: ok" in result.stdout
+
+
+def test_validate_json_lists_errors(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nstages:\n  - id: a\n    depends_on: [a]\n    gate: human\n")
+    result = runner.invoke(app, ["validate", "--json", str(bad)])
+    assert result.exit_code == 2
+    (entry,) = json.loads(result.stdout)
+    assert entry["valid"] is False
+    assert entry["errors"][0]["line"] == 4
+    assert "depends on itself" in entry["errors"][0]["message"]
+
+
+def test_plan_prints_tree_and_json() -> None:
+    result = runner.invoke(app, ["plan", str(SPECS / "research-fanout.yaml")])
+    assert result.exit_code == 0, result.output
+    assert "fan_out 4 → fan_in consensus" in result.stdout
+    assert "subagent researcher" in result.stdout
+    as_json = runner.invoke(app, ["plan", "--json", str(SPECS / "research-fanout.yaml")])
+    plan = json.loads(as_json.stdout)
+    assert plan["children"]["research"]["name"] == "researcher"
+    assert [s["id"] for s in plan["stages"]] == ["plan_research", "research", "recommend"]
+
+
+def test_plan_of_invalid_spec_exits_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\n")
+    result = runner.invoke(app, ["plan", str(bad)])
+    assert result.exit_code == 2
+    assert "missing required field 'stages'" in result.stderr
+
+
+def test_schema_is_the_spec_json_schema() -> None:
+    result = runner.invoke(app, ["schema"])
+    schema = json.loads(result.stdout)
+    assert "stages" in schema["properties"]
+    assert "Stage" in schema["$defs"]
+
+
+def test_new_writes_a_valid_spec_and_refuses_to_overwrite(tmp_path: Path) -> None:
+    target = tmp_path / "my flow.yaml"
+    result = runner.invoke(app, ["new", str(target)])
+    assert result.exit_code == 0, result.output
+    check = runner.invoke(app, ["validate", str(target)])
+    assert check.exit_code == 0, check.output
+    assert "'my-flow'" in check.stdout
+    again = runner.invoke(app, ["new", str(target)])
+    assert again.exit_code == 2 and "already exists" in again.stderr
+
+
+@pytest.mark.parametrize("args", [["--help"], ["validate", "--help"]])
+def test_console_script_help_runs(args: list[str]) -> None:
+    exe = Path(sys.executable).parent / "armature"
+    result = subprocess.run([str(exe), *args], capture_output=True, text=True, check=True)
+    assert "Usage" in result.stdout

@@ -1,0 +1,331 @@
+"""Loader: every problem reported with its line, path, value and fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from armature_temporal.errors import SpecError
+from armature_temporal.loader import load_spec, load_spec_text
+
+MINIMAL = """\
+name: demo
+stages:
+  - id: a
+    role: {name: A, description: hello}
+"""
+
+
+def issues_of(text: str, base_dir: Path | None = None) -> list[str]:
+    with pytest.raises(SpecError) as info:
+        load_spec_text(text, "spec.yaml", base_dir=base_dir)
+    return [str(i) for i in info.value.issues]
+
+
+def test_minimal_spec_loads() -> None:
+    loaded = load_spec_text(MINIMAL)
+    assert loaded.spec.name == "demo"
+    assert loaded.spec.stages[0].role is not None
+    assert loaded.spec.stages[0].role.type == "worker"
+
+
+def test_misspelt_key_reports_its_line_and_the_right_spelling() -> None:
+    text = "\n".join(
+        [
+            "name: demo",  # 1
+            "description: a spec",  # 2
+            "stages:",  # 3
+            "  - id: first",  # 4
+            "    role:",  # 5
+            "      name: A",  # 6
+            "      description: hello",  # 7
+            "  - id: second",  # 8
+            "    depends_on: [first]",  # 9
+            "    role:",  # 10
+            "      name: B",  # 11
+            "      descripton: world",  # 12
+        ]
+    )
+    issues = issues_of(text)
+    wrong = [i for i in issues if "descripton" in i]
+    assert len(wrong) == 1
+    assert wrong[0].startswith("spec.yaml:12:7: stages[1].role.descripton: unknown field")
+    assert "did you mean 'description'?" in wrong[0]
+
+
+def test_cycle_is_reported_as_its_path() -> None:
+    text = """\
+name: cyc
+stages:
+  - id: a
+    depends_on: [c]
+    role: {name: A, description: x}
+  - id: b
+    depends_on: [a]
+    role: {name: B, description: x}
+  - id: c
+    depends_on: [b]
+    role: {name: C, description: x}
+"""
+    issues = issues_of(text)
+    assert len(issues) == 1
+    assert "dependency cycle: a -> b -> c -> a" in issues[0]
+    assert issues[0].startswith("spec.yaml:4:")
+
+
+def test_missing_subagent_file_names_the_file(tmp_path: Path) -> None:
+    text = """\
+name: parent
+stages:
+  - id: fan
+    subagent_spec: children/missing.yaml
+    fan_out: 2
+"""
+    issues = issues_of(text, base_dir=tmp_path)
+    assert len(issues) == 1
+    assert "missing.yaml" in issues[0] and "does not exist" in issues[0]
+    assert issues[0].startswith("spec.yaml:4:5: stages[0].subagent_spec")
+
+
+def test_subagent_cycle_across_files_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text("name: a\nstages:\n  - id: s\n    subagent_spec: b.yaml\n")
+    (tmp_path / "b.yaml").write_text("name: b\nstages:\n  - id: s\n    subagent_spec: a.yaml\n")
+    with pytest.raises(SpecError) as info:
+        load_spec(tmp_path / "a.yaml")
+    text = str(info.value)
+    assert "subagent cycle across files: a.yaml -> b.yaml -> a.yaml" in text
+
+
+def test_invalid_subagent_reports_the_child_file_and_line(tmp_path: Path) -> None:
+    (tmp_path / "child.yaml").write_text("name: child\nstages:\n  - id: s\n    rol: {}\n")
+    (tmp_path / "p.yaml").write_text("name: p\nstages:\n  - id: f\n    subagent_spec: child.yaml\n")
+    with pytest.raises(SpecError) as info:
+        load_spec(tmp_path / "p.yaml")
+    issues = [str(i) for i in info.value.issues]
+    assert any("child.yaml:4:5: stages[0].rol: unknown field 'rol'" in i for i in issues)
+    assert any("p.yaml:4:5: stages[0].subagent_spec" in i and "invalid" in i for i in issues)
+
+
+def test_all_errors_are_reported_not_just_the_first() -> None:
+    text = """\
+name: many
+stages:
+  - id: a
+    role: {name: A, description: x, model_tier: fronteir}
+  - id: b
+    depends_on: [aa]
+    role: {name: B, description: x}
+"""
+    issues = issues_of(text)
+    assert len(issues) == 2
+    assert "unknown tier 'fronteir'" in issues[0] and "did you mean 'frontier'?" in issues[0]
+    assert "unknown stage 'aa'" in issues[1] and "did you mean 'a'?" in issues[1]
+
+
+def test_duplicate_stage_id_is_rejected() -> None:
+    text = MINIMAL + "  - id: a\n    role: {name: B, description: y}\n"
+    (issue,) = issues_of(text)
+    assert "duplicate stage id 'a'" in issue and issue.startswith("spec.yaml:5:")
+
+
+def test_yaml_syntax_error_has_line() -> None:
+    (issue,) = issues_of("name: x\nstages: [\n  - id: a\n")
+    assert issue.startswith("spec.yaml:") and "YAML syntax" in issue
+    assert issue.split(":")[1] != "0"
+
+
+def test_duplicate_yaml_key_is_rejected() -> None:
+    (issue,) = issues_of("name: x\nname: y\nstages: []\n")
+    assert "duplicate key" in issue and issue.startswith("spec.yaml:2:")
+
+
+def test_template_syntax_error_names_line_within_template() -> None:
+    text = """\
+name: t
+stages:
+  - id: a
+    role:
+      name: A
+      description: |
+        line one
+        {{ inputs.x
+"""
+    (issue,) = issues_of(text)
+    assert "stages[0].role.description" in issue
+    assert "template syntax error on line 2 of the template" in issue
+
+
+def test_template_reading_a_stage_that_is_not_upstream_is_rejected() -> None:
+    text = """\
+name: t
+stages:
+  - id: a
+    role: {name: A, description: "{{ b.content }}"}
+  - id: b
+    role: {name: B, description: x}
+"""
+    (issue,) = issues_of(text)
+    assert "reads stage 'b', which is not upstream of 'a'" in issue
+    assert "add 'b' to depends_on" in issue
+
+
+def test_template_unknown_name_gets_suggestion() -> None:
+    text = """\
+name: t
+inputs: [ticket]
+stages:
+  - id: a
+    role: {name: A, description: "{{ tiket }}"}
+"""
+    (issue,) = issues_of(text)
+    assert "unknown name 'tiket'" in issue and "did you mean 'ticket'?" in issue
+
+
+def test_template_unknown_output_field_of_upstream_stage() -> None:
+    text = """\
+name: t
+stages:
+  - id: a
+    role: {name: A, description: x}
+    output_mode: json
+    output_schema: {type: object, properties: {urgency: {type: string}}}
+  - id: b
+    depends_on: [a]
+    role: {name: B, description: "{{ a.urgencey }}"}
+"""
+    (issue,) = issues_of(text)
+    assert "stage 'a' has no output field 'urgencey'" in issue
+    assert "did you mean 'urgency'?" in issue
+
+
+def test_bad_until_expression_is_reported() -> None:
+    text = """\
+name: t
+stages:
+  - id: a
+    role: {name: A, description: x}
+    loop: {max_iterations: 3, until: "output.content ==="}
+"""
+    (issue,) = issues_of(text)
+    assert "stages[0].loop.until: expression syntax error" in issue
+
+
+def test_bad_regex_in_safety_rule_is_reported() -> None:
+    text = (
+        MINIMAL
+        + """\
+safety_rules:
+  - tool: shell
+    condition: {field: argv, op: matches_regex, value: "(unclosed"}
+    action: block
+"""
+    )
+    (issue,) = issues_of(text)
+    assert "safety_rules[0].condition.value" in issue and "does not compile" in issue
+
+
+def test_invalid_output_schema_is_reported() -> None:
+    text = """\
+name: t
+stages:
+  - id: a
+    role: {name: A, description: x}
+    output_mode: json
+    output_schema: {type: objekt}
+"""
+    (issue,) = issues_of(text)
+    assert "stages[0].output_schema: not a valid JSON Schema" in issue
+
+
+def test_fan_in_without_fan_out_is_rejected() -> None:
+    text = MINIMAL.replace(
+        "    role: {name: A, description: hello}\n",
+        "    role: {name: A, description: hello}\n    fan_in: list\n",
+    )
+    (issue,) = issues_of(text)
+    assert "fan_in goes with subagent_spec and fan_out" in issue
+
+
+def test_post_run_stage_cannot_have_dependents() -> None:
+    text = """\
+name: t
+stages:
+  - id: refine
+    post_run: true
+    role: {name: R, description: "{{ _transcript }}"}
+  - id: b
+    depends_on: [refine]
+    role: {name: B, description: x}
+"""
+    (issue,) = issues_of(text)
+    assert "'refine' is a post_run stage" in issue
+
+
+def test_unknown_literal_value_suggests() -> None:
+    text = MINIMAL.replace(
+        "{name: A, description: hello}", "{name: A, description: hello, type: wroker}"
+    )
+    (issue,) = issues_of(text)
+    assert "'wroker' is not one of" in issue and "did you mean 'worker'?" in issue
+
+
+def test_unknown_tool_suggests() -> None:
+    text = MINIMAL.replace(
+        "{name: A, description: hello}", "{name: A, description: hello, tools: [file_raed]}"
+    )
+    (issue,) = issues_of(text)
+    assert "unknown tool 'file_raed'" in issue and "did you mean 'file_read'?" in issue
+
+
+def test_gate_shorthand_and_duration() -> None:
+    text = MINIMAL + "  - id: ok\n    depends_on: [a]\n    gate: {type: human, timeout: 1h30m}\n"
+    spec = load_spec_text(text).spec
+    assert spec.stages[1].gate is not None and spec.stages[1].gate.timeout == 5400.0
+    short = load_spec_text(MINIMAL + "  - id: ok\n    gate: human\n").spec
+    assert short.stages[1].gate is not None and short.stages[1].gate.type == "human"
+
+
+def test_bad_duration_says_the_accepted_forms() -> None:
+    (issue,) = issues_of(MINIMAL + "  - id: ok\n    gate: {timeout: soon}\n")
+    assert "'soon' is not a duration" in issue and "'2d'" in issue
+
+
+def test_judge_schema_must_have_score() -> None:
+    text = """\
+name: t
+stages:
+  - id: j
+    role: {name: J, type: judge, description: x}
+    output_mode: json
+    output_schema: {type: object, properties: {grade: {type: number}}}
+"""
+    (issue,) = issues_of(text)
+    assert "must have a 'score' property" in issue
+
+
+def test_simulate_only_knobs_rejected_on_real_provider() -> None:
+    text = MINIMAL + "model_tiers:\n  small: {provider: openai, model: gpt-4o-mini, quality: 0.5}\n"
+    (issue,) = issues_of(text)
+    assert "model_tiers.small" in issue and "only apply to provider 'simulate'" in issue
+
+
+def test_cron_trigger_validated() -> None:
+    (issue,) = issues_of(MINIMAL + "triggers:\n  - {type: cron, schedule: '0 9 * *'}\n")
+    assert "triggers[0].schedule" in issue and "needs 5" in issue
+
+
+def test_non_mapping_document_is_a_spec_error() -> None:
+    (issue,) = issues_of("- just\n- a list\n")
+    assert "a spec is a YAML mapping" in issue
+
+
+def test_self_referencing_alias_is_a_spec_error() -> None:
+    issues = issues_of("name: x\nstages: &s\n  - *s\n")
+    assert issues and all(i.startswith("spec.yaml:") for i in issues)
+
+
+def test_contracts_inputs_alternative_is_accepted() -> None:
+    text = MINIMAL.replace("hello", "'{{ inputs.q }}'") + "contracts:\n  inputs: [q]\n"
+    spec = load_spec_text(text).spec
+    assert spec.inputs_schema["required"] == ["q"]

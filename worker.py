@@ -1,0 +1,1 @@
+"""Builds the Temporal worker that runs Armature workflows and activities."""

@@ -1,0 +1,1 @@
+"""Deterministic Temporal workflow code: the spec interpreter and its loops."""
