@@ -112,13 +112,18 @@ def cli_reference() -> str:
     def walk(cmd: Any, prefix: str) -> None:
         subcommands = getattr(cmd, "commands", None)
         if subcommands is not None:
+            if getattr(cmd, "invoke_without_command", False) and prefix != "armature":
+                out.append(f"#### `{prefix}`")
+                out.append("")
+                out.append(" ".join((cmd.help or "").split()))
+                out.append("")
             for name in sorted(subcommands):
                 sub = subcommands[name]
                 if not sub.hidden:
                     walk(sub, f"{prefix} {name}")
             return
         ctx = cmd.context_class(cmd, info_name=prefix)
-        usage = " ".join(cmd.collect_usage_pieces(ctx))
+        usage = " ".join(cmd.collect_usage_pieces(ctx)).replace("{", "").replace("}", "")
         help_text = (cmd.help or "").strip().split("\n\n")
         out.append(f"#### `{prefix} {usage}`".replace("  ", " "))
         out.append("")
@@ -133,7 +138,9 @@ def cli_reference() -> str:
             out.append("")
             for opt in opts:
                 names = ", ".join(f"`{o}`" for o in opt.opts)
-                metavar = "" if opt.is_flag else f" {opt.make_metavar(ctx)}"
+                long = [o for o in opt.opts if o.startswith("--")] or list(opt.opts)
+                word = opt.metavar or long[0].lstrip("-").replace("-", "_").upper()
+                metavar = "" if getattr(opt, "is_flag", False) else f" {word}"
                 out.append(f"- {names}{metavar}: {opt.help or ''}")
         out.append("")
 

@@ -1,0 +1,99 @@
+"""The ``llm_call`` activity: render the prompt, call the tier's model, parse and check output.
+
+Invalid output is a normal result (``valid=False`` with the error), so the workflow's on_fail
+loop can feed the error back deterministically. Provider failures raise ``ApplicationError``:
+retryable ones (408/409/429/5xx) honour the provider's retry-after; the rest are
+non-retryable with a ``type`` the diagnostics classify.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from jinja2 import TemplateError
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.heartbeat import heartbeating
+from armature_temporal.llm import ProviderError, complete
+from armature_temporal.parsing import parse_output
+from armature_temporal.prompts import build_messages
+from armature_temporal.runtime_models import LLMCallInput, LLMCallResult
+from armature_temporal.tools import ToolError, get_tool_spec
+
+__all__ = ["llm_call"]
+
+
+@activity.defn(name="llm_call")
+async def llm_call(inp: LLMCallInput) -> LLMCallResult:
+    """One model call for one attempt (or one turn of a tool loop) of an LLM stage."""
+    stage = inp.stage
+    assert stage.role is not None, "llm_call runs LLM stages only"
+    try:
+        messages = build_messages(
+            role_type=stage.role.type,
+            role_name=stage.role.name,
+            prompt_template=inp.prompt_template,
+            variables=inp.variables,
+            mission=inp.mission,
+            output_mode=stage.output_mode,
+            output_schema=stage.output_schema,
+        )
+    except TemplateError as exc:
+        raise ApplicationError(
+            f"stage {stage.id!r}: its prompt template failed to render: {exc}",
+            type="template_error",
+            non_retryable=True,
+        ) from exc
+    messages.extend(inp.transcript)
+    try:
+        tools = [get_tool_spec(name).model_dump(mode="json") for name in inp.tools]
+    except ToolError as exc:
+        raise ApplicationError(
+            f"stage {stage.id!r}: {exc}", type="unknown_tool", non_retryable=True
+        ) from exc
+    seed = f"{inp.run_id}/{stage.id}/{inp.attempt}/{inp.turn}/{inp.tier.name}"
+    try:
+        async with heartbeating():
+            completion = await complete(
+                inp.tier,
+                messages,
+                seed=seed,
+                role_type=stage.role.type,
+                output_mode=stage.output_mode,
+                output_schema=stage.output_schema,
+                temperature=inp.params.get("temperature", stage.role.temperature),
+                max_tokens=inp.params.get("max_tokens", stage.role.max_tokens),
+                params={
+                    k: v for k, v in inp.params.items() if k not in ("temperature", "max_tokens")
+                },
+                tools=tools or None,
+                turn=inp.turn,
+                max_turns=stage.role.max_turns,
+            )
+    except ProviderError as exc:
+        delay = timedelta(seconds=exc.retry_after) if exc.retry_after else None
+        raise ApplicationError(
+            f"stage {stage.id!r}: {exc}",
+            type=f"provider_error.{exc.kind}",
+            non_retryable=not exc.retryable,
+            next_retry_delay=delay,
+        ) from exc
+    result = LLMCallResult(
+        valid=True,
+        text=completion.text,
+        model=completion.model,
+        tier=inp.tier.name,
+        prompt_tokens=completion.prompt_tokens,
+        completion_tokens=completion.completion_tokens,
+        cost_usd=completion.cost_usd,
+        latency_ms=completion.latency_ms,
+        simulated_quality=completion.simulated_quality,
+    )
+    if completion.tool_calls:
+        return result.model_copy(update={"tool_calls": completion.tool_calls})
+    parsed = parse_output(completion.text, stage.output_mode, stage.output_schema)
+    output = {"content": parsed.value} if stage.output_mode == "text" else parsed.value
+    return result.model_copy(
+        update={"output": output, "valid": parsed.valid, "error": parsed.error}
+    )

@@ -1,0 +1,94 @@
+"""The ``tool_call`` activity: render args, pass the safety policy, run the tool.
+
+Every tool call in Armature — tool stages and an agent's own calls — goes through here, and so
+through :func:`armature_temporal.policy.evaluate_policy`, the single place that decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from jinja2 import TemplateError
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.heartbeat import heartbeating
+from armature_temporal.policy import evaluate_policy
+from armature_temporal.runtime_models import ToolCallInput, ToolCallResult
+from armature_temporal.settings import workspace_root
+from armature_temporal.spec import SafetyRule
+from armature_temporal.templating import render
+from armature_temporal.tools import ToolContext, ToolError, call_tool, tool_reversibility
+
+__all__ = ["render_args", "tool_call"]
+
+
+def render_args(value: Any, variables: dict[str, Any]) -> Any:
+    """Render every string inside ``value`` (dicts and lists too) as a Jinja template."""
+    if isinstance(value, str):
+        return render(value, variables) if ("{{" in value or "{%" in value) else value
+    if isinstance(value, list):
+        return [render_args(v, variables) for v in value]
+    if isinstance(value, dict):
+        return {k: render_args(v, variables) for k, v in value.items()}
+    return value
+
+
+@activity.defn(name="tool_call")
+async def tool_call(inp: ToolCallInput) -> ToolCallResult:
+    """Run one tool call under the spec's safety policy."""
+    try:
+        args = render_args(inp.args, inp.variables) if inp.render_args else dict(inp.args)
+    except TemplateError as exc:
+        raise ApplicationError(
+            f"stage {inp.stage_id!r}: tool {inp.tool!r} args failed to render: {exc}",
+            type="template_error",
+            non_retryable=True,
+        ) from exc
+    try:
+        reversibility = await asyncio.to_thread(tool_reversibility, inp.tool, args)
+    except ToolError as exc:
+        return ToolCallResult(ok=False, error_type="unknown_tool", error=str(exc))
+    rules = [SafetyRule.model_validate(r) for r in inp.safety_rules]
+    decision = evaluate_policy(
+        rules=rules, mode=inp.safety_mode, tool=inp.tool, args=args, reversibility=reversibility
+    )
+    policy = ToolCallResult(
+        ok=False,
+        policy_action=decision.action,
+        policy_rule=decision.rule_index,
+        policy_message=decision.message,
+        output={"args": args},
+    )
+    if decision.action == "block":
+        return policy.model_copy(
+            update={
+                "error_type": "policy_blocked",
+                "error": f"blocked by the safety policy: {decision.message}",
+            }
+        )
+    if decision.action == "require_approval" and not inp.approved:
+        return policy.model_copy(
+            update={"error_type": "policy_blocked", "error": "waiting for approval"}
+        )
+    if decision.action in ("warn", "log"):
+        activity.logger.warning(
+            "stage %s tool %s: policy %s: %s",
+            inp.stage_id,
+            inp.tool,
+            decision.action,
+            decision.message,
+        )
+    workspace = workspace_root(inp.spec_name or "default")
+    workspace.mkdir(parents=True, exist_ok=True)
+    async with heartbeating():
+        result = await call_tool(inp.tool, args, ToolContext(workspace=workspace))
+    return policy.model_copy(
+        update={
+            "ok": result.ok,
+            "output": result.output,
+            "error_type": result.error_type,
+            "error": result.error,
+        }
+    )

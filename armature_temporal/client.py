@@ -1,0 +1,365 @@
+"""Client-side operations on runs: connect, submit, list, show, cancel, decide gates.
+
+The CLI calls these and prints; tests call them directly. Nothing here runs inside a workflow.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Any, Literal
+
+import jsonschema
+from pydantic import BaseModel, ConfigDict, Field
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import (
+    AddSearchAttributesRequest,
+    ListSearchAttributesRequest,
+)
+from temporalio.client import (
+    Client,
+    TLSConfig,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
+
+from armature_temporal.compiler import Plan
+from armature_temporal.errors import ArmatureError
+from armature_temporal.runtime_models import (
+    GateDecision,
+    GateInfo,
+    RunInput,
+    RunResult,
+    RunStatus,
+    StageResult,
+)
+from armature_temporal.search_attributes import ALL_KEYS, SPEC_HASH, SPEC_NAME, WAITING_GATE
+from armature_temporal.settings import namespace as default_namespace
+
+__all__ = [
+    "ConnectionFailed",
+    "GateError",
+    "InputError",
+    "RunNotFound",
+    "RunSummary",
+    "RunView",
+    "cancel_run",
+    "connect",
+    "decide_gate",
+    "ensure_search_attributes",
+    "list_runs",
+    "prepare_inputs",
+    "show_run",
+    "start_run",
+    "waiting_gates",
+]
+
+WORKFLOW_NAME = "RunSpec"
+
+
+class ConnectionFailed(ArmatureError):
+    """The Temporal server could not be reached."""
+
+
+class InputError(ArmatureError):
+    """Run inputs do not satisfy the spec's input schema."""
+
+
+class RunNotFound(ArmatureError):
+    """No run with that id."""
+
+
+class GateError(ArmatureError):
+    """A gate decision was refused (unknown stage, or not waiting)."""
+
+
+async def connect(address: str, namespace: str | None = None) -> Client:
+    """Connect with Armature's data converter; TLS and API key from the environment.
+
+    ``TEMPORAL_TLS_CERT``/``TEMPORAL_TLS_KEY`` (file paths) enable mTLS, ``TEMPORAL_API_KEY``
+    an API key (Temporal Cloud).
+
+    Raises:
+        ConnectionFailed: naming the address and what to do.
+    """
+    tls: TLSConfig | bool = False
+    cert, key = os.environ.get("TEMPORAL_TLS_CERT"), os.environ.get("TEMPORAL_TLS_KEY")
+    if cert and key:
+        with open(cert, "rb") as c, open(key, "rb") as k:
+            tls = TLSConfig(client_cert=c.read(), client_private_key=k.read())
+    api_key = os.environ.get("TEMPORAL_API_KEY") or None
+    try:
+        return await Client.connect(
+            address,
+            namespace=namespace or default_namespace(),
+            data_converter=pydantic_data_converter,
+            tls=tls if not api_key else True,
+            api_key=api_key,
+        )
+    except RuntimeError as exc:
+        raise ConnectionFailed(
+            f"cannot reach the Temporal server at {address}: {exc}. Start the local stack with "
+            "`armature dev`, or point TEMPORAL_ADDRESS / --address at a running server"
+        ) from None
+
+
+async def ensure_search_attributes(client: Client) -> list[str]:
+    """Register Armature's search attributes if the server lacks them; returns those added."""
+    listed = await client.operator_service.list_search_attributes(
+        ListSearchAttributesRequest(namespace=client.namespace)
+    )
+    have = set(listed.custom_attributes) | set(listed.system_attributes)
+    missing = {}
+    for key in ALL_KEYS:
+        if key.name not in have:
+            kind = (
+                IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
+                if key.value_type is str
+                else (IndexedValueType.INDEXED_VALUE_TYPE_BOOL)
+            )
+            missing[key.name] = kind
+    if missing:
+        await client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(namespace=client.namespace, search_attributes=missing)
+        )
+    return sorted(missing)
+
+
+def prepare_inputs(plan: Plan, given: dict[str, Any]) -> dict[str, Any]:
+    """Apply the input schema's defaults, then validate.
+
+    Raises:
+        InputError: naming each problem and the schema's properties.
+    """
+    schema = plan.inputs_schema
+    props = schema.get("properties", {}) if isinstance(schema, dict) else {}
+    inputs = dict(given)
+    for name, prop in props.items():
+        if name not in inputs and isinstance(prop, dict) and "default" in prop:
+            inputs[name] = prop["default"]
+    validator = jsonschema.Draft202012Validator(schema)
+    problems = sorted(validator.iter_errors(inputs), key=lambda e: list(e.path))
+    if problems:
+        lines = []
+        for err in problems:
+            where = "/".join(str(p) for p in err.path) or "inputs"
+            lines.append(f"{where}: {err.message}")
+        known = list(props) or "none declared"
+        raise InputError(
+            f"run inputs for {plan.name!r} are invalid: "
+            + "; ".join(lines)
+            + f". Inputs of this spec: {known}; pass them as --input name=value or "
+            "--inputs file.json"
+        )
+    return inputs
+
+
+def new_run_id(plan: Plan) -> str:
+    return f"{plan.name}-{uuid.uuid4().hex[:8]}"
+
+
+async def start_run(
+    client: Client,
+    plan: Plan,
+    inputs: dict[str, Any],
+    *,
+    task_queue: str,
+    run_id: str | None = None,
+    prior_run: dict[str, Any] | None = None,
+) -> WorkflowHandle[Any, RunResult]:
+    """Start the interpreter workflow for ``plan``; returns its handle."""
+    workflow_id = run_id or new_run_id(plan)
+    return await client.start_workflow(
+        WORKFLOW_NAME,
+        RunInput(plan=plan, inputs=inputs, prior_run=prior_run),
+        id=workflow_id,
+        task_queue=task_queue,
+        result_type=RunResult,
+        memo={
+            "spec_name": plan.name,
+            "spec_version": plan.version,
+            "spec_hash": plan.spec_hash,
+            "policy_version": plan.policy_version,
+        },
+        search_attributes=TypedSearchAttributes(
+            [
+                SearchAttributePair(SPEC_NAME, plan.name),
+                SearchAttributePair(SPEC_HASH, plan.spec_hash),
+                SearchAttributePair(WAITING_GATE, False),
+            ]
+        ),
+        static_summary=f"Armature run of spec {plan.name!r} v{plan.version}",
+        static_details=plan.description or None,
+    )
+
+
+class RunSummary(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    spec_name: str | None
+    status: str
+    waiting_gate: bool = False
+    started: str | None = None
+    closed: str | None = None
+
+
+async def list_runs(
+    client: Client, *, spec: str | None = None, limit: int = 20, waiting_only: bool = False
+) -> list[RunSummary]:
+    """Runs from Temporal visibility, newest first."""
+    clauses = [f"WorkflowType = '{WORKFLOW_NAME}'"]
+    if spec:
+        clauses.append(f"ArmatureSpecName = '{spec}'")
+    if waiting_only:
+        clauses += ["ArmatureWaitingGate = true", "ExecutionStatus = 'Running'"]
+    out = []
+    async for wf in client.list_workflows(" AND ".join(clauses), limit=limit):
+        attrs = wf.typed_search_attributes
+        out.append(
+            RunSummary(
+                run_id=wf.id,
+                spec_name=attrs.get(SPEC_NAME),
+                status=wf.status.name.lower() if wf.status else "unknown",
+                waiting_gate=bool(attrs.get(WAITING_GATE)),
+                started=wf.start_time.isoformat() if wf.start_time else None,
+                closed=wf.close_time.isoformat() if wf.close_time else None,
+            )
+        )
+    return out
+
+
+class RunView(BaseModel):
+    """Everything ``armature runs show`` prints."""
+
+    run_id: str
+    temporal_run_id: str | None = None
+    spec_name: str | None
+    status: str
+    state: str | None = None
+    reason: str | None = None
+    stages: dict[str, StageResult] = Field(default_factory=dict)
+    outputs: dict[str, Any] = Field(default_factory=dict)
+    pending_gates: list[GateInfo] = Field(default_factory=list)
+
+
+async def show_run(client: Client, run_id: str) -> RunView:
+    """Status, stages and outputs of one run (from the result when closed, else the query)."""
+    handle = client.get_workflow_handle(run_id, result_type=RunResult)
+    try:
+        desc = await handle.describe()
+    except RPCError as exc:
+        if "not found" in str(exc).lower():
+            raise RunNotFound(
+                f"no run {run_id!r} on this server; list runs with `armature runs list`"
+            ) from None
+        raise
+    status = desc.status.name.lower() if desc.status else "unknown"
+    view = RunView(
+        run_id=run_id,
+        temporal_run_id=desc.run_id,
+        spec_name=desc.typed_search_attributes.get(SPEC_NAME),
+        status=status,
+    )
+    if desc.status == WorkflowExecutionStatus.RUNNING:
+        st = await handle.query("status", result_type=RunStatus)
+        return view.model_copy(
+            update={
+                "state": st.state,
+                "stages": st.stages,
+                "pending_gates": st.pending_gates,
+                "outputs": {k: v.output for k, v in st.stages.items() if v.status == "completed"},
+            }
+        )
+    result = await run_outcome(handle)
+    if result is not None:
+        view = view.model_copy(
+            update={
+                "state": result.state,
+                "reason": result.reason,
+                "stages": result.stages,
+                "outputs": result.outputs,
+            }
+        )
+    return view
+
+
+async def run_outcome(handle: WorkflowHandle[Any, RunResult]) -> RunResult | None:
+    """The RunResult of a closed run, failed ones included (from the failure's details)."""
+    try:
+        return await handle.result()
+    except WorkflowFailureError as exc:
+        cause = exc.cause
+        if isinstance(cause, ApplicationError) and cause.type == "RunFailed" and cause.details:
+            return RunResult.model_validate(cause.details[0])
+        return None
+
+
+async def cancel_run(client: Client, run_id: str) -> None:
+    handle = client.get_workflow_handle(run_id)
+    try:
+        await handle.cancel()
+    except RPCError as exc:
+        if "not found" in str(exc).lower():
+            raise RunNotFound(f"no run {run_id!r} on this server") from None
+        raise
+
+
+async def decide_gate(
+    client: Client,
+    run_id: str,
+    stage: str,
+    decision: Literal["approve", "reject"],
+    *,
+    comment: str | None = None,
+    by: str | None = None,
+) -> str:
+    """Resolve a waiting gate through the validated update.
+
+    Raises:
+        GateError: the stage is unknown or not waiting (nothing was written).
+        RunNotFound: no such run.
+    """
+    handle = client.get_workflow_handle(run_id)
+    try:
+        answer: str = await handle.execute_update(
+            "resolve_gate",
+            GateDecision(stage=stage, decision=decision, comment=comment, by=by),
+            result_type=str,
+        )
+        return answer
+    except WorkflowUpdateFailedError as exc:
+        cause = exc.cause
+        message = cause.message if isinstance(cause, ApplicationError) else str(cause)
+        raise GateError(message) from None
+    except RPCError as exc:
+        text = str(exc)
+        if "not found" in text.lower():
+            raise RunNotFound(
+                f"no run {run_id!r} on this server; see `armature runs list`"
+            ) from None
+        if "completed" in text.lower() or "closed" in text.lower():
+            raise GateError(f"run {run_id!r} has already finished; nothing to decide") from None
+        raise
+
+
+async def waiting_gates(
+    client: Client, *, spec: str | None = None, limit: int = 100
+) -> list[tuple[RunSummary, list[GateInfo]]]:
+    """Runs waiting on a human gate (visibility), each with its pending gates (query)."""
+    out = []
+    for run in await list_runs(client, spec=spec, limit=limit, waiting_only=True):
+        handle = client.get_workflow_handle(run.run_id)
+        try:
+            st = await handle.query("status", result_type=RunStatus)
+        except RPCError:
+            continue
+        if st.pending_gates:
+            out.append((run, st.pending_gates))
+    return out

@@ -1,0 +1,258 @@
+"""The embedded single-machine stack: a Temporal dev server and an Armature worker.
+
+``armature submit`` starts it in the background when no Temporal address is configured and
+nothing listens on 127.0.0.1:7233; ``armature dev`` runs it in the foreground; ``armature dev
+stop`` stops it. The dev server keeps its state in a SQLite file under ARMATURE_HOME, so runs
+(and runs waiting at a gate) survive a restart. Logs go to ARMATURE_HOME/logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from armature_temporal.errors import ArmatureError
+from armature_temporal.search_attributes import dev_server_flags
+from armature_temporal.settings import armature_home, task_queue
+from armature_temporal.temporal_bin import temporal_binary
+
+__all__ = [
+    "StackState",
+    "ensure_local_stack",
+    "is_listening",
+    "stack_state",
+    "start_dev_server",
+    "start_worker",
+    "stop_stack",
+    "wait_for_server",
+]
+
+DEV_PORT = 7233
+UI_PORT = 8233
+
+
+@dataclass(frozen=True)
+class StackState:
+    server_pid: int | None
+    worker_pid: int | None
+    listening: bool
+    address: str
+
+    @property
+    def server_ours(self) -> bool:
+        return self.server_pid is not None
+
+
+def _run_dir(home: Path) -> Path:
+    path = home / "run"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _logs(home: Path) -> Path:
+    path = home / "logs"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _read_pid(path: Path) -> int | None:
+    """The pid in ``path`` if that process is still alive, else None (and the file goes)."""
+    try:
+        pid = int(path.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        path.unlink(missing_ok=True)
+        return None
+    except PermissionError:
+        return pid
+    # A zombie (exited child not yet reaped) counts as gone.
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        if stat.rsplit(")", 1)[1].split()[0] == "Z":
+            path.unlink(missing_ok=True)
+            return None
+    except (OSError, IndexError):
+        pass
+    return pid
+
+
+def is_listening(host: str, port: int, timeout: float = 0.3) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=timeout):
+        return True
+    return False
+
+
+def stack_state(home: Path | None = None, port: int = DEV_PORT) -> StackState:
+    home = home or armature_home()
+    run = _run_dir(home)
+    return StackState(
+        server_pid=_read_pid(run / "temporal.pid"),
+        worker_pid=_read_pid(run / "worker.pid"),
+        listening=is_listening("127.0.0.1", port),
+        address=f"127.0.0.1:{port}",
+    )
+
+
+def start_dev_server(home: Path | None = None, port: int = DEV_PORT, ui_port: int = UI_PORT) -> int:
+    """Start ``temporal server start-dev`` detached; returns its pid. State: home/temporal.db."""
+    home = home or armature_home()
+    binary = temporal_binary()
+    if is_listening("127.0.0.1", port):
+        raise ArmatureError(
+            f"port {port} is already in use; stop what listens there or pass "
+            "--address to use that server"
+        )
+    args = [
+        str(binary),
+        "server",
+        "start-dev",
+        "--ip",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--ui-port",
+        str(ui_port),
+        "--db-filename",
+        str(home / "temporal.db"),
+        "--log-level",
+        "warn",
+        *dev_server_flags(),
+        "--dynamic-config-value",
+        "frontend.WorkflowTimeSkippingEnabled=true",
+    ]
+    log = open(_logs(home) / "temporal.log", "ab")  # noqa: SIM115 - handed to the child
+    # The server binary is built without cgo and needs $USER to name the current user.
+    env = {**os.environ, "USER": os.environ.get("USER") or getpass.getuser()}
+    proc = subprocess.Popen(
+        args,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        env=env,
+    )
+    log.close()
+    (_run_dir(home) / "temporal.pid").write_text(str(proc.pid))
+    return proc.pid
+
+
+def start_worker(address: str, home: Path | None = None, queue: str | None = None) -> int:
+    """Start an ``armature worker`` process detached; returns its pid."""
+    home = home or armature_home()
+    args = [
+        sys.executable,
+        "-m",
+        "cli",
+        "worker",
+        "--address",
+        address,
+        "--task-queue",
+        queue or task_queue(),
+    ]
+    log = open(_logs(home) / "worker.log", "ab")  # noqa: SIM115 - handed to the child
+    env = {**os.environ, "ARMATURE_HOME": str(home)}
+    proc = subprocess.Popen(
+        args,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        env=env,
+    )
+    log.close()
+    (_run_dir(home) / "worker.pid").write_text(str(proc.pid))
+    return proc.pid
+
+
+async def wait_for_server(
+    address: str, timeout_s: float = 30.0, server_pid: int | None = None
+) -> None:
+    """Wait until the server answers; raise with the log's location if it does not."""
+    from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
+    from temporalio.client import Client
+
+    deadline = time.monotonic() + timeout_s
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        if server_pid is not None and _read_pid(_run_dir(armature_home()) / "temporal.pid") is None:
+            break
+        try:
+            client = await Client.connect(address)
+            await client.workflow_service.get_system_info(GetSystemInfoRequest())
+            return
+        except RuntimeError as exc:
+            last = exc
+        await asyncio.sleep(0.2)
+    raise ArmatureError(
+        f"the Temporal dev server at {address} did not come up within {timeout_s:g}s "
+        f"({last}); see {_logs(armature_home()) / 'temporal.log'}"
+    )
+
+
+def stop_stack(home: Path | None = None, timeout_s: float = 10.0) -> list[str]:
+    """Stop the worker and dev server this ARMATURE_HOME started; returns what was stopped."""
+    home = home or armature_home()
+    stopped = []
+    for name in ("worker", "temporal"):
+        path = _run_dir(home) / f"{name}.pid"
+        pid = _read_pid(path)
+        if pid is None:
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and _read_pid(path) is not None:
+            time.sleep(0.1)
+        if _read_pid(path) is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        path.unlink(missing_ok=True)
+        stopped.append(f"{name} (pid {pid})")
+    return stopped
+
+
+async def ensure_local_stack(cli_address: str | None = None) -> tuple[str, list[str]]:
+    """The address to use, starting the embedded stack when needed; plus what was started.
+
+    With ``--address`` or ``$TEMPORAL_ADDRESS`` nothing is started: that server's workers are
+    the user's. Otherwise the local dev server on 127.0.0.1:7233 is used (started if nothing
+    listens there) and a background worker is started if this ARMATURE_HOME has none running.
+    """
+    from armature_temporal.settings import configured_address
+
+    configured = configured_address(cli_address)
+    if configured:
+        return configured, []
+    home = armature_home()
+    state = stack_state(home)
+    address = state.address
+    said = []
+    if not state.listening:
+        pid = start_dev_server(home)
+        await wait_for_server(address, server_pid=pid)
+        said.append(
+            f"started the local Temporal dev server (pid {pid}, Web UI "
+            f"http://localhost:{UI_PORT}, state in {home / 'temporal.db'}, log "
+            f"{home / 'logs' / 'temporal.log'})"
+        )
+    elif not state.server_ours and state.worker_pid is None:
+        said.append(f"using the Temporal server already listening on {address}")
+    if state.worker_pid is None:
+        pid = start_worker(address, home)
+        said.append(
+            f"started an Armature worker (pid {pid}, log {home / 'logs' / 'worker.log'}"
+            "); `armature dev stop` stops the local stack"
+        )
+    return address, said

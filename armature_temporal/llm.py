@@ -1,0 +1,260 @@
+"""The LLM gateway: one ``complete`` call over litellm, the ``simulate`` provider, or ``local``.
+
+litellm runs with ``num_retries=0`` because Temporal owns retries. Provider failures become a
+:class:`ProviderError` that says whether a retry can help (408/409/429/5xx) and how long the
+provider asked us to wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from armature_temporal.compiler import ResolvedTier
+from armature_temporal.errors import ArmatureError
+
+__all__ = ["Completion", "ProviderError", "complete", "import_litellm"]
+
+RETRYABLE_STATUS = {408, 409, 429}
+
+
+class ProviderError(ArmatureError):
+    """A model provider call failed.
+
+    Attributes:
+        retryable: True for 408/409/429/5xx and connection problems.
+        retry_after: Seconds the provider asked us to wait, if it said.
+        status: HTTP status, when there was one.
+        kind: A short machine-readable class (``rate_limited``, ``auth``, ``bad_request``, ...).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool,
+        kind: str,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.kind = kind
+        self.status = status
+        self.retry_after = retry_after
+
+
+class Completion(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_ms: float = 0.0
+    simulated_quality: float | None = None
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+
+
+def import_litellm() -> Any:
+    """Import litellm lazily, offline: its cost map comes from the package, not the network."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.telemetry = False
+    return litellm
+
+
+async def complete(
+    tier: ResolvedTier,
+    messages: list[dict[str, Any]],
+    *,
+    seed: str,
+    role_type: str,
+    output_mode: str,
+    output_schema: dict[str, Any] | None,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    params: dict[str, Any] | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    turn: int = 0,
+    max_turns: int = 1,
+) -> Completion:
+    """Call the tier's model once. Raises ProviderError on provider failure."""
+    if tier.provider == "simulate":
+        return await _simulate(
+            tier, messages, seed, role_type, output_mode, output_schema, tools, turn, max_turns
+        )
+    if tier.provider == "local":
+        raise ProviderError(
+            f"tier {tier.name!r}: provider 'local' (a transformers model at {tier.model!r}) needs "
+            "the finetune extra: pip install 'armature-temporal[finetune]'; it is not wired into "
+            "llm_call yet — use provider: simulate or a litellm provider for now",
+            retryable=False,
+            kind="unsupported_provider",
+        )
+    return await _litellm(
+        tier, messages, output_mode, output_schema, temperature, max_tokens, params or {}, tools
+    )
+
+
+async def _simulate(
+    tier: ResolvedTier,
+    messages: list[dict[str, Any]],
+    seed: str,
+    role_type: str,
+    output_mode: str,
+    output_schema: dict[str, Any] | None,
+    tools: list[dict[str, Any]] | None,
+    turn: int,
+    max_turns: int,
+) -> Completion:
+    from armature_temporal.simulate import simulate_completion, simulate_tool_turn
+
+    if tier.latency_ms:
+        await asyncio.sleep(tier.latency_ms / 1000)
+    prompt = "\n".join(str(m.get("content", "")) for m in messages)
+    if tools:
+        calls = simulate_tool_turn(seed=seed, turn=turn, max_turns=max_turns, tools=tools)
+        if calls:
+            return Completion(
+                text="",
+                model="simulate",
+                tool_calls=calls,
+                prompt_tokens=max(1, len(prompt) // 4),
+                completion_tokens=8,
+                latency_ms=tier.latency_ms,
+            )
+    sim = simulate_completion(
+        seed=seed,
+        prompt=prompt,
+        output_mode=output_mode,  # type: ignore[arg-type]
+        output_schema=output_schema,
+        role_type=role_type,  # type: ignore[arg-type]
+        valid_rate=tier.valid_rate,
+        quality=tier.quality,
+    )
+    return Completion(
+        text=sim.text,
+        model="simulate",
+        prompt_tokens=sim.prompt_tokens,
+        completion_tokens=sim.completion_tokens,
+        latency_ms=tier.latency_ms,
+        simulated_quality=sim.quality,
+    )
+
+
+async def _litellm(
+    tier: ResolvedTier,
+    messages: list[dict[str, Any]],
+    output_mode: str,
+    output_schema: dict[str, Any] | None,
+    temperature: float | None,
+    max_tokens: int | None,
+    params: dict[str, Any],
+    tools: list[dict[str, Any]] | None,
+) -> Completion:
+    litellm = import_litellm()
+    model = f"{tier.provider}/{tier.model}"
+    kwargs: dict[str, Any] = {**tier.params, **params}
+    kwargs["num_retries"] = 0
+    if tier.api_base:
+        kwargs["api_base"] = tier.api_base
+    if tier.api_key_env:
+        key = os.environ.get(tier.api_key_env)
+        if not key:
+            raise ProviderError(
+                f"tier {tier.name!r} reads its API key from ${tier.api_key_env}, which is not "
+                f"set; export {tier.api_key_env}=... in the worker's environment",
+                retryable=False,
+                kind="auth",
+            )
+        kwargs["api_key"] = key
+    temp = temperature if temperature is not None else tier.temperature
+    if temp is not None:
+        kwargs["temperature"] = temp
+    limit = max_tokens if max_tokens is not None else tier.max_tokens
+    if limit is not None:
+        kwargs["max_tokens"] = limit
+    if output_mode == "guided_json" and output_schema is not None:
+        kwargs["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "output", "schema": output_schema},
+        }
+    elif output_mode in ("json", "guided_json"):
+        kwargs["response_format"] = {"type": "json_object"}
+    if tools:
+        kwargs["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t["name"],
+                    "description": t.get("description", ""),
+                    "parameters": t.get("parameters", {"type": "object"}),
+                },
+            }
+            for t in tools
+        ]
+    started = time.monotonic()
+    try:
+        response = await litellm.acompletion(model=model, messages=messages, **kwargs)
+    except Exception as exc:  # litellm raises many types; classify by status, re-raise typed
+        raise _classify(exc, tier) from exc
+    latency = (time.monotonic() - started) * 1000
+    choice = response.choices[0].message
+    calls = []
+    for call in getattr(choice, "tool_calls", None) or []:
+        import json
+
+        try:
+            arguments = json.loads(call.function.arguments or "{}")
+        except ValueError:
+            arguments = {"_unparsed": call.function.arguments}
+        calls.append({"id": call.id, "name": call.function.name, "arguments": arguments})
+    usage = getattr(response, "usage", None)
+    try:
+        cost = float(litellm.completion_cost(completion_response=response))
+    except Exception:  # no price known for this model: cost unknown, recorded as 0
+        cost = 0.0
+    return Completion(
+        text=choice.content or "",
+        model=model,
+        prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+        completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+        cost_usd=cost,
+        latency_ms=latency,
+        tool_calls=calls,
+    )
+
+
+def _classify(exc: Exception, tier: ResolvedTier) -> ProviderError:
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) else None
+    retry_after = None
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is not None:
+        value = headers.get("retry-after")
+        try:
+            retry_after = float(value) if value is not None else None
+        except ValueError:
+            retry_after = None
+    name = type(exc).__name__
+    connection = name in ("APIConnectionError", "Timeout", "ServiceUnavailableError")
+    retryable = connection or status in RETRYABLE_STATUS or (status is not None and status >= 500)
+    kind = {401: "auth", 403: "auth", 404: "not_found", 429: "rate_limited"}.get(
+        status or 0, "server_error" if retryable else "bad_request"
+    )
+    return ProviderError(
+        f"tier {tier.name!r} ({tier.provider}/{tier.model}): {name}"
+        f"{f' (HTTP {status})' if status else ''}: {str(exc)[:500]}",
+        retryable=retryable,
+        kind=kind,
+        status=status,
+        retry_after=retry_after,
+    )

@@ -1,0 +1,95 @@
+"""Prompt assembly: role contract + mission + the stage's rendered description + output contract
++ feedback from the previous attempt. Pure: the same variables give the same messages."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from armature_temporal.templating import render
+
+__all__ = ["ROLE_CONTRACTS", "build_messages", "stage_variables"]
+
+ROLE_CONTRACTS: dict[str, str] = {
+    "worker": "You are {name}, a worker. Do exactly the task below and return only what it asks "
+    "for.",
+    "orchestrator": "You are {name}, an orchestrator. Weigh the inputs you are given, decide, and "
+    "write the result the task asks for.",
+    "judge": "You are {name}, a judge. Assess the work below strictly and fairly. Give a score "
+    "from 0 (useless) to 1 (excellent) and a short rationale.",
+    "researcher": "You are {name}, a researcher. Investigate carefully, state what you found and "
+    "how sure you are.",
+}
+
+
+def stage_variables(
+    *,
+    inputs: dict[str, Any],
+    outputs: dict[str, Any],
+    visible: list[str],
+    mission: str,
+    run: dict[str, Any],
+    prior_run: tuple[str, dict[str, Any]] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The template variables of one stage.
+
+    Args:
+        inputs: The run inputs (also exposed by name at the top level).
+        outputs: Finished stages' outputs by stage id.
+        visible: The stage ids this stage may read (its upstream stages).
+        mission: The spec's mission text.
+        run: ``{"id": ..., "spec": ...}``.
+        prior_run: ``(inject_as, values)`` from continuation, if any.
+        extra: Loop and retry variables (``_iteration``, ``_last_error``, ...).
+    """
+    variables: dict[str, Any] = dict(inputs)
+    variables.update(
+        inputs=inputs,
+        mission=mission,
+        run=run,
+        _retry_attempt=0,
+        _last_error=None,
+        _last_result=None,
+    )
+    for sid in visible:
+        if sid in outputs:
+            variables[sid] = outputs[sid]
+    if prior_run is not None:
+        variables[prior_run[0]] = prior_run[1]
+    if extra:
+        variables.update(extra)
+    return variables
+
+
+def build_messages(
+    *,
+    role_type: str,
+    role_name: str,
+    prompt_template: str,
+    variables: dict[str, Any],
+    mission: str,
+    output_mode: str,
+    output_schema: dict[str, Any] | None,
+) -> list[dict[str, Any]]:
+    """Chat messages for one model call (raises jinja2 errors on template problems)."""
+    system = [ROLE_CONTRACTS[role_type].format(name=role_name)]
+    if mission:
+        system.append(f"Mission: {mission}")
+    if output_mode != "text":
+        contract = "Reply with a single JSON value and nothing else."
+        if output_schema is not None:
+            schema = json.dumps(output_schema, sort_keys=True)
+            contract += f" It must satisfy this JSON Schema: {schema}"
+        system.append(contract)
+    user = render(prompt_template, variables).strip()
+    last_error = variables.get("_last_error")
+    if last_error:
+        user += (
+            f"\n\nYour previous answer (attempt {variables.get('_retry_attempt', 0)}) was "
+            f"rejected: {last_error}\nFix exactly that and answer again."
+        )
+    return [
+        {"role": "system", "content": "\n\n".join(system)},
+        {"role": "user", "content": user},
+    ]

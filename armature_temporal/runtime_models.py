@@ -1,0 +1,170 @@
+"""The messages between the interpreter workflow, its activities and its clients.
+
+Every workflow and activity takes one of these models and returns one; Temporal carries them
+with the pydantic data converter. They are plain data: no behaviour that touches I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from armature_temporal.compiler import Plan, PlanStage, ResolvedTier
+
+__all__ = [
+    "GateDecision",
+    "GateInfo",
+    "LLMCallInput",
+    "LLMCallResult",
+    "RunInput",
+    "RunResult",
+    "RunStatus",
+    "StageResult",
+    "StageStatus",
+    "ToolCallInput",
+    "ToolCallResult",
+]
+
+StageStatus = Literal[
+    "pending",
+    "running",
+    "waiting_gate",
+    "completed",
+    "failed",
+    "skipped",
+    "rejected",
+    "cancelled",
+]
+RunState = Literal["running", "waiting_gate", "completed", "failed", "rejected", "cancelled"]
+#: The failure taxonomy: one code per failed or degraded stage.
+ErrorType = Literal[
+    "output_invalid",
+    "tool_error",
+    "timeout",
+    "low_quality",
+    "gate_rejected",
+    "policy_blocked",
+    "provider_error",
+    "dependency_failed",
+    "cancelled",
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RunInput(_Model):
+    """Start a run: the compiled plan travels in the input; the workflow never reads files."""
+
+    plan: Plan
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    prior_run: dict[str, Any] | None = None
+    parent_run_id: str | None = None
+
+
+class GateInfo(_Model):
+    stage: str
+    message: str | None = None
+    since: str
+    timeout_s: float | None = None
+    on_timeout: str = "fail"
+
+
+class GateDecision(_Model):
+    """A person's decision on a waiting gate (update ``resolve_gate`` or signal ``gate``)."""
+
+    stage: str
+    decision: Literal["approve", "reject"]
+    comment: str | None = None
+    by: str | None = None
+
+
+class StageResult(_Model):
+    status: StageStatus = "pending"
+    output: Any = None
+    error: str | None = None
+    error_type: ErrorType | None = None
+    attempts: int = 0
+    iterations: int = 0
+    tier: str | None = None
+    escalated: bool = False
+    gate: GateDecision | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+
+
+class RunStatus(_Model):
+    """What the ``status`` query returns while a run is in flight."""
+
+    run_id: str
+    spec_name: str
+    spec_hash: str
+    state: RunState
+    stages: dict[str, StageResult]
+    pending_gates: list[GateInfo] = Field(default_factory=list)
+
+
+class RunResult(_Model):
+    run_id: str
+    spec_name: str
+    spec_hash: str
+    state: RunState
+    reason: str | None = None
+    stages: dict[str, StageResult]
+    outputs: dict[str, Any] = Field(default_factory=dict)
+
+
+class LLMCallInput(_Model):
+    """One model call: the activity renders the prompt from these variables."""
+
+    run_id: str
+    stage: PlanStage
+    tier: ResolvedTier
+    prompt_template: str
+    mission: str = ""
+    variables: dict[str, Any] = Field(default_factory=dict)
+    attempt: int = 1
+    params: dict[str, Any] = Field(default_factory=dict)
+    tools: list[str] = Field(default_factory=list)
+    transcript: list[dict[str, Any]] = Field(default_factory=list)
+    turn: int = 0
+
+
+class LLMCallResult(_Model):
+    output: Any = None
+    valid: bool
+    error: str | None = None
+    text: str = ""
+    model: str
+    tier: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_ms: float = 0.0
+    simulated_quality: float | None = None
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class ToolCallInput(_Model):
+    run_id: str
+    stage_id: str
+    tool: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    variables: dict[str, Any] = Field(default_factory=dict)
+    render_args: bool = True
+    safety_mode: Literal["permissive", "strict"] = "permissive"
+    safety_rules: list[Any] = Field(default_factory=list)
+    approved: bool = False
+    spec_name: str | None = None
+
+
+class ToolCallResult(_Model):
+    ok: bool
+    output: dict[str, Any] = Field(default_factory=dict)
+    error_type: str | None = None
+    error: str | None = None
+    policy_action: str = "allow"
+    policy_rule: int | None = None
+    policy_message: str = ""

@@ -1,0 +1,64 @@
+"""Where things are: ARMATURE_HOME, the Temporal address, namespace and task queue.
+
+Read from the environment each time (no import-time side effects), with the defaults of the
+embedded single-machine setup.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = [
+    "DEFAULT_ADDRESS",
+    "DEFAULT_NAMESPACE",
+    "DEFAULT_TASK_QUEUE",
+    "armature_home",
+    "configured_address",
+    "namespace",
+    "task_queue",
+    "ui_url",
+    "workspace_root",
+]
+
+DEFAULT_ADDRESS = "127.0.0.1:7233"
+DEFAULT_NAMESPACE = "default"
+DEFAULT_TASK_QUEUE = "armature"
+DEFAULT_UI_PORT = 8233
+
+
+def armature_home() -> Path:
+    """``$ARMATURE_HOME``, default ``~/.armature``."""
+    return Path(os.environ.get("ARMATURE_HOME") or Path.home() / ".armature").expanduser()
+
+
+def configured_address(cli_value: str | None = None) -> str | None:
+    """The Temporal address the user chose (``--address`` or ``$TEMPORAL_ADDRESS``), if any."""
+    return cli_value or os.environ.get("TEMPORAL_ADDRESS") or None
+
+
+def namespace() -> str:
+    return os.environ.get("TEMPORAL_NAMESPACE") or DEFAULT_NAMESPACE
+
+
+def task_queue() -> str:
+    return os.environ.get("ARMATURE_TASK_QUEUE") or DEFAULT_TASK_QUEUE
+
+
+def ui_url(workflow_id: str | None = None, run_id: str | None = None) -> str:
+    """The Temporal Web UI link (``$ARMATURE_UI_URL`` or the dev server's :8233)."""
+    base = os.environ.get("ARMATURE_UI_URL") or f"http://localhost:{DEFAULT_UI_PORT}"
+    url = f"{base.rstrip('/')}/namespaces/{namespace()}/workflows"
+    if workflow_id:
+        from urllib.parse import quote
+
+        url += f"/{quote(workflow_id, safe='')}"
+        if run_id:
+            url += f"/{run_id}/history"
+    return url
+
+
+def workspace_root(spec_name: str) -> Path:
+    """Where file and shell tools of a spec may work (``$ARMATURE_WORKSPACE`` overrides)."""
+    override = os.environ.get("ARMATURE_WORKSPACE")
+    return Path(override) if override else armature_home() / "workspace" / spec_name

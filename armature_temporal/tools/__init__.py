@@ -1,0 +1,41 @@
+"""Tools an agent can call: built-in file, shell and HTTP tools, Python functions, and yours.
+
+``call_tool(name, args, ctx)`` validates the arguments against the tool's JSON Schema, runs the
+tool inside the :class:`ToolContext` sandbox and returns a :class:`ToolResult`; it never raises
+for a failing tool. Built-ins: ``file_read``, ``file_write``, ``file_list`` (confined to the
+workspace), ``shell`` (no shell: argv only), ``http_request`` (allow-listed hosts only). Any
+``module:function`` is a tool too; :func:`register_tool` adds a name, a reversibility and a
+postcondition. Safety rules are checked by :mod:`armature_temporal.policy` before the call.
+
+This package does I/O; it never imports temporalio.
+"""
+
+from armature_temporal.tools._errors import ToolError
+from armature_temporal.tools._models import (
+    Reversibility,
+    ToolContext,
+    ToolErrorType,
+    ToolResult,
+    ToolSpec,
+)
+from armature_temporal.tools._registry import (
+    ToolRegistry,
+    call_tool,
+    get_tool_spec,
+    register_tool,
+    tool_reversibility,
+)
+
+__all__ = [
+    "Reversibility",
+    "ToolContext",
+    "ToolError",
+    "ToolErrorType",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolSpec",
+    "call_tool",
+    "get_tool_spec",
+    "register_tool",
+    "tool_reversibility",
+]

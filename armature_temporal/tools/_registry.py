@@ -1,0 +1,342 @@
+"""Finding tools by name and calling them: the registry, ``register_tool`` and ``call_tool``.
+
+A name resolves, in order, to a built-in (:data:`BUILTIN_NAMES`), a tool registered in the
+registry, or ``module:function``: the module is imported (which runs its ``@register_tool``
+decorators) and the function looked up. A function registered with ``@register_tool`` keeps its
+reversibility and postcondition under its ``module:function`` name too. A plain function nobody
+registered gets reversibility ``"none"``: Armature cannot know what it does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import inspect
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar, overload
+
+from jsonschema import Draft202012Validator
+from pydantic import ValidationError
+
+from armature_temporal.errors import did_you_mean
+from armature_temporal.tools._base import Postcondition, ToolImpl
+from armature_temporal.tools._errors import ToolError, ToolFailure
+from armature_temporal.tools._files import FILE_TOOLS
+from armature_temporal.tools._http import HTTP_TOOL
+from armature_temporal.tools._models import Reversibility, ToolContext, ToolResult, ToolSpec
+from armature_temporal.tools._python import function_tool
+from armature_temporal.tools._shell import SHELL_TOOL
+
+__all__ = [
+    "BUILTIN_NAMES",
+    "ToolRegistry",
+    "call_tool",
+    "get_tool_spec",
+    "register_tool",
+    "tool_reversibility",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_BUILTINS: tuple[ToolImpl, ...] = (*FILE_TOOLS, SHELL_TOOL, HTTP_TOOL)
+BUILTIN_NAMES: tuple[str, ...] = tuple(t.spec.name for t in _BUILTINS)
+#: ``module:function``, as the spec checks accept it.
+PY_TOOL = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_NAME = re.compile(r"^[A-Za-z_][\w.-]*$")
+#: Attribute @register_tool sets on the function: its ToolImpl.
+_TAG = "__armature_tool__"
+
+
+class ToolRegistry:
+    """Tools by name. The process-wide one (``ToolRegistry.default()``) is what
+    ``register_tool``, ``get_tool_spec`` and ``call_tool`` use unless given another; a fresh
+    registry holds the built-ins only, which isolates tests."""
+
+    _default: ToolRegistry | None = None
+
+    def __init__(self) -> None:
+        self._tools: dict[str, ToolImpl] = {t.spec.name: t for t in _BUILTINS}
+        self._sources: dict[str, str] = {}  # registered name -> module.qualname of its function
+        self._imported: dict[str, ToolImpl] = {}  # module:function names resolved by import
+
+    @classmethod
+    def default(cls) -> ToolRegistry:
+        """The process-wide registry."""
+        if cls._default is None:
+            cls._default = cls()
+        return cls._default
+
+    def names(self) -> list[str]:
+        """Built-in and registered tool names (module:function tools resolve on demand)."""
+        return list(self._tools)
+
+    def add(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        reversibility: Reversibility = "full",
+        postcondition: Postcondition | None = None,
+    ) -> ToolSpec:
+        """Register ``fn`` as a tool; see :func:`register_tool`."""
+        if not callable(fn):
+            raise ToolError(f"register_tool needs a function, got {fn!r}")
+        source = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+        name = name or f"{getattr(fn, '__module__', '')}:{getattr(fn, '__name__', '')}"
+        if name in BUILTIN_NAMES:
+            raise ToolError(f"tool name {name!r} is a built-in tool's; pick another name")
+        if not (_NAME.match(name) or PY_TOOL.match(name)):
+            raise ToolError(
+                f"tool name {name!r} is not usable; use letters, digits, _ . - "
+                "(starting with a letter or _), or module:function"
+            )
+        if self._sources.get(name, source) != source:
+            raise ToolError(
+                f"tool {name!r} is already registered for {self._sources[name]}; "
+                "pick another name"
+            )
+        impl = function_tool(
+            fn,
+            name=name,
+            description=description,
+            reversibility=reversibility,
+            postcondition=postcondition,
+        )
+        self._tools[name] = impl
+        self._sources[name] = source
+        self._imported.pop(name, None)
+        with contextlib.suppress(AttributeError, TypeError):  # e.g. a builtin function
+            setattr(fn, _TAG, impl)
+        return impl.spec
+
+    def cached(self, name: str) -> ToolImpl | None:
+        """The tool if it resolves without importing anything, else None."""
+        return self._tools.get(name) or self._imported.get(name)
+
+    def resolve(self, name: str) -> ToolImpl:
+        """The tool called ``name``; imports the module of a module:function name.
+
+        Raises:
+            ToolError: the name is unknown, or its module or function cannot be loaded.
+        """
+        if (impl := self.cached(name)) is not None:
+            return impl
+        if not PY_TOOL.match(name):
+            known = self.names()
+            raise ToolError(
+                f"unknown tool {name!r}; known tools: {known}, or name a Python function as "
+                f"module:function{did_you_mean(name, known)}"
+            )
+        module_name, function_name = name.split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise ToolError(
+                f"tool {name!r}: cannot import module {module_name!r}: {exc}; check the name "
+                "and that the module is importable by the worker (on sys.path)"
+            ) from exc
+        except Exception as exc:
+            raise ToolError(
+                f"tool {name!r}: importing module {module_name!r} failed: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        if (impl := self._tools.get(name)) is not None:  # registered while importing
+            return impl
+        fn = getattr(module, function_name, None)
+        if not callable(fn):
+            functions = [n for n, v in vars(module).items()
+                         if inspect.isfunction(v) and not n.startswith("_")]
+            raise ToolError(
+                f"tool {name!r}: module {module_name!r} has no function {function_name!r}; "
+                f"its functions: {sorted(functions)}{did_you_mean(function_name, functions)}"
+            )
+        tagged = getattr(fn, _TAG, None)
+        if isinstance(tagged, ToolImpl):
+            impl = tagged.renamed(name)
+        else:
+            impl = function_tool(fn, name=name, reversibility="none")
+        self._imported[name] = impl
+        return impl
+
+
+@overload
+def register_tool(
+    fn: F,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    reversibility: Reversibility = "full",
+    postcondition: Postcondition | None = None,
+    registry: ToolRegistry | None = None,
+) -> F: ...
+
+
+@overload
+def register_tool(
+    fn: None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    reversibility: Reversibility = "full",
+    postcondition: Postcondition | None = None,
+    registry: ToolRegistry | None = None,
+) -> Callable[[F], F]: ...
+
+
+def register_tool(
+    fn: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    reversibility: Reversibility = "full",
+    postcondition: Postcondition | None = None,
+    registry: ToolRegistry | None = None,
+) -> Any:
+    """Register a Python function as a tool; use it bare, with arguments, or as a call.
+
+    ::
+
+        @register_tool(reversibility="none", postcondition=lambda args, out: out["sent"])
+        def send_email(to: str, subject: str, body: str) -> dict[str, bool]:
+            \"\"\"Send an email.\"\"\"
+
+    Args:
+        fn: The function (sync or async). Its signature gives the parameter schema.
+        name: The tool's name; default ``module:function``, which spec checks accept as is.
+            Another name is found only by workers that imported the module.
+        description: For the model; default the docstring's first paragraph.
+        reversibility: ``full``, ``partial`` or ``none``; safety rules see it.
+        postcondition: ``(args, output) -> bool`` checked after each successful call;
+            False (or an exception) fails the call with ``postcondition_failed``.
+        registry: Where to register; default the process-wide registry.
+
+    Returns:
+        ``fn`` unchanged (or a decorator that registers and returns it).
+
+    Raises:
+        ToolError: the name is taken, a built-in's, or malformed, or the signature cannot
+            become a JSON Schema.
+    """
+    target = registry or ToolRegistry.default()
+
+    def decorate(f: F) -> F:
+        target.add(
+            f,
+            name=name,
+            description=description,
+            reversibility=reversibility,
+            postcondition=postcondition,
+        )
+        return f
+
+    return decorate if fn is None else decorate(fn)
+
+
+def get_tool_spec(name: str, *, registry: ToolRegistry | None = None) -> ToolSpec:
+    """The spec of the tool called ``name`` (imports the module of a module:function name).
+
+    Raises:
+        ToolError: unknown name (with the known tools and a did-you-mean), or a
+            module:function that cannot be loaded.
+    """
+    return (registry or ToolRegistry.default()).resolve(name).spec
+
+
+def tool_reversibility(
+    name: str, args: Mapping[str, Any], *, registry: ToolRegistry | None = None
+) -> Reversibility:
+    """How far this call can be undone (``http_request`` with GET/HEAD/OPTIONS: ``full``).
+
+    Pass it to :func:`armature_temporal.policy.evaluate_policy`.
+
+    Raises:
+        ToolError: as :func:`get_tool_spec`.
+    """
+    return (registry or ToolRegistry.default()).resolve(name).reversibility(args)
+
+
+def _schema_errors(schema: dict[str, Any], args: Mapping[str, Any]) -> list[str]:
+    errors = sorted(Draft202012Validator(schema).iter_errors(args), key=lambda e: list(e.path))
+    return [f"{'.'.join(map(str, e.path)) or '(args)'}: {e.message}" for e in errors]
+
+
+def _pydantic_errors(exc: ValidationError) -> list[str]:
+    return [f"{'.'.join(map(str, e['loc'])) or '(args)'}: {e['msg']}" for e in exc.errors()]
+
+
+async def call_tool(
+    name: str,
+    args: Mapping[str, Any],
+    ctx: ToolContext,
+    *,
+    registry: ToolRegistry | None = None,
+) -> ToolResult:
+    """Validate ``args`` against the tool's parameters, run it in ``ctx``, check its
+    postcondition.
+
+    Never raises for a failing tool: the result says ``ok=False`` with an ``error_type``
+    (``unknown_tool``, ``invalid_args``, ``policy_blocked`` for sandbox refusals, ``timeout``,
+    ``tool_error``, ``postcondition_failed``) and a message meant for the model and the trace.
+    Safety rules are not checked here; check :func:`armature_temporal.policy.evaluate_policy`
+    first.
+    """
+    target = registry or ToolRegistry.default()
+    impl = target.cached(name)
+    if impl is None:
+        try:  # importing a module:function tool's module is blocking I/O
+            impl = await asyncio.to_thread(target.resolve, name)
+        except ToolError as exc:
+            return ToolResult.failure("unknown_tool", str(exc))
+    if not isinstance(args, Mapping):
+        return ToolResult.failure(
+            "invalid_args", f"tool {name!r} takes an object of arguments, got {args!r}"
+        )
+    problems = _schema_errors(impl.spec.parameters, args)
+    if problems:
+        return _invalid(name, problems)
+    try:
+        parsed = impl.args_model.model_validate(dict(args))
+    except ValidationError as exc:
+        return _invalid(name, _pydantic_errors(exc))
+    try:
+        output = await impl.run(parsed, ctx)
+    except ToolFailure as failure:
+        return ToolResult.failure(failure.error_type, failure.message, failure.output)
+    except TimeoutError:
+        return ToolResult.failure(
+            "timeout", f"tool {name!r} did not finish within {ctx.timeout_s:g}s"
+        )
+    except Exception as exc:  # the tool's own failure: reported, not raised (see docstring)
+        return ToolResult.failure("tool_error", f"tool {name!r} raised {type(exc).__name__}: {exc}")
+    if impl.postcondition is not None:
+        call_args = parsed.model_dump(mode="json", by_alias=True)
+        try:
+            held = bool(impl.postcondition(call_args, output))
+        except Exception as exc:
+            return ToolResult.failure(
+                "postcondition_failed",
+                f"tool {name!r}: postcondition raised {type(exc).__name__}: {exc}",
+                output,
+            )
+        if not held:
+            return ToolResult.failure(
+                "postcondition_failed",
+                f"tool {name!r}: postcondition {_describe(impl.postcondition)} does not hold "
+                "for this output",
+                output,
+            )
+    return ToolResult.success(output)
+
+
+def _invalid(name: str, problems: list[str]) -> ToolResult:
+    return ToolResult.failure(
+        "invalid_args", f"invalid arguments for tool {name!r}: {'; '.join(problems)}"
+    )
+
+
+def _describe(fn: Callable[..., Any]) -> str:
+    name = getattr(fn, "__name__", None)
+    return repr(name) if name and name != "<lambda>" else "(a lambda)"

@@ -1,0 +1,28 @@
+# The Armature worker image, built from this repository by docker-compose.temporal.yml:
+#   docker compose -f docker-compose.temporal.yml build armature-worker
+# or on its own (from the repository root):
+#   docker build -f deploy/worker.Dockerfile -t armature-worker .
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /app
+# .dockerignore keeps the virtualenv, caches and .git out of the build context.
+COPY . .
+RUN pip install .
+
+# Run as an unprivileged user; /data is ARMATURE_HOME (a volume in the compose file; a fresh
+# named volume takes this directory's owner).
+RUN useradd --create-home --uid 10001 armature \
+    && mkdir -p /data \
+    && chown armature:armature /data
+USER armature
+ENV ARMATURE_HOME=/data
+
+# Connection settings come from the environment: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
+# ARMATURE_TASK_QUEUE, ARMATURE_DB_URL, ARMATURE_HOME, and for Temporal Cloud TEMPORAL_TLS_CERT /
+# TEMPORAL_TLS_KEY or TEMPORAL_API_KEY.
+CMD ["armature", "worker"]

@@ -1,0 +1,65 @@
+"""Test fakes, registered under the real activity names, and small spec helpers."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+from temporalio import activity
+from temporalio.client import Client, WorkflowHandle
+
+from activities.llm import llm_call
+from armature_temporal.compiler import Plan, compile_spec
+from armature_temporal.loader import load_spec_text
+from armature_temporal.runtime_models import LLMCallInput, LLMCallResult, RunInput, RunResult
+
+SPECS = Path(__file__).resolve().parents[1] / "specs"
+
+
+def plan_from(text: str) -> Plan:
+    """Compile spec text (subagent paths resolve against specs/)."""
+    return compile_spec(load_spec_text(text, "test.yaml", base_dir=SPECS))
+
+
+async def start(
+    client: Client,
+    plan: Plan,
+    task_queue: str,
+    inputs: dict[str, Any] | None = None,
+    run_id: str | None = None,
+) -> WorkflowHandle[Any, RunResult]:
+    from armature_temporal.client import prepare_inputs, start_run
+
+    return await start_run(
+        client,
+        plan,
+        prepare_inputs(plan, inputs or {}),
+        task_queue=task_queue,
+        run_id=run_id or f"{plan.name}-{uuid.uuid4().hex[:8]}",
+    )
+
+
+@activity.defn(name="llm_call")
+async def fake_llm_call_counting(inp: LLMCallInput) -> LLMCallResult:
+    """The real llm_call, plus one line per execution in $ARMATURE_CALL_LOG (stage, attempt)."""
+    log = os.environ.get("ARMATURE_CALL_LOG")
+    if log:
+        with open(log, "a", encoding="utf-8") as fh:
+            fh.write(
+                json.dumps(
+                    {
+                        "stage": inp.stage.id,
+                        "attempt": inp.attempt,
+                        "activity_attempt": activity.info().attempt,
+                    }
+                )
+                + "\n"
+            )
+    return await llm_call(inp)
+
+
+def run_input(plan: Plan, **inputs: Any) -> RunInput:
+    return RunInput(plan=plan, inputs=inputs)

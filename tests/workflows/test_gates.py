@@ -1,0 +1,159 @@
+"""Human gates: durable waits resolved by update or signal, with timeouts and validation.
+
+Every test here runs twice: with a normal workflow cache, and with ``max_cached_workflows=0``
+so every workflow task is replayed from history (a replay-safety check on the interpreter).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowHandle
+from temporalio.testing import WorkflowEnvironment
+
+from armature_temporal.client import GateError, decide_gate, run_outcome, waiting_gates
+from armature_temporal.compiler import load_plan
+from armature_temporal.runtime_models import GateDecision, RunResult, RunStatus
+from armature_temporal.search_attributes import WAITING_GATE
+from tests.fakes import SPECS, plan_from, start
+from worker import build_worker
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+@pytest.fixture(params=[1000, 0], ids=["cached", "replay-every-task"])
+def cache_size(request: pytest.FixtureRequest) -> int:
+    return int(request.param)
+
+
+async def wait_for_gate(handle: WorkflowHandle[Any, Any], gate: str) -> RunStatus:
+    for _ in range(200):
+        status = await handle.query("status", result_type=RunStatus)
+        if any(g.stage == gate for g in status.pending_gates):
+            return status
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"gate {gate} never became pending")
+
+
+async def test_gate_waits_then_approve_lets_the_run_finish(
+    client: Client, task_queue: str, cache_size: int
+) -> None:
+    plan = load_plan(SPECS / "customer-triage.yaml")
+    async with build_worker(client, task_queue, max_cached_workflows=cache_size):
+        handle = await start(client, plan, task_queue)
+        status = await wait_for_gate(handle, "approve_reply")
+        assert status.state == "waiting_gate"
+        assert status.stages["approve_reply"].status == "waiting_gate"
+        assert "Send this reply?" in (status.pending_gates[0].message or "")
+        desc = await handle.describe()
+        assert desc.typed_search_attributes.get(WAITING_GATE) is True
+        listed = await waiting_gates(client, spec="customer-triage")
+        assert handle.id in [run.run_id for run, _ in listed]
+        answer = await decide_gate(
+            client, handle.id, "approve_reply", "approve", comment="ship it", by="tester"
+        )
+        assert answer == "approve_reply: approved"
+        result = await handle.result()
+    assert result.state == "completed"
+    gate = result.stages["approve_reply"].gate
+    assert gate is not None and gate.comment == "ship it" and gate.by == "tester"
+    assert result.stages["refine"].status == "completed"
+    desc = await handle.describe()
+    assert desc.typed_search_attributes.get(WAITING_GATE) is False
+
+
+async def test_reject_ends_the_run_rejected(
+    client: Client, task_queue: str, cache_size: int
+) -> None:
+    plan = load_plan(SPECS / "customer-triage.yaml")
+    async with build_worker(client, task_queue, max_cached_workflows=cache_size):
+        handle = await start(client, plan, task_queue)
+        await wait_for_gate(handle, "approve_reply")
+        await decide_gate(client, handle.id, "approve_reply", "reject", comment="wrong tone")
+        result = await handle.result()
+    assert result.state == "rejected"
+    assert result.stages["approve_reply"].status == "rejected"
+    assert result.stages["approve_reply"].error_type == "gate_rejected"
+    assert "wrong tone" in (result.reason or "")
+
+
+async def test_decision_for_a_stage_that_is_not_waiting_is_refused_and_writes_nothing(
+    client: Client, task_queue: str, cache_size: int
+) -> None:
+    plan = load_plan(SPECS / "customer-triage.yaml")
+    async with build_worker(client, task_queue, max_cached_workflows=cache_size):
+        handle = await start(client, plan, task_queue)
+        await wait_for_gate(handle, "approve_reply")
+        before = (await handle.describe()).history_length
+        with pytest.raises(GateError, match="'analyze' is not waiting for approval"):
+            await decide_gate(client, handle.id, "analyze", "approve")
+        with pytest.raises(
+            GateError, match="unknown stage 'approve_rply'.*did you mean 'approve_reply'"
+        ):
+            await decide_gate(client, handle.id, "approve_rply", "approve")
+        after = (await handle.describe()).history_length
+        assert after == before
+        await decide_gate(client, handle.id, "approve_reply", "approve")
+        with pytest.raises(GateError):
+            await decide_gate(client, handle.id, "approve_reply", "approve")
+        assert (await handle.result()).state == "completed"
+
+
+async def test_signal_resolves_a_gate_like_the_update(
+    client: Client, task_queue: str, cache_size: int
+) -> None:
+    plan = plan_from("""\
+name: signal-gate
+stages:
+  - {id: ok, gate: {type: human, message: proceed?}}
+  - {id: after, depends_on: [ok], role: {name: A, description: "{{ ok.decision }}"}}
+""")
+    async with build_worker(client, task_queue, max_cached_workflows=cache_size):
+        handle = await start(client, plan, task_queue)
+        await wait_for_gate(handle, "ok")
+        await handle.signal("gate", GateDecision(stage="nope", decision="approve"))
+        await handle.signal("gate", GateDecision(stage="ok", decision="approve", by="ui"))
+        result = await handle.result()
+    assert result.state == "completed"
+    assert result.outputs["ok"] == {"decision": "approve", "comment": None, "by": "ui"}
+
+
+async def test_tool_call_that_needs_approval_waits_then_runs(
+    client: Client, task_queue: str, cache_size: int
+) -> None:
+    plan = load_plan(SPECS / "safe-shell.yaml")
+    async with build_worker(client, task_queue, max_cached_workflows=cache_size):
+        handle = await start(client, plan, task_queue)
+        status = await wait_for_gate(handle, "archive")
+        assert status.stages["record"].status == "completed"
+        assert "irreversible tool call needs a human" in (status.pending_gates[0].message or "")
+        await decide_gate(client, handle.id, "archive", "approve")
+        result = await handle.result()
+    assert result.state == "completed"
+    assert result.outputs["archive"]["exit_code"] == 0
+
+
+@pytest.mark.parametrize(
+    ("on_timeout", "state"), [("approve", "completed"), ("reject", "rejected"), ("fail", "failed")]
+)
+async def test_gate_timeout_applies_on_timeout(
+    skipping_env: WorkflowEnvironment, task_queue: str, cache_size: int, on_timeout: str, state: str
+) -> None:
+    plan = plan_from(f"""\
+name: timeout-gate
+stages:
+  - {{id: ok, gate: {{type: human, timeout: 2d, on_timeout: {on_timeout}}}}}
+""")
+    client = skipping_env.client
+    async with build_worker(client, task_queue, max_cached_workflows=cache_size):
+        handle = await start(client, plan, task_queue)
+        result = await asyncio.wait_for(run_outcome(handle), timeout=60)
+    assert isinstance(result, RunResult)
+    assert result.state == state
+    stage = result.stages["ok"]
+    if on_timeout == "fail":
+        assert stage.error_type == "timeout" and "nobody decided" in (stage.error or "")
+    else:
+        assert stage.gate is not None and stage.gate.by == "timeout"

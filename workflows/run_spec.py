@@ -1,0 +1,706 @@
+"""The spec interpreter: one Temporal workflow type that runs any compiled Plan.
+
+Deterministic by construction: the Plan arrives in the input, time is ``workflow.now()``,
+randomness is ``workflow.random()``, and every model or tool call is an activity. Stages start
+the moment their dependencies finish; a failed stage cancels its running siblings (fail-fast),
+marks the rest skipped and fails the run with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
+
+with workflow.unsafe.imports_passed_through():
+    from armature_temporal.compiler import Plan, PlanStage
+    from armature_temporal.errors import did_you_mean
+    from armature_temporal.fanout import consensus, merge_outputs, resolve_path, split_fairly
+    from armature_temporal.prompts import stage_variables
+    from armature_temporal.runtime_models import (
+        GateDecision,
+        GateInfo,
+        LLMCallInput,
+        LLMCallResult,
+        RunInput,
+        RunResult,
+        RunStatus,
+        StageResult,
+        ToolCallInput,
+        ToolCallResult,
+    )
+    from armature_temporal.search_attributes import WAITING_GATE
+    from armature_temporal.templating import evaluate, render
+
+__all__ = ["WORKFLOW_NAME", "RunSpecWorkflow", "StageFailure"]
+
+WORKFLOW_NAME = "RunSpec"
+LLM_TIMEOUT = timedelta(minutes=5)
+TOOL_TIMEOUT = timedelta(minutes=2)
+PROVIDER_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(minutes=1),
+    maximum_attempts=5,
+)
+HEARTBEAT = timedelta(seconds=10)
+TOOL_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1))
+FINISHED_OK = ("completed", "skipped")
+
+
+class StageFailure(Exception):
+    """A stage failed for a reason the failure taxonomy names."""
+
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+
+
+class _GateRejected(Exception):
+    pass
+
+
+@workflow.defn(name=WORKFLOW_NAME)
+class RunSpecWorkflow:
+    """Runs one Plan. Update ``resolve_gate`` / signal ``gate`` decide human gates; query
+    ``status`` shows progress and pending gates."""
+
+    @workflow.init
+    def __init__(self, inp: RunInput) -> None:
+        self.plan: Plan = inp.plan
+        self.inputs = inp.inputs
+        self.prior_run = inp.prior_run
+        self.results: dict[str, StageResult] = {s.id: StageResult() for s in inp.plan.stages}
+        self.outputs: dict[str, Any] = {}
+        self.pending: dict[str, GateInfo] = {}
+        self.decisions: dict[str, GateDecision] = {}
+        self.state = "running"
+        self.approval_seq: dict[str, int] = {}
+
+    # --- handlers ------------------------------------------------------------------------------
+
+    @workflow.update(name="resolve_gate")
+    async def resolve_gate(self, decision: GateDecision) -> str:
+        """Approve or reject a waiting gate. The validator rejects unknown or resolved gates."""
+        self.decisions[decision.stage] = decision
+        return f"{decision.stage}: {'approved' if decision.decision == 'approve' else 'rejected'}"
+
+    @resolve_gate.validator
+    def _validate_gate(self, decision: GateDecision) -> None:
+        problem = self._gate_problem(decision.stage)
+        if problem:
+            raise ApplicationError(problem, type="gate_not_waiting", non_retryable=True)
+
+    @workflow.signal(name="gate")
+    def gate_signal(self, decision: GateDecision) -> None:
+        """The same decision as a signal, for the Web UI and ``temporal workflow signal``."""
+        problem = self._gate_problem(decision.stage)
+        if problem:
+            workflow.logger.warning("ignored gate signal: %s", problem)
+            return
+        self.decisions[decision.stage] = decision
+
+    @workflow.query(name="status")
+    def status(self) -> RunStatus:
+        return RunStatus(
+            run_id=workflow.info().workflow_id,
+            spec_name=self.plan.name,
+            spec_hash=self.plan.spec_hash,
+            state=self.state,  # type: ignore[arg-type]
+            stages=self.results,
+            pending_gates=list(self.pending.values()),
+        )
+
+    def _gate_problem(self, gate_id: str) -> str | None:
+        if gate_id in self.pending and gate_id not in self.decisions:
+            return None
+        waiting = [g for g in self.pending if g not in self.decisions]
+        if gate_id not in self.results and "#" not in gate_id:
+            return (
+                f"unknown stage {gate_id!r} in run {workflow.info().workflow_id}; "
+                f"stages: {list(self.results)}; waiting gates: {waiting or 'none'}"
+                f"{did_you_mean(gate_id, waiting or list(self.results))}"
+            )
+        status = self.results[gate_id].status if gate_id in self.results else "not waiting"
+        return (
+            f"stage {gate_id!r} is not waiting for approval (status: {status}); "
+            f"waiting gates: {waiting or 'none'}"
+        )
+
+    # --- the run ---------------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, inp: RunInput) -> RunResult:
+        reason: str | None = None
+        try:
+            reason = await self._run_dag([s for s in self.plan.stages if not s.post_run])
+        except asyncio.CancelledError:
+            self.state = "cancelled"
+            raise
+        post = [s for s in self.plan.stages if s.post_run]
+        if post:
+            await self._run_dag(post, post_run=True)
+        if reason is None:
+            self.state = "completed"
+        elif self.state != "rejected":
+            self.state = "failed"
+        result = RunResult(
+            run_id=workflow.info().workflow_id,
+            spec_name=self.plan.name,
+            spec_hash=self.plan.spec_hash,
+            state=self.state,  # type: ignore[arg-type]
+            reason=reason,
+            stages=self.results,
+            outputs=self.outputs,
+        )
+        if self.state == "failed":
+            raise ApplicationError(
+                reason or "run failed",
+                result.model_dump(mode="json"),
+                type="RunFailed",
+                non_retryable=True,
+            )
+        return result
+
+    async def _run_dag(self, stages: list[PlanStage], post_run: bool = False) -> str | None:
+        """Run stages as their dependencies finish; return the failure reason, if any."""
+        tasks: dict[str, asyncio.Task[None]] = {}
+        reason: str | None = None
+        try:
+            while True:
+                if reason is None:
+                    for stage in stages:
+                        result = self.results[stage.id]
+                        ready = all(self.results[d].status in FINISHED_OK for d in stage.depends_on)
+                        if result.status == "pending" and ready:
+                            result.status = "running"
+                            tasks[stage.id] = asyncio.create_task(self._run_stage(stage, post_run))
+                if not tasks:
+                    break
+                await workflow.wait(list(tasks.values()), return_when=asyncio.FIRST_COMPLETED)
+                for sid in [sid for sid, task in tasks.items() if task.done()]:
+                    del tasks[sid]
+                    result = self.results[sid]
+                    if result.status in ("failed", "rejected") and reason is None:
+                        reason = f"stage {sid!r} {result.status}: {result.error}"
+                        if result.status == "rejected":
+                            self.state = "rejected"
+                        for other in tasks.values():
+                            other.cancel()
+        except asyncio.CancelledError:
+            for task in tasks.values():
+                task.cancel()
+            raise
+        for stage in stages:
+            if self.results[stage.id].status == "pending":
+                self.results[stage.id].status = "skipped"
+                self.results[stage.id].error = "not run: " + (reason or "a dependency was skipped")
+                self.results[stage.id].error_type = "dependency_failed" if reason else None
+        return reason
+
+    async def _run_stage(self, stage: PlanStage, post_run: bool) -> None:
+        result = self.results[stage.id]
+        result.started_at = workflow.now().isoformat()
+        variables = self._variables(stage, post_run)
+        try:
+            if self._should_skip(stage, variables):
+                result.status = "skipped"
+                result.error = "condition not met"
+                return
+            output: Any = None
+            if stage.kind == "llm":
+                output = await self._llm_stage(stage, variables)
+            elif stage.kind == "tool":
+                output = await self._tool_stage(stage, variables)
+            elif stage.kind == "fan_out":
+                output = await self._fan_out(stage, variables)
+            if stage.gate is not None:
+                decision = await self._wait_gate(
+                    stage.id,
+                    self._gate_message(stage, variables, output),
+                    stage.gate.timeout_s,
+                    stage.gate.on_timeout,
+                )
+                result.gate = decision
+                if decision.decision == "reject":
+                    raise _GateRejected(decision.comment or "rejected")
+                if output is None:
+                    output = {
+                        "decision": decision.decision,
+                        "comment": decision.comment,
+                        "by": decision.by,
+                    }
+            self.outputs[stage.id] = output
+            result.output = output
+            result.status = "completed"
+        except _GateRejected as exc:
+            result.status, result.error_type = "rejected", "gate_rejected"
+            result.error = f"rejected at the gate: {exc}"
+        except StageFailure as exc:
+            result.status, result.error_type, result.error = "failed", exc.error_type, str(exc)  # type: ignore[assignment]
+        except (ActivityError, ChildWorkflowError) as exc:
+            result.error_type, result.error = _classify(exc)  # type: ignore[assignment]
+            result.status = "cancelled" if result.error_type == "cancelled" else "failed"
+        except asyncio.CancelledError:
+            result.status, result.error_type = "cancelled", "cancelled"
+            result.error = "cancelled (a sibling stage failed or the run was cancelled)"
+        finally:
+            result.finished_at = workflow.now().isoformat()
+
+    # --- variables, conditions ------------------------------------------------------------------
+
+    def _variables(self, stage: PlanStage, post_run: bool) -> dict[str, Any]:
+        visible = (
+            [sid for sid in self.outputs if sid != stage.id]
+            if post_run
+            else self._ancestors(stage.id)
+        )
+        prior = None
+        if self.plan.continuation is not None:
+            values = self.prior_run or {k: None for k in self.plan.continuation.carry_forward}
+            prior = (self.plan.continuation.inject_as, values)
+        extra: dict[str, Any] = {}
+        if post_run:
+            extra["_transcript"] = self._transcript()
+            extra["_diagnostics"] = self._diagnostics()
+        return stage_variables(
+            inputs=self.inputs,
+            outputs=self.outputs,
+            visible=visible,
+            mission=self.plan.mission,
+            run={
+                "id": workflow.info().workflow_id,
+                "spec": self.plan.name,
+                "spec_hash": self.plan.spec_hash,
+            },
+            prior_run=prior,
+            extra=extra,
+        )
+
+    def _ancestors(self, stage_id: str) -> list[str]:
+        deps = {s.id: s.depends_on for s in self.plan.stages}
+        seen: list[str] = []
+        todo = list(deps[stage_id])
+        while todo:
+            sid = todo.pop()
+            if sid not in seen:
+                seen.append(sid)
+                todo.extend(deps.get(sid, []))
+        return seen
+
+    def _should_skip(self, stage: PlanStage, variables: dict[str, Any]) -> bool:
+        try:
+            if stage.condition is not None and not evaluate(stage.condition, variables):
+                return True
+            return stage.skip_if is not None and bool(evaluate(stage.skip_if, variables))
+        except Exception as exc:  # jinja raises many types; the stage fails with the reason
+            raise StageFailure(
+                "output_invalid", f"stage {stage.id!r}: condition could not be evaluated: {exc}"
+            ) from exc
+
+    def _transcript(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "stage": sid,
+                "status": r.status,
+                "attempts": r.attempts,
+                "tier": r.tier,
+                "output": r.output,
+                "error": r.error,
+            }
+            for sid, r in self.results.items()
+            if r.status != "pending"
+        ]
+
+    def _diagnostics(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "stage": sid,
+                "error_type": r.error_type,
+                "error": r.error,
+                "attempts": r.attempts,
+                "escalated": r.escalated,
+                "status": r.status,
+            }
+            for sid, r in self.results.items()
+            if r.error_type is not None or r.attempts > 1 or r.escalated
+        ]
+
+    # --- LLM stages ---------------------------------------------------------------------------
+
+    async def _llm_stage(self, stage: PlanStage, variables: dict[str, Any]) -> Any:
+        assert stage.role is not None
+        tier, prompt, params = stage.role.model_tier, stage.role.prompt, {}
+        if stage.arms:
+            # Uniform choice until the bandit runtime selects arms (Thompson sampling).
+            arm = stage.arms[int(workflow.random().random() * len(stage.arms))]
+            tier, prompt, params = arm.model_tier, arm.prompt, dict(arm.params)
+        ladder = [tier]
+        if stage.escalate:
+            ladder += self.plan.tier_ladder[self.plan.tier_ladder.index(tier) + 1 :]
+        if stage.loop is None:
+            return await self._attempts(stage, ladder, prompt, params, variables)
+        loop = stage.loop
+        carried: dict[str, Any] = {}
+        output: Any = None
+        for num in range(1, loop.max_iterations + 1):
+            iteration = {
+                "num": num,
+                "is_first": num == 1,
+                "is_last": num == loop.max_iterations,
+                "carry_forward": carried,
+            }
+            iter_vars = {**variables, loop.iteration_var: iteration}
+            output = await self._attempts(stage, ladder, prompt, params, iter_vars)
+            self.results[stage.id].iterations = num
+            if isinstance(output, dict):
+                carried = {k: output.get(k) for k in loop.carry_forward}
+            if loop.until is not None:
+                try:
+                    done = evaluate(loop.until, {**iter_vars, "output": output})
+                except Exception as exc:  # jinja raises many types
+                    raise StageFailure(
+                        "output_invalid", f"stage {stage.id!r}: loop.until failed: {exc}"
+                    ) from exc
+                if done:
+                    break
+        return output
+
+    async def _attempts(
+        self,
+        stage: PlanStage,
+        ladder: list[str],
+        prompt: str,
+        params: dict[str, Any],
+        variables: dict[str, Any],
+    ) -> Any:
+        result = self.results[stage.id]
+        last_error: str | None = None
+        last_text: str | None = None
+        for level, tier in enumerate(ladder):
+            for attempt in range(1, stage.max_attempts + 1):
+                if attempt > 1 and stage.backoff_s > 0:
+                    delay = stage.backoff_s * 2 ** (attempt - 2)
+                    if stage.backoff_max_s is not None:
+                        delay = min(delay, stage.backoff_max_s)
+                    await workflow.sleep(timedelta(seconds=delay))
+                result.attempts += 1
+                result.tier = tier
+                result.escalated = level > 0
+                call_vars = {
+                    **variables,
+                    "_retry_attempt": result.attempts - 1,
+                    "_last_error": last_error,
+                    "_last_result": last_text,
+                }
+                llm = await self._call_model(
+                    stage, tier, prompt, params, call_vars, result.attempts
+                )
+                if llm.valid:
+                    return llm.output
+                last_error, last_text = llm.error, llm.text[:2000]
+        raise StageFailure(
+            "output_invalid",
+            f"stage {stage.id!r}: output invalid after {result.attempts} attempt(s) on "
+            f"tier(s) {ladder}: {last_error}",
+        )
+
+    async def _call_model(
+        self,
+        stage: PlanStage,
+        tier: str,
+        prompt: str,
+        params: dict[str, Any],
+        variables: dict[str, Any],
+        attempt: int,
+    ) -> LLMCallResult:
+        assert stage.role is not None
+        transcript: list[dict[str, Any]] = []
+        timeout = timedelta(seconds=stage.timeout_s) if stage.timeout_s else LLM_TIMEOUT
+        for turn in range(stage.role.max_turns):
+            llm: LLMCallResult = await workflow.execute_activity(
+                "llm_call",
+                LLMCallInput(
+                    run_id=workflow.info().workflow_id,
+                    stage=stage,
+                    tier=self.plan.tiers[tier],
+                    prompt_template=prompt,
+                    mission=self.plan.mission,
+                    variables=variables,
+                    attempt=attempt,
+                    params=params,
+                    tools=list(stage.role.tools),
+                    transcript=transcript,
+                    turn=turn,
+                ),
+                result_type=LLMCallResult,
+                start_to_close_timeout=timeout,
+                heartbeat_timeout=HEARTBEAT,
+                retry_policy=PROVIDER_RETRY,
+                summary=f"{stage.id}: {stage.role.name} ({stage.role.type}, tier {tier}, "
+                f"attempt {attempt}{f', turn {turn + 1}' if turn else ''})",
+            )
+            if not llm.tool_calls:
+                return llm
+            transcript.append(
+                {
+                    "role": "assistant",
+                    "content": llm.text or None,
+                    "tool_calls": [
+                        {
+                            "id": c["id"],
+                            "type": "function",
+                            "function": {
+                                "name": c["name"],
+                                "arguments": json.dumps(c["arguments"]),
+                            },
+                        }
+                        for c in llm.tool_calls
+                    ],
+                }
+            )
+            for call in llm.tool_calls:
+                tool = await self._call_tool(
+                    stage, call["name"], call["arguments"], variables, render_args=False
+                )
+                content = (
+                    tool.output if tool.ok else {"error": tool.error, "error_type": tool.error_type}
+                )
+                transcript.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": call["id"],
+                        "content": json.dumps(content, default=str)[:20000],
+                    }
+                )
+        raise StageFailure(
+            "tool_error",
+            f"stage {stage.id!r}: no final answer after "
+            f"{stage.role.max_turns} turns (role.max_turns)",
+        )
+
+    # --- tools ----------------------------------------------------------------------------------
+
+    async def _tool_stage(self, stage: PlanStage, variables: dict[str, Any]) -> Any:
+        assert stage.tool is not None
+        result = await self._call_tool(
+            stage, stage.tool.name, stage.tool.args, variables, render_args=True
+        )
+        self.results[stage.id].attempts = 1
+        if not result.ok:
+            raise StageFailure(
+                result.error_type or "tool_error",
+                f"stage {stage.id!r}: tool {stage.tool.name!r}: {result.error}",
+            )
+        return result.output
+
+    async def _call_tool(
+        self,
+        stage: PlanStage,
+        tool: str,
+        args: dict[str, Any],
+        variables: dict[str, Any],
+        *,
+        render_args: bool,
+    ) -> ToolCallResult:
+        approved = False
+        timeout = timedelta(seconds=stage.timeout_s) if stage.timeout_s else TOOL_TIMEOUT
+        while True:
+            result: ToolCallResult = await workflow.execute_activity(
+                "tool_call",
+                ToolCallInput(
+                    run_id=workflow.info().workflow_id,
+                    stage_id=stage.id,
+                    tool=tool,
+                    args=args,
+                    variables=variables,
+                    render_args=render_args,
+                    safety_mode=self.plan.safety_mode,
+                    safety_rules=[r.model_dump() for r in self.plan.safety_rules],
+                    approved=approved,
+                    spec_name=self.plan.name,
+                ),
+                result_type=ToolCallResult,
+                start_to_close_timeout=timeout,
+                heartbeat_timeout=HEARTBEAT,
+                retry_policy=TOOL_RETRY,
+                summary=f"{stage.id}: tool {tool}",
+            )
+            if result.policy_action != "require_approval" or approved:
+                return result
+            seq = self.approval_seq.get(stage.id, 0) + 1
+            self.approval_seq[stage.id] = seq
+            gate_id = stage.id if stage.kind == "tool" else f"{stage.id}#{seq}"
+            decision = await self._wait_gate(
+                gate_id,
+                f"tool {tool} needs approval: {result.policy_message} — args: "
+                f"{json.dumps(result.output.get('args', args), default=str)[:500]}",
+                None,
+                "fail",
+            )
+            if decision.decision == "reject":
+                return ToolCallResult(
+                    ok=False,
+                    error_type="policy_blocked",
+                    error=f"tool call rejected by {decision.by or 'a person'}: "
+                    f"{decision.comment or 'no reason given'}",
+                    policy_action="require_approval",
+                )
+            approved = True
+
+    # --- gates ----------------------------------------------------------------------------------
+
+    def _gate_message(self, stage: PlanStage, variables: dict[str, Any], output: Any) -> str:
+        assert stage.gate is not None
+        if stage.gate.message is None:
+            return f"approve stage {stage.id!r}?"
+        try:
+            return render(stage.gate.message, {**variables, "output": output})
+        except Exception as exc:  # jinja raises many types; show the template, say why
+            return f"{stage.gate.message} (could not render: {exc})"
+
+    async def _wait_gate(
+        self, gate_id: str, message: str, timeout_s: float | None, on_timeout: str
+    ) -> GateDecision:
+        if gate_id in self.results:
+            self.results[gate_id].status = "waiting_gate"
+        self.pending[gate_id] = GateInfo(
+            stage=gate_id,
+            message=message,
+            since=workflow.now().isoformat(),
+            timeout_s=timeout_s,
+            on_timeout=on_timeout,
+        )
+        self._mark_waiting()
+        try:
+            await workflow.wait_condition(
+                lambda: gate_id in self.decisions,
+                timeout=timedelta(seconds=timeout_s) if timeout_s else None,
+                timeout_summary=f"gate {gate_id} timeout",
+            )
+        except TimeoutError:
+            if on_timeout == "fail":
+                raise StageFailure(
+                    "timeout",
+                    f"gate {gate_id!r}: nobody decided within {timeout_s:g}s (on_timeout: fail)",
+                ) from None
+            self.decisions[gate_id] = GateDecision(
+                stage=gate_id,
+                decision=on_timeout,  # type: ignore[arg-type]
+                comment=f"timed out after {timeout_s:g}s",
+                by="timeout",
+            )
+        finally:
+            self.pending.pop(gate_id, None)
+            if gate_id in self.results and self.results[gate_id].status == "waiting_gate":
+                self.results[gate_id].status = "running"
+            self._mark_waiting()
+        return self.decisions[gate_id]
+
+    def _mark_waiting(self) -> None:
+        waiting = bool(self.pending)
+        self.state = "waiting_gate" if waiting else "running"
+        workflow.upsert_search_attributes([WAITING_GATE.value_set(waiting)])
+
+    # --- fan-out --------------------------------------------------------------------------------
+
+    async def _fan_out(self, stage: PlanStage, variables: dict[str, Any]) -> Any:
+        child_plan = self.plan.children[stage.id]
+        count = stage.fan_out or 1
+        if stage.partition_key is not None:
+            try:
+                items = resolve_path(variables, stage.partition_key)
+            except KeyError as exc:
+                raise StageFailure("output_invalid", f"stage {stage.id!r}: {exc}") from None
+            if not isinstance(items, list):
+                raise StageFailure(
+                    "output_invalid",
+                    f"stage {stage.id!r}: partition_key {stage.partition_key!r} "
+                    f"is {type(items).__name__}, not a list",
+                )
+            chunks = split_fairly(items, count)
+            if not chunks:
+                workflow.logger.info("stage %s: partition list is empty; no child runs", stage.id)
+                return [] if stage.fan_in in ("list", None) else None
+            child_inputs = [
+                {**self.inputs, "partition": c, "index": i, "count": len(chunks)}
+                for i, c in enumerate(chunks)
+            ]
+        else:
+            child_inputs = [{**self.inputs, "index": i, "count": count} for i in range(count)]
+        run_id = workflow.info().workflow_id
+        self.results[stage.id].attempts = len(child_inputs)
+        handles = []
+        for i, inputs in enumerate(child_inputs):
+            handles.append(
+                await workflow.start_child_workflow(
+                    WORKFLOW_NAME,
+                    RunInput(plan=child_plan, inputs=inputs, parent_run_id=run_id),
+                    id=f"{run_id}/{stage.id}/{i}",
+                    result_type=RunResult,
+                    static_summary=(
+                        f"{stage.id} child {i + 1}/{len(child_inputs)}: {child_plan.name}"
+                    ),
+                )
+            )
+        if stage.fan_in == "first":
+            done, pending = await workflow.wait(handles, return_when=asyncio.FIRST_COMPLETED)
+            for other in pending:
+                other.cancel()
+            winner = next(iter(done))
+            return _child_output(child_plan, winner.result())
+        results = await asyncio.gather(*handles)
+        outputs = [_child_output(child_plan, r) for r in results]
+        if stage.fan_in == "merge":
+            merged = merge_outputs(outputs)
+            return (
+                {**merged.merged, "_conflicts": merged.conflicts}
+                if merged.conflicts
+                else (merged.merged)
+            )
+        if stage.fan_in == "consensus":
+            vote = consensus(outputs)
+            return {
+                "value": vote.value,
+                "agreement": vote.agreement,
+                "votes": vote.votes,
+                "majority": vote.majority,
+                "children": len(outputs),
+            }
+        return outputs
+
+
+def _child_output(plan: Plan, result: RunResult) -> Any:
+    """A child's output: its sink stage's output, or a dict of sink outputs if several."""
+    depended = {d for s in plan.stages for d in s.depends_on}
+    sinks = [s.id for s in plan.stages if not s.post_run and s.id not in depended]
+    if len(sinks) == 1:
+        return result.outputs.get(sinks[0])
+    return {sid: result.outputs.get(sid) for sid in sinks}
+
+
+def _classify(exc: ActivityError | ChildWorkflowError) -> tuple[str, str]:
+    """(error_type, message) from an activity or child failure."""
+    from temporalio.exceptions import CancelledError as TemporalCancelledError
+    from temporalio.exceptions import TimeoutError as TemporalTimeoutError
+
+    cause = exc.cause
+    if isinstance(cause, TemporalCancelledError):
+        return "cancelled", "cancelled (a sibling stage failed or the run was cancelled)"
+    if isinstance(cause, TemporalTimeoutError):
+        return "timeout", f"timed out ({cause.type.name if cause.type else 'timeout'})"
+    if isinstance(cause, ApplicationError):
+        kind = cause.type or ""
+        if kind.startswith("provider_error"):
+            return "provider_error", cause.message
+        if kind == "RunFailed":
+            return "dependency_failed", f"child run failed: {cause.message}"
+        if kind == "template_error":
+            return "output_invalid", cause.message
+        return "tool_error", cause.message
+    return "provider_error", str(cause or exc)
