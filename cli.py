@@ -257,15 +257,15 @@ def _run(coro: Any) -> Any:
 
 async def _client(address: str | None, *, start_local: bool = False) -> Any:
     from armature_temporal.client import connect
-    from armature_temporal.devstack import DEV_PORT, ensure_local_stack
-    from armature_temporal.settings import configured_address
+    from armature_temporal.devstack import ensure_local_stack
+    from armature_temporal.settings import configured_address, dev_port
 
     if start_local:
         addr, said = await ensure_local_stack(address)
         for line in said:
             err.print(line, markup=False, highlight=False)
     else:
-        addr = configured_address(address) or f"127.0.0.1:{DEV_PORT}"
+        addr = configured_address(address) or f"127.0.0.1:{dev_port()}"
     return await connect(addr)
 
 
@@ -597,9 +597,9 @@ def worker(
     import signal
 
     from armature_temporal.client import connect
-    from armature_temporal.settings import configured_address, task_queue
+    from armature_temporal.settings import configured_address, dev_port, task_queue
 
-    addr = configured_address(address) or "127.0.0.1:7233"
+    addr = configured_address(address) or f"127.0.0.1:{dev_port()}"
     tq = queue or task_queue()
 
     async def go() -> None:
@@ -634,7 +634,8 @@ def dev(ctx: typer.Context) -> None:
         return
     import time
 
-    from armature_temporal.devstack import UI_PORT, ensure_local_stack, stack_state, stop_stack
+    from armature_temporal.devstack import ensure_local_stack, stack_state, stop_stack
+    from armature_temporal.settings import dev_ui_port
 
     address, said = _run(ensure_local_stack(None))
     for line in said:
@@ -642,7 +643,8 @@ def dev(ctx: typer.Context) -> None:
     if not said:
         err.print(f"the local stack is already running on {address}", markup=False)
     out.print(
-        f"Temporal at {address}, Web UI http://localhost:{UI_PORT}; Ctrl-C stops", markup=False
+        f"Temporal at {address}, Web UI http://localhost:{dev_ui_port()}; Ctrl-C stops",
+        markup=False,
     )
     try:
         while True:

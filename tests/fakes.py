@@ -44,13 +44,18 @@ async def start(
 
 @activity.defn(name="llm_call")
 async def fake_llm_call_counting(inp: LLMCallInput) -> LLMCallResult:
-    """The real llm_call, plus one line per execution in $ARMATURE_CALL_LOG (stage, attempt)."""
+    """The real llm_call, plus one line per execution in $ARMATURE_CALL_LOG.
+
+    Each line: run id, stage id, the stage's attempt and Temporal's activity attempt (2 and up
+    when Temporal retried the activity, e.g. after its worker died).
+    """
     log = os.environ.get("ARMATURE_CALL_LOG")
     if log:
         with open(log, "a", encoding="utf-8") as fh:
             fh.write(
                 json.dumps(
                     {
+                        "run_id": inp.run_id,
                         "stage": inp.stage.id,
                         "attempt": inp.attempt,
                         "activity_attempt": activity.info().attempt,

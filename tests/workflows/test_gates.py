@@ -90,7 +90,7 @@ async def test_decision_for_a_stage_that_is_not_waiting_is_refused_and_writes_no
         with pytest.raises(GateError, match="'analyze' is not waiting for approval"):
             await decide_gate(client, handle.id, "analyze", "approve")
         with pytest.raises(
-            GateError, match="unknown stage 'approve_rply'.*did you mean 'approve_reply'"
+            GateError, match=r"unknown stage 'approve_rply'.*did you mean 'approve_reply'"
         ):
             await decide_gate(client, handle.id, "approve_rply", "approve")
         after = (await handle.describe()).history_length

@@ -1,0 +1,148 @@
+"""Replay committed golden histories against today's interpreter.
+
+A change to workflows/ that would break runs in flight (a different command sequence for the
+same history) fails here. After a deliberate, versioned change, regenerate the goldens with:
+
+    ARMATURE_WRITE_GOLDEN=1 pytest tests/workflows/test_replay.py -k write
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client, WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from armature_temporal.client import decide_gate, run_outcome
+from armature_temporal.compiler import load_plan
+from armature_temporal.runtime_models import RunStatus
+from tests.fakes import SPECS, plan_from, start
+from tests.workflows.changed_interpreter import ChangedInterpreter
+from worker import WORKFLOWS, build_worker, workflow_runner
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+GOLDEN = Path(__file__).parent / "histories"
+
+LOOP_SPEC = """\
+name: golden-loop
+model_tiers:
+  bad: {provider: simulate, valid_rate: 0.0}
+  good: {provider: simulate}
+stages:
+  - id: draft
+    role: {name: D, description: "v{{ _iteration.num }}", model_tier: good}
+    loop: {max_iterations: 4, until: "_iteration.num >= 2"}
+  - id: strict
+    depends_on: [draft]
+    role: {name: S, description: "{{ draft.content }}", model_tier: bad}
+    output_mode: json
+    output_schema: {type: object, properties: {n: {type: integer}}, required: [n]}
+    on_fail: {loop: {max: 2, backoff_s: 1}, escalate: true}
+  - {id: maybe, depends_on: [strict], condition: "strict.n > 1000000",
+     role: {name: M, description: x, model_tier: good}}
+"""
+
+
+def golden_files() -> list[Path]:
+    """Each file is named after its run's workflow id (child ids derive from it)."""
+    return sorted(GOLDEN.glob("*.json"))
+
+
+def replayer(workflows: list[type] | None = None) -> Replayer:
+    return Replayer(
+        workflows=workflows or WORKFLOWS,
+        data_converter=pydantic_data_converter,
+        workflow_runner=workflow_runner(),
+    )
+
+
+def test_golden_histories_are_committed() -> None:
+    names = {p.stem for p in golden_files()}
+    assert {
+        "quickstart",
+        "customer-triage-approved",
+        "research-fanout",
+        "loop-retry-escalate",
+        "safe-shell-approved",
+    } <= names
+
+
+@pytest.mark.parametrize("path", golden_files(), ids=lambda p: p.stem)
+async def test_golden_history_replays_cleanly(path: Path) -> None:
+    history = WorkflowHistory.from_json(path.stem, path.read_text(encoding="utf-8"))
+    result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
+
+
+async def test_replay_catches_an_incompatible_interpreter_change() -> None:
+    path = GOLDEN / "quickstart.json"
+    history = WorkflowHistory.from_json("quickstart", path.read_text(encoding="utf-8"))
+    result = await replayer([ChangedInterpreter]).replay_workflow(
+        history, raise_on_replay_failure=False
+    )
+    assert result.replay_failure is not None
+
+
+@pytest.mark.skipif(
+    os.environ.get("ARMATURE_WRITE_GOLDEN") != "1",
+    reason="writes golden histories only when ARMATURE_WRITE_GOLDEN=1",
+)
+async def test_write_golden_histories(client: Client, task_queue: str) -> None:
+    GOLDEN.mkdir(exist_ok=True)
+    for old in golden_files():
+        old.unlink()
+
+    async def save(name: str, handle_id: str) -> None:
+        history = await client.get_workflow_handle(handle_id).fetch_history()
+        (GOLDEN / f"{name}.json").write_text(history.to_json(), encoding="utf-8")
+
+    async with build_worker(client, task_queue):
+        quick = await start(
+            client, load_plan(SPECS / "quickstart.yaml"), task_queue, run_id="quickstart"
+        )
+        await quick.result()
+        await save("quickstart", quick.id)
+
+        triage = await start(
+            client,
+            load_plan(SPECS / "customer-triage.yaml"),
+            task_queue,
+            run_id="customer-triage-approved",
+        )
+        await wait_gate(triage.id, "approve_reply", client)
+        await decide_gate(client, triage.id, "approve_reply", "approve", comment="ok")
+        await triage.result()
+        await save("customer-triage-approved", triage.id)
+
+        fan = await start(
+            client, load_plan(SPECS / "research-fanout.yaml"), task_queue, run_id="research-fanout"
+        )
+        await fan.result()
+        await save("research-fanout", fan.id)
+
+        loop = await start(client, plan_from(LOOP_SPEC), task_queue, run_id="loop-retry-escalate")
+        await run_outcome(loop)
+        await save("loop-retry-escalate", loop.id)
+
+        shell = await start(
+            client, load_plan(SPECS / "safe-shell.yaml"), task_queue, run_id="safe-shell-approved"
+        )
+        await wait_gate(shell.id, "archive", client)
+        await decide_gate(client, shell.id, "archive", "approve")
+        await shell.result()
+        await save("safe-shell-approved", shell.id)
+
+
+async def wait_gate(run_id: str, gate: str, client: Client) -> None:
+    handle = client.get_workflow_handle(run_id)
+    for _ in range(200):
+        status = await handle.query("status", result_type=RunStatus)
+        if any(g.stage == gate for g in status.pending_gates):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{run_id} never waited at {gate}")
