@@ -398,7 +398,7 @@ async def _submit(
     err.print(f"started run {handle.id} — {link}", markup=False, highlight=False)
     view = await _follow(client, handle.id)
     if as_json:
-        _print_json(view.model_dump(mode="json"))
+        _print_json({**view.model_dump(mode="json"), "ui_url": link})
     else:
         _print_run(view)
     if (view.state or view.status) != "completed":
@@ -488,7 +488,11 @@ def runs_show(
 
     view = _run(go())
     if as_json:
-        _print_json(view.model_dump(mode="json"))
+        from armature_temporal.settings import ui_url
+
+        _print_json(
+            {**view.model_dump(mode="json"), "ui_url": ui_url(view.run_id, view.temporal_run_id)}
+        )
     else:
         _print_run(view)
 
