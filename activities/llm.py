@@ -52,7 +52,7 @@ async def llm_call(inp: LLMCallInput) -> LLMCallResult:
         raise ApplicationError(
             f"stage {stage.id!r}: {exc}", type="unknown_tool", non_retryable=True
         ) from exc
-    seed = f"{inp.run_id}/{stage.id}/{inp.attempt}/{inp.turn}/{inp.tier.name}"
+    seed = f"{inp.run_id}/{stage.id}/{inp.attempt}/{inp.tier.name}"
     try:
         async with heartbeating():
             completion = await complete(

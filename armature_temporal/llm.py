@@ -85,7 +85,11 @@ async def complete(
     turn: int = 0,
     max_turns: int = 1,
 ) -> Completion:
-    """Call the tier's model once. Raises ProviderError on provider failure."""
+    """Call the tier's model once. Raises ProviderError on provider failure.
+
+    ``seed`` names the conversation (run/stage/attempt/tier) for the simulate provider; each
+    turn of a tool loop is seeded from it and ``turn``.
+    """
     if tier.provider == "simulate":
         return await _simulate(
             tier, messages, seed, role_type, output_mode, output_schema, tools, turn, max_turns
@@ -131,7 +135,7 @@ async def _simulate(
                 latency_ms=tier.latency_ms,
             )
     sim = simulate_completion(
-        seed=seed,
+        seed=f"{seed}/{turn}",
         prompt=prompt,
         output_mode=output_mode,  # type: ignore[arg-type]
         output_schema=output_schema,

@@ -359,7 +359,7 @@ class _Generator:
             merged = {**base, **branch} if isinstance(branch, dict) else base
             for _ in range(2):
                 candidate = self.value(merged, depth + 1, key)
-                if True:
+                if _conforms(candidate, whole):
                     return candidate
         return candidate
 

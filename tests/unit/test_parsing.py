@@ -141,6 +141,12 @@ def test_json_mode_truncated_output_does_not_salvage_inner_object() -> None:
     assert not parsed.valid and parsed.value is None
 
 
+def test_json_mode_does_not_salvage_object_nested_in_broken_json() -> None:
+    parsed = parse_output('{"wrapper": {"score": 1, "rationale": "x"}, oops}', "json",
+                          DEFAULT_JUDGE_SCHEMA)
+    assert not parsed.valid and parsed.value is None
+
+
 def test_json_mode_syntax_error_is_reported_with_position() -> None:
     parsed = parse_output('{"score": 0.5, "rationale": "x",}', "json", DEFAULT_JUDGE_SCHEMA)
     assert parsed.error is not None
