@@ -8,6 +8,8 @@ non-retryable with a ``type`` the diagnostics classify.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from datetime import timedelta
 
 from jinja2 import TemplateError
@@ -79,8 +81,10 @@ async def llm_call(inp: LLMCallInput) -> LLMCallResult:
             non_retryable=not exc.retryable,
             next_retry_delay=delay,
         ) from exc
+    rendered = json.dumps(messages, sort_keys=True, ensure_ascii=False, default=str)
     result = LLMCallResult(
         valid=True,
+        inputs_hash=hashlib.sha256(rendered.encode("utf-8")).hexdigest(),
         text=completion.text,
         model=completion.model,
         tier=inp.tier.name,

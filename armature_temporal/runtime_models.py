@@ -144,6 +144,7 @@ class LLMCallResult(_Model):
     cost_usd: float = 0.0
     latency_ms: float = 0.0
     simulated_quality: float | None = None
+    inputs_hash: str | None = None
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
 
 

@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from armature_temporal.search_attributes import WAITING_GATE
     from armature_temporal.templating import evaluate, render
+    from armature_temporal.traces import LOW_QUALITY_THRESHOLD, TraceBatch, TraceChain
 
 __all__ = ["WORKFLOW_NAME", "RunSpecWorkflow", "StageFailure"]
 
@@ -81,6 +82,19 @@ class RunSpecWorkflow:
         self.decisions: dict[str, GateDecision] = {}
         self.state = "running"
         self.approval_seq: dict[str, int] = {}
+        self.started = workflow.now()
+        self.trace = TraceChain(
+            workflow.info().workflow_id, inp.plan.name, inp.plan.spec_hash, inp.plan.policy_version
+        )
+        self.trace.add(
+            "run_start",
+            self.started.isoformat(),
+            data={
+                "spec_version": inp.plan.version,
+                "inputs": inp.inputs,
+                "parent_run_id": inp.parent_run_id,
+            },
+        )
 
     # --- handlers ------------------------------------------------------------------------------
 
@@ -141,6 +155,8 @@ class RunSpecWorkflow:
             reason = await self._run_dag([s for s in self.plan.stages if not s.post_run])
         except asyncio.CancelledError:
             self.state = "cancelled"
+            self._trace_end("run cancelled")
+            await self._flush()
             raise
         post = [s for s in self.plan.stages if s.post_run]
         if post:
@@ -158,6 +174,8 @@ class RunSpecWorkflow:
             stages=self.results,
             outputs=self.outputs,
         )
+        self._trace_end(reason)
+        await self._flush()
         if self.state == "failed":
             raise ApplicationError(
                 reason or "run failed",
@@ -166,6 +184,72 @@ class RunSpecWorkflow:
                 non_retryable=True,
             )
         return result
+
+    # --- traces ---------------------------------------------------------------------------------
+
+    def _trace_end(self, reason: str | None) -> None:
+        elapsed = (workflow.now() - self.started).total_seconds() * 1000
+        self.trace.add(
+            "run_end",
+            workflow.now().isoformat(),
+            status=self.state,
+            error=reason,
+            output=self.outputs,
+            latency_ms=elapsed,
+        )
+
+    def _trace_stage(self, stage: PlanStage) -> None:
+        result = self.results[stage.id]
+        judge = None
+        error_type = result.error_type
+        if (
+            stage.role is not None
+            and stage.role.type == "judge"
+            and isinstance(result.output, dict)
+            and isinstance(result.output.get("score"), int | float)
+        ):
+            judge = float(result.output["score"])
+            if result.status == "completed" and judge < LOW_QUALITY_THRESHOLD:
+                error_type = "low_quality"
+        self.trace.add(
+            "stage",
+            workflow.now().isoformat(),
+            stage_id=stage.id,
+            status=result.status,
+            iteration=result.iterations,
+            attempt=result.attempts,
+            tier=result.tier,
+            role=stage.role.name if stage.role else None,
+            role_type=stage.role.type if stage.role else None,
+            output=result.output,
+            error_type=error_type,
+            error=result.error,
+            escalated=result.escalated,
+            judge_score=judge,
+            data={"kind": stage.kind},
+        )
+        if result.gate is not None:
+            self.trace.add(
+                "gate",
+                workflow.now().isoformat(),
+                stage_id=stage.id,
+                status=result.status,
+                data=result.gate.model_dump(),
+            )
+
+    async def _flush(self) -> None:
+        """Send buffered trace records to the store (idempotent, so retries are safe)."""
+        batch = self.trace.take()
+        if batch:
+            await workflow.execute_local_activity(
+                "record_traces",
+                TraceBatch(records=batch),
+                start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=RetryPolicy(
+                    maximum_attempts=20, maximum_interval=timedelta(seconds=30)
+                ),
+                summary=f"record {len(batch)} trace record(s)",
+            )
 
     async def _run_dag(self, stages: list[PlanStage], post_run: bool = False) -> str | None:
         """Run stages as their dependencies finish; return the failure reason, if any."""
@@ -183,6 +267,8 @@ class RunSpecWorkflow:
                 if not tasks:
                     break
                 await workflow.wait(list(tasks.values()), return_when=asyncio.FIRST_COMPLETED)
+                if len(self.trace.pending) >= 25:
+                    await self._flush()
                 for sid in [sid for sid, task in tasks.items() if task.done()]:
                     del tasks[sid]
                     result = self.results[sid]
@@ -251,6 +337,8 @@ class RunSpecWorkflow:
             result.error = "cancelled (a sibling stage failed or the run was cancelled)"
         finally:
             result.finished_at = workflow.now().isoformat()
+            if result.status != "running":
+                self._trace_stage(stage)
 
     # --- variables, conditions ------------------------------------------------------------------
 
@@ -401,6 +489,7 @@ class RunSpecWorkflow:
                 llm = await self._call_model(
                     stage, tier, prompt, params, call_vars, result.attempts
                 )
+                self._trace_attempt(stage, llm, call_vars, result, tier)
                 if llm.valid:
                     return llm.output
                 last_error, last_text = llm.error, llm.text[:2000]
@@ -408,6 +497,46 @@ class RunSpecWorkflow:
             "output_invalid",
             f"stage {stage.id!r}: output invalid after {result.attempts} attempt(s) on "
             f"tier(s) {ladder}: {last_error}",
+        )
+
+    def _trace_attempt(
+        self,
+        stage: PlanStage,
+        llm: LLMCallResult,
+        variables: dict[str, Any],
+        result: StageResult,
+        tier: str,
+    ) -> None:
+        assert stage.role is not None
+        provenance = {k: "user_input" for k in variables.get("inputs", {})}
+        provenance.update({k: f"stage:{k}" for k in self.outputs if k in variables})
+        if self.plan.continuation is not None:
+            provenance[self.plan.continuation.inject_as] = "prior_run"
+        self.trace.add(
+            "attempt",
+            workflow.now().isoformat(),
+            stage_id=stage.id,
+            iteration=result.iterations + (1 if stage.loop is not None else 0),
+            attempt=result.attempts,
+            role=stage.role.name,
+            role_type=stage.role.type,
+            tier=tier,
+            model=llm.model,
+            arm_id=variables.get("_arm_id"),
+            inputs_hash=llm.inputs_hash,
+            inputs_provenance=provenance,
+            output=llm.output,
+            output_valid=llm.valid,
+            error_type=None if llm.valid else "output_invalid",
+            error=llm.error,
+            latency_ms=llm.latency_ms,
+            prompt_tokens=llm.prompt_tokens,
+            completion_tokens=llm.completion_tokens,
+            cost_usd=llm.cost_usd,
+            escalated=result.escalated,
+            data={"simulated_quality": llm.simulated_quality}
+            if llm.simulated_quality is not None
+            else {},
         )
 
     async def _call_model(
@@ -531,6 +660,22 @@ class RunSpecWorkflow:
                 retry_policy=TOOL_RETRY,
                 summary=f"{stage.id}: tool {tool}",
             )
+            self.trace.add(
+                "tool",
+                workflow.now().isoformat(),
+                stage_id=stage.id,
+                status="completed" if result.ok else "failed",
+                output=result.output,
+                error_type=None if result.ok else (result.error_type or "tool_error"),
+                error=result.error,
+                data={
+                    "tool": tool,
+                    "policy_action": result.policy_action,
+                    "policy_rule": result.policy_rule,
+                    "policy_message": result.policy_message,
+                    "approved": approved,
+                },
+            )
             if result.policy_action != "require_approval" or approved:
                 return result
             seq = self.approval_seq.get(stage.id, 0) + 1
@@ -577,6 +722,7 @@ class RunSpecWorkflow:
             on_timeout=on_timeout,
         )
         self._mark_waiting()
+        await self._flush()  # a waiting run's trace so far is visible in the store
         try:
             await workflow.wait_condition(
                 lambda: gate_id in self.decisions,

@@ -106,6 +106,7 @@ async def test_signal_resolves_a_gate_like_the_update(
 ) -> None:
     plan = plan_from("""\
 name: signal-gate
+model_tiers: {small: {provider: simulate}}
 stages:
   - {id: ok, gate: {type: human, message: proceed?}}
   - {id: after, depends_on: [ok], role: {name: A, description: "{{ ok.decision }}"}}

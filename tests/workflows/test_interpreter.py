@@ -50,7 +50,8 @@ async def test_quickstart_completes_and_each_activity_is_named_after_its_stage(
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             payload = event.user_metadata.summary
             summaries.append(client.data_converter.payload_converter.from_payload(payload, str))
-    assert [s.split(":")[0] for s in summaries] == ["outline", "draft", "review"]
+    # A stage may take more than one attempt (the simulator is sometimes invalid on purpose).
+    assert list(dict.fromkeys(s.split(":")[0] for s in summaries)) == ["outline", "draft", "review"]
     assert "Outliner (worker, tier small" in summaries[0]
     desc = await handle.describe()
     assert await desc.memo_value("spec_hash") == plan.spec_hash

@@ -1,0 +1,163 @@
+"""Numbered schema migrations, applied in order on start-up (SQLite and PostgreSQL).
+
+Each migration is a frozen snapshot of what it changed — never edit one that has shipped; add
+the next number. ``schema_migrations`` records which have run, so an old database opens cleanly
+and is brought up to date.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    Connection,
+    Engine,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    inspect,
+    text,
+)
+
+__all__ = ["MIGRATIONS", "applied_versions", "migrate"]
+
+
+def _v1_initial(conn: Connection) -> None:
+    """The first schema: runs, trace_records, gate_decisions."""
+    meta = MetaData()
+    Table(
+        "runs",
+        meta,
+        Column("run_id", String(200), primary_key=True),
+        Column("spec_name", String(100), nullable=False, index=True),
+        Column("spec_hash", String(64), nullable=False, index=True),
+        Column("spec_version", String(50)),
+        Column("policy_version", String(64), nullable=False),
+        Column("parent_run_id", String(200)),
+        Column("status", String(20), nullable=False),
+        Column("reason", Text),
+        Column("inputs", JSON),
+        Column("outputs", JSON),
+        Column("started_at", String(40), nullable=False),
+        Column("finished_at", String(40)),
+        Column("latency_ms", Float),
+        Column("prompt_tokens", Integer, nullable=False, default=0),
+        Column("completion_tokens", Integer, nullable=False, default=0),
+        Column("cost_usd", Float, nullable=False, default=0.0),
+        Index("ix_runs_spec_started", "spec_name", "started_at"),
+    )
+    Table(
+        "trace_records",
+        meta,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("run_id", String(200), nullable=False),
+        Column("seq", Integer, nullable=False),
+        Column("kind", String(20), nullable=False),
+        Column("spec_name", String(100), nullable=False),
+        Column("spec_hash", String(64), nullable=False),
+        Column("policy_version", String(64), nullable=False),
+        Column("recorded_at", String(40), nullable=False),
+        Column("stage_id", String(100)),
+        Column("iteration", Integer, nullable=False, default=0),
+        Column("attempt", Integer, nullable=False, default=0),
+        Column("role", String(200)),
+        Column("role_type", String(20)),
+        Column("tier", String(100)),
+        Column("model", String(200)),
+        Column("arm_id", String(100)),
+        Column("decision_id", String(100)),
+        Column("inputs_hash", String(64)),
+        Column("inputs_provenance", JSON),
+        Column("status", String(20)),
+        Column("output", JSON),
+        Column("output_valid", Boolean),
+        Column("error_type", String(40)),
+        Column("error", Text),
+        Column("latency_ms", Float, nullable=False, default=0.0),
+        Column("prompt_tokens", Integer, nullable=False, default=0),
+        Column("completion_tokens", Integer, nullable=False, default=0),
+        Column("cost_usd", Float, nullable=False, default=0.0),
+        Column("escalated", Boolean, nullable=False, default=False),
+        Column("judge_score", Float),
+        Column("data", JSON),
+        Column("prev_hash", String(64), nullable=False),
+        Column("hash", String(64), nullable=False),
+        UniqueConstraint("run_id", "seq", name="uq_trace_run_seq"),
+        Index("ix_trace_spec_kind", "spec_name", "kind"),
+        Index("ix_trace_spec_hash", "spec_hash"),
+    )
+    Table(
+        "gate_decisions",
+        meta,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("run_id", String(200), nullable=False, index=True),
+        Column("stage_id", String(100), nullable=False),
+        Column("decision", String(10), nullable=False),
+        Column("decided_by", String(200)),
+        Column("comment", Text),
+        Column("decided_at", String(40), nullable=False),
+        UniqueConstraint("run_id", "stage_id", name="uq_gate_run_stage"),
+    )
+    meta.create_all(conn)
+
+
+def _v2_run_quality(conn: Connection) -> None:
+    """Runs remember their HQS and the head of their hash chain."""
+    conn.execute(text("ALTER TABLE runs ADD COLUMN hqs FLOAT"))
+    conn.execute(text("ALTER TABLE runs ADD COLUMN chain_head VARCHAR(64)"))
+
+
+#: (version, name, function), in order.
+MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
+    (1, "initial", _v1_initial),
+    (2, "run_quality", _v2_run_quality),
+]
+
+
+def applied_versions(conn: Connection) -> set[int]:
+    if not inspect(conn).has_table("schema_migrations"):
+        return set()
+    return {int(row[0]) for row in conn.execute(text("SELECT version FROM schema_migrations"))}
+
+
+def migrate(engine: Engine, upto: int | None = None) -> list[int]:
+    """Apply every pending migration (up to ``upto``); returns the versions applied.
+
+    Each migration runs in its own transaction with its bookkeeping row, so a crash leaves the
+    database at a clean version. Concurrent starters serialise on the bookkeeping table's key.
+    """
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                "version INTEGER PRIMARY KEY, name VARCHAR(100) NOT NULL, "
+                "applied_at VARCHAR(40) NOT NULL)"
+            )
+        )
+    done: list[int] = []
+    for version, name, apply in MIGRATIONS:
+        if upto is not None and version > upto:
+            break
+        with engine.begin() as conn:
+            if engine.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(8127001)"))
+            if version in applied_versions(conn):
+                continue
+            apply(conn)
+            conn.execute(
+                text(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (:v, :n, :t)"
+                ),
+                {"v": version, "n": name, "t": datetime.now(UTC).isoformat()},
+            )
+            done.append(version)
+    return done

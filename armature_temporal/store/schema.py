@@ -1,0 +1,104 @@
+"""The trace store's tables (SQLAlchemy 2 typed ORM). Changes go through numbered migrations in
+:mod:`armature_temporal.store.migrations`; this module describes the newest schema."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, Float, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = ["Base", "GateDecisionRow", "RunRow", "TraceRow"]
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class RunRow(Base):
+    """One run: a summary kept up to date from its run_start and run_end records."""
+
+    __tablename__ = "runs"
+
+    run_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    spec_name: Mapped[str] = mapped_column(String(100), index=True)
+    spec_hash: Mapped[str] = mapped_column(String(64), index=True)
+    spec_version: Mapped[str | None] = mapped_column(String(50))
+    policy_version: Mapped[str] = mapped_column(String(64))
+    parent_run_id: Mapped[str | None] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(20))
+    reason: Mapped[str | None] = mapped_column(Text)
+    inputs: Mapped[Any] = mapped_column(JSON, nullable=True)
+    outputs: Mapped[Any] = mapped_column(JSON, nullable=True)
+    started_at: Mapped[str] = mapped_column(String(40))
+    finished_at: Mapped[str | None] = mapped_column(String(40))
+    latency_ms: Mapped[float | None] = mapped_column(Float)
+    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    hqs: Mapped[float | None] = mapped_column(Float)
+    chain_head: Mapped[str | None] = mapped_column(String(64))
+
+    __table_args__ = (Index("ix_runs_spec_started", "spec_name", "started_at"),)
+
+
+class TraceRow(Base):
+    """One link of a run's hash chain (see :mod:`armature_temporal.traces`)."""
+
+    __tablename__ = "trace_records"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(String(200))
+    seq: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(20))
+    spec_name: Mapped[str] = mapped_column(String(100))
+    spec_hash: Mapped[str] = mapped_column(String(64))
+    policy_version: Mapped[str] = mapped_column(String(64))
+    recorded_at: Mapped[str] = mapped_column(String(40))
+    stage_id: Mapped[str | None] = mapped_column(String(100))
+    iteration: Mapped[int] = mapped_column(Integer, default=0)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    role: Mapped[str | None] = mapped_column(String(200))
+    role_type: Mapped[str | None] = mapped_column(String(20))
+    tier: Mapped[str | None] = mapped_column(String(100))
+    model: Mapped[str | None] = mapped_column(String(200))
+    arm_id: Mapped[str | None] = mapped_column(String(100))
+    decision_id: Mapped[str | None] = mapped_column(String(100))
+    inputs_hash: Mapped[str | None] = mapped_column(String(64))
+    inputs_provenance: Mapped[Any] = mapped_column(JSON, nullable=True)
+    status: Mapped[str | None] = mapped_column(String(20))
+    output: Mapped[Any] = mapped_column(JSON, nullable=True)
+    output_valid: Mapped[bool | None] = mapped_column()
+    error_type: Mapped[str | None] = mapped_column(String(40))
+    error: Mapped[str | None] = mapped_column(Text)
+    latency_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    escalated: Mapped[bool] = mapped_column(default=False)
+    judge_score: Mapped[float | None] = mapped_column(Float)
+    data: Mapped[Any] = mapped_column(JSON, nullable=True)
+    prev_hash: Mapped[str] = mapped_column(String(64))
+    hash: Mapped[str] = mapped_column(String(64))
+
+    __table_args__ = (
+        UniqueConstraint("run_id", "seq", name="uq_trace_run_seq"),
+        Index("ix_trace_spec_kind", "spec_name", "kind"),
+        Index("ix_trace_spec_hash", "spec_hash"),
+    )
+
+
+class GateDecisionRow(Base):
+    """Who decided a gate, when, how, and why."""
+
+    __tablename__ = "gate_decisions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(String(200), index=True)
+    stage_id: Mapped[str] = mapped_column(String(100))
+    decision: Mapped[str] = mapped_column(String(10))
+    decided_by: Mapped[str | None] = mapped_column(String(200))
+    comment: Mapped[str | None] = mapped_column(Text)
+    decided_at: Mapped[str] = mapped_column(String(40))
+
+    __table_args__ = (UniqueConstraint("run_id", "stage_id", name="uq_gate_run_stage"),)
