@@ -85,6 +85,7 @@ async def llm_call(inp: LLMCallInput) -> LLMCallResult:
     result = LLMCallResult(
         valid=True,
         inputs_hash=hashlib.sha256(rendered.encode("utf-8")).hexdigest(),
+        messages=messages,
         text=completion.text,
         model=completion.model,
         tier=inp.tier.name,

@@ -145,6 +145,7 @@ class LLMCallResult(_Model):
     latency_ms: float = 0.0
     simulated_quality: float | None = None
     inputs_hash: str | None = None
+    messages: list[dict[str, Any]] = Field(default_factory=list)
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
 
 

@@ -534,9 +534,7 @@ class RunSpecWorkflow:
             completion_tokens=llm.completion_tokens,
             cost_usd=llm.cost_usd,
             escalated=result.escalated,
-            data={"simulated_quality": llm.simulated_quality}
-            if llm.simulated_quality is not None
-            else {},
+            data={"messages": llm.messages, "simulated_quality": llm.simulated_quality},
         )
 
     async def _call_model(
