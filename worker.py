@@ -15,13 +15,13 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from activities.llm import llm_call
 from activities.tools import tool_call
-from activities.traces import record_traces
+from activities.traces import load_prior_run, record_traces
 from workflows.run_spec import RunSpecWorkflow
 
 __all__ = ["ACTIVITIES", "WORKFLOWS", "build_worker", "workflow_runner"]
 
 WORKFLOWS: list[type] = [RunSpecWorkflow]
-ACTIVITIES: list[Any] = [llm_call, tool_call, record_traces]
+ACTIVITIES: list[Any] = [llm_call, tool_call, record_traces, load_prior_run]
 
 #: Pure modules the sandbox may share across workflow runs instead of re-importing.
 PASSTHROUGH = ("armature_temporal", "jinja2", "markupsafe", "jsonschema", "ruamel")

@@ -7,6 +7,7 @@ through :func:`armature_temporal.policy.evaluate_policy`, the single place that 
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 from jinja2 import TemplateError
@@ -18,15 +19,25 @@ from armature_temporal.policy import evaluate_policy
 from armature_temporal.runtime_models import ToolCallInput, ToolCallResult
 from armature_temporal.settings import workspace_root
 from armature_temporal.spec import SafetyRule
-from armature_temporal.templating import render
+from armature_temporal.templating import evaluate, render
 from armature_temporal.tools import ToolContext, ToolError, call_tool, tool_reversibility
 
 __all__ = ["render_args", "tool_call"]
 
 
+_SINGLE_EXPRESSION = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}).)*)\}\}\s*$", re.S)
+
+
 def render_args(value: Any, variables: dict[str, Any]) -> Any:
-    """Render every string inside ``value`` (dicts and lists too) as a Jinja template."""
+    """Render every string inside ``value`` (dicts and lists too) as a Jinja template.
+
+    A string that is exactly one ``{{ expression }}`` keeps the expression's type, so
+    ``index: "{{ inputs.index }}"`` passes an integer and ``items: "{{ plan.items }}"`` a list.
+    """
     if isinstance(value, str):
+        single = _SINGLE_EXPRESSION.match(value)
+        if single:
+            return evaluate(single.group("expr").strip(), variables)
         return render(value, variables) if ("{{" in value or "{%" in value) else value
     if isinstance(value, list):
         return [render_args(v, variables) for v in value]

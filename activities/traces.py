@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import asyncio
 from functools import lru_cache
+from typing import Any
 
 from temporalio import activity
 
+from armature_temporal.runtime_models import PriorRunQuery, PriorRunResult
 from armature_temporal.store import TraceStore
 from armature_temporal.store.engine import database_url
 from armature_temporal.traces import TraceBatch
 
-__all__ = ["record_traces", "store_for"]
+__all__ = ["load_prior_run", "record_traces", "store_for"]
 
 
 @lru_cache(maxsize=4)
@@ -29,3 +31,26 @@ async def record_traces(batch: TraceBatch) -> int:
     """Store the batch; returns how many records were new."""
     store = store_for(database_url())
     return await asyncio.to_thread(store.write, batch.records)
+
+
+def _carry(outputs: dict[str, Any], carry_forward: dict[str, str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for key, ref in carry_forward.items():
+        stage, _, field = ref.partition(".")
+        output = outputs.get(stage)
+        values[key] = output.get(field) if isinstance(output, dict) else None
+    return values
+
+
+@activity.defn(name="load_prior_run")
+async def load_prior_run(query: PriorRunQuery) -> PriorRunResult:
+    """The carry_forward values of the latest completed run of a spec, read from the store
+    (full values, not strings); empty values when there is none yet."""
+    store = store_for(database_url())
+    runs = await asyncio.to_thread(store.runs, spec=query.spec_name, limit=50)
+    for run in runs:
+        if run.status == "completed" and run.run_id != query.exclude_run_id:
+            return PriorRunResult(
+                run_id=run.run_id, values=_carry(run.outputs or {}, query.carry_forward)
+            )
+    return PriorRunResult(values={key: None for key in query.carry_forward})

@@ -340,12 +340,12 @@ async def decide_gate(
         raise GateError(message) from None
     except RPCError as exc:
         text = str(exc)
+        if any(word in text.lower() for word in ("completed", "closed", "closing")):
+            raise GateError(f"run {run_id!r} has already finished; nothing to decide") from None
         if "not found" in text.lower():
             raise RunNotFound(
                 f"no run {run_id!r} on this server; see `armature runs list`"
             ) from None
-        if "completed" in text.lower() or "closed" in text.lower():
-            raise GateError(f"run {run_id!r} has already finished; nothing to decide") from None
         raise
 
 

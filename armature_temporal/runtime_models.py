@@ -17,6 +17,8 @@ __all__ = [
     "GateInfo",
     "LLMCallInput",
     "LLMCallResult",
+    "PriorRunQuery",
+    "PriorRunResult",
     "RunInput",
     "RunResult",
     "RunStatus",
@@ -170,3 +172,14 @@ class ToolCallResult(_Model):
     policy_action: str = "allow"
     policy_rule: int | None = None
     policy_message: str = ""
+
+
+class PriorRunQuery(_Model):
+    spec_name: str
+    carry_forward: dict[str, str]
+    exclude_run_id: str
+
+
+class PriorRunResult(_Model):
+    run_id: str | None = None
+    values: dict[str, Any] = Field(default_factory=dict)

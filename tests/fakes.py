@@ -68,3 +68,16 @@ async def fake_llm_call_counting(inp: LLMCallInput) -> LLMCallResult:
 
 def run_input(plan: Plan, **inputs: Any) -> RunInput:
     return RunInput(plan=plan, inputs=inputs)
+
+
+def fake_vote(index: int, answers: str) -> dict[str, Any]:
+    """A python tool for fan-out tests: child ``index`` answers ``answers.split(',')[index]``."""
+    return {"answer": answers.split(",")[index]}
+
+
+async def fake_slow_answer(index: int) -> dict[str, Any]:
+    """A python tool: child 0 answers at once, the others only after a long wait."""
+    import asyncio
+
+    await asyncio.sleep(0 if index == 0 else 30)
+    return {"answer": f"child-{index}"}

@@ -16,9 +16,10 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
+from temporalio.workflow import ChildWorkflowCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    from armature_temporal.compiler import Plan, PlanStage
+    from armature_temporal.compiler import Plan, PlanRole, PlanStage
     from armature_temporal.errors import did_you_mean
     from armature_temporal.fanout import consensus, merge_outputs, resolve_path, split_fairly
     from armature_temporal.prompts import stage_variables
@@ -27,6 +28,8 @@ with workflow.unsafe.imports_passed_through():
         GateInfo,
         LLMCallInput,
         LLMCallResult,
+        PriorRunQuery,
+        PriorRunResult,
         RunInput,
         RunResult,
         RunStatus,
@@ -76,6 +79,7 @@ class RunSpecWorkflow:
         self.plan: Plan = inp.plan
         self.inputs = inp.inputs
         self.prior_run = inp.prior_run
+        self.prior_run_id: str | None = None
         self.results: dict[str, StageResult] = {s.id: StageResult() for s in inp.plan.stages}
         self.outputs: dict[str, Any] = {}
         self.pending: dict[str, GateInfo] = {}
@@ -151,6 +155,20 @@ class RunSpecWorkflow:
     @workflow.run
     async def run(self, inp: RunInput) -> RunResult:
         reason: str | None = None
+        if self.plan.continuation is not None and self.prior_run is None:
+            prior = await workflow.execute_local_activity(
+                "load_prior_run",
+                PriorRunQuery(
+                    spec_name=self.plan.name,
+                    carry_forward=self.plan.continuation.carry_forward,
+                    exclude_run_id=workflow.info().workflow_id,
+                ),
+                result_type=PriorRunResult,
+                start_to_close_timeout=timedelta(seconds=30),
+                summary="load carry_forward values from the previous run",
+            )
+            self.prior_run = prior.values
+            self.prior_run_id = prior.run_id
         try:
             reason = await self._run_dag([s for s in self.plan.stages if not s.post_run])
         except asyncio.CancelledError:
@@ -196,6 +214,7 @@ class RunSpecWorkflow:
             error=reason,
             output=self.outputs,
             latency_ms=elapsed,
+            data={"prior_run_id": self.prior_run_id} if self.prior_run_id else {},
         )
 
     def _trace_stage(self, stage: PlanStage) -> None:
@@ -621,7 +640,7 @@ class RunSpecWorkflow:
         self.results[stage.id].attempts = 1
         if not result.ok:
             raise StageFailure(
-                result.error_type or "tool_error",
+                _TOOL_ERROR_TYPES.get(result.error_type or "", "tool_error"),
                 f"stage {stage.id!r}: tool {stage.tool.name!r}: {result.error}",
             )
         return result.output
@@ -664,13 +683,16 @@ class RunSpecWorkflow:
                 stage_id=stage.id,
                 status="completed" if result.ok else "failed",
                 output=result.output,
-                error_type=None if result.ok else (result.error_type or "tool_error"),
+                error_type=None
+                if result.ok
+                else _TOOL_ERROR_TYPES.get(result.error_type or "", "tool_error"),
                 error=result.error,
                 data={
                     "tool": tool,
                     "policy_action": result.policy_action,
                     "policy_rule": result.policy_rule,
                     "policy_message": result.policy_message,
+                    "tool_error_type": result.error_type,
                     "approved": approved,
                 },
             )
@@ -787,6 +809,7 @@ class RunSpecWorkflow:
                     RunInput(plan=child_plan, inputs=inputs, parent_run_id=run_id),
                     id=f"{run_id}/{stage.id}/{i}",
                     result_type=RunResult,
+                    cancellation_type=ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED,
                     static_summary=(
                         f"{stage.id} child {i + 1}/{len(child_inputs)}: {child_plan.name}"
                     ),
@@ -796,6 +819,8 @@ class RunSpecWorkflow:
             done, pending = await workflow.wait(handles, return_when=asyncio.FIRST_COMPLETED)
             for other in pending:
                 other.cancel()
+            # Wait until the losers have really stopped (their activities see the cancel).
+            await asyncio.gather(*pending, return_exceptions=True)
             winner = next(iter(done))
             return _child_output(child_plan, winner.result())
         results = await asyncio.gather(*handles)
@@ -809,14 +834,83 @@ class RunSpecWorkflow:
             )
         if stage.fan_in == "consensus":
             vote = consensus(outputs)
-            return {
+            verdict = {
                 "value": vote.value,
                 "agreement": vote.agreement,
                 "votes": vote.votes,
                 "majority": vote.majority,
                 "children": len(outputs),
+                "reconciled_by": None,
             }
+            if not vote.majority:
+                verdict.update(await self._reconcile(stage, outputs))
+            return verdict
         return outputs
+
+    async def _reconcile(self, stage: PlanStage, outputs: list[Any]) -> dict[str, Any]:
+        """No majority: a judge-tier model picks the best-supported child output and says how
+        much the children agree (a score the trace keeps)."""
+        judge_tier = _judge_tier(self.plan)
+        judge = PlanStage(
+            id=f"{stage.id}__consensus",
+            kind="llm",
+            role=PlanRole(
+                name="Consensus judge", type="judge", model_tier=judge_tier, prompt=CONSENSUS_PROMPT
+            ),
+            output_mode="json",
+            output_schema={
+                "type": "object",
+                "properties": {
+                    "choice": {"type": "integer", "minimum": 0, "maximum": len(outputs) - 1},
+                    "score": {"type": "number", "minimum": 0, "maximum": 1},
+                    "rationale": {"type": "string"},
+                },
+                "required": ["choice", "score", "rationale"],
+            },
+            max_attempts=3,
+        )
+        result = self.results[stage.id]
+        for attempt in range(1, judge.max_attempts + 1):
+            llm = await self._call_model(
+                judge,
+                judge_tier,
+                CONSENSUS_PROMPT,
+                {},
+                {"outputs": outputs, "stage": stage.id},
+                attempt,
+            )
+            self._trace_attempt(judge, llm, {}, result, judge_tier)
+            if llm.valid and isinstance(llm.output, dict):
+                choice = int(llm.output["choice"])
+                return {
+                    "value": outputs[choice],
+                    "agreement": float(llm.output["score"]),
+                    "reconciled_by": judge_tier,
+                    "choice": choice,
+                    "rationale": llm.output.get("rationale"),
+                }
+        raise StageFailure(
+            "output_invalid",
+            f"stage {stage.id!r}: the children disagree and "
+            "the consensus judge gave no valid verdict",
+        )
+
+
+CONSENSUS_PROMPT = """\
+Sub-agents answered the same task for stage {{ stage }} differently:
+{% for o in outputs %}[{{ loop.index0 }}] {{ o | tojson_compact }}
+{% endfor %}
+Pick the answer best supported by the others (its index as choice) and score from 0 to 1 how
+much the answers agree in substance."""
+
+
+#: Tool failure kinds mapped onto the failure taxonomy (the trace keeps the tool's own kind).
+_TOOL_ERROR_TYPES = {"timeout": "timeout", "policy_blocked": "policy_blocked"}
+
+
+def _judge_tier(plan: Plan) -> str:
+    """The tier judges default to: frontier, else the largest tier the spec has."""
+    return "frontier" if "frontier" in plan.tiers else plan.tier_ladder[-1]
 
 
 def _child_output(plan: Plan, result: RunResult) -> Any:

@@ -1,7 +1,8 @@
 """Replay committed golden histories against today's interpreter.
 
 A change to workflows/ that would break runs in flight (a different command sequence for the
-same history) fails here. After a deliberate, versioned change, regenerate the goldens with:
+same history) fails here. Such a change must be guarded with ``workflow.patched(...)`` once
+Armature has users with runs in flight; before that (as now), regenerate the goldens with:
 
     ARMATURE_WRITE_GOLDEN=1 pytest tests/workflows/test_replay.py -k write
 """
