@@ -19,6 +19,7 @@ from temporalio.exceptions import ApplicationError
 from activities.heartbeat import heartbeating
 from armature_temporal.llm import ProviderError, complete
 from armature_temporal.parsing import parse_output
+from armature_temporal.payloads import MAX_STAGE_OUTPUT
 from armature_temporal.prompts import build_messages
 from armature_temporal.runtime_models import LLMCallInput, LLMCallResult
 from armature_temporal.tools import ToolError, get_tool_spec
@@ -97,6 +98,13 @@ async def llm_call(inp: LLMCallInput) -> LLMCallResult:
     )
     if completion.tool_calls:
         return result.model_copy(update={"tool_calls": completion.tool_calls})
+    if len(completion.text) > MAX_STAGE_OUTPUT:
+        raise ApplicationError(
+            f"stage {stage.id!r}: the model returned {len(completion.text):,} characters, more "
+            f"than the {MAX_STAGE_OUTPUT:,} Armature carries; lower max_tokens for this stage",
+            type="payload_too_large",
+            non_retryable=True,
+        )
     parsed = parse_output(completion.text, stage.output_mode, stage.output_schema)
     output = {"content": parsed.value} if stage.output_mode == "text" else parsed.value
     return result.model_copy(

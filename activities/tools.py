@@ -7,6 +7,7 @@ through :func:`armature_temporal.policy.evaluate_policy`, the single place that 
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from typing import Any
 
@@ -15,9 +16,10 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
+from armature_temporal.payloads import MAX_STAGE_OUTPUT
 from armature_temporal.policy import evaluate_policy
 from armature_temporal.runtime_models import ToolCallInput, ToolCallResult
-from armature_temporal.settings import workspace_root
+from armature_temporal.settings import tool_output_cap, workspace_root
 from armature_temporal.spec import SafetyRule
 from armature_temporal.templating import evaluate, render
 from armature_temporal.tools import ToolContext, ToolError, call_tool, tool_reversibility
@@ -94,7 +96,17 @@ async def tool_call(inp: ToolCallInput) -> ToolCallResult:
     workspace = workspace_root(inp.spec_name or "default")
     workspace.mkdir(parents=True, exist_ok=True)
     async with heartbeating():
-        result = await call_tool(inp.tool, args, ToolContext(workspace=workspace))
+        result = await call_tool(
+            inp.tool, args, ToolContext(workspace=workspace, output_cap_bytes=tool_output_cap())
+        )
+    size = len(json.dumps(result.output, default=str))
+    if size > MAX_STAGE_OUTPUT:
+        raise ApplicationError(
+            f"stage {inp.stage_id!r}: tool {inp.tool!r} returned {size:,} bytes, more than the "
+            f"{MAX_STAGE_OUTPUT:,} Armature carries; make the tool return less (or a file path)",
+            type="payload_too_large",
+            non_retryable=True,
+        )
     return policy.model_copy(
         update={
             "ok": result.ok,

@@ -25,12 +25,12 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from armature_temporal.compiler import Plan
 from armature_temporal.errors import ArmatureError
+from armature_temporal.payloads import data_converter
 from armature_temporal.runtime_models import (
     GateDecision,
     GateInfo,
@@ -98,7 +98,7 @@ async def connect(address: str, namespace: str | None = None) -> Client:
         return await Client.connect(
             address,
             namespace=namespace or default_namespace(),
-            data_converter=pydantic_data_converter,
+            data_converter=data_converter(),
             tls=tls if not api_key else True,
             api_key=api_key,
         )

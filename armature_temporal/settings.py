@@ -19,6 +19,7 @@ __all__ = [
     "dev_ui_port",
     "namespace",
     "task_queue",
+    "tool_output_cap",
     "ui_url",
     "workspace_root",
 ]
@@ -69,6 +70,12 @@ def ui_url(workflow_id: str | None = None, run_id: str | None = None) -> str:
         if run_id:
             url += f"/{run_id}/history"
     return url
+
+
+def tool_output_cap() -> int:
+    """Largest output one tool call may return, in bytes (``$ARMATURE_TOOL_OUTPUT_CAP``,
+    default 2 MiB); larger outputs fail the call with a message saying so."""
+    return int(os.environ.get("ARMATURE_TOOL_OUTPUT_CAP") or 2 * 1024 * 1024)
 
 
 def workspace_root(spec_name: str) -> Path:

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from armature_temporal.payloads import data_converter
 from armature_temporal.search_attributes import ALL_KEYS
 from armature_temporal.temporal_bin import temporal_binary
 
@@ -38,7 +38,7 @@ def _server_options() -> dict[str, Any]:
     return {
         "dev_server_existing_path": str(temporal_binary()),
         "search_attributes": list(ALL_KEYS),
-        "data_converter": pydantic_data_converter,
+        "data_converter": data_converter(),
         "dev_server_extra_args": [
             "--dynamic-config-value",
             "frontend.WorkflowTimeSkippingEnabled=true",

@@ -81,3 +81,8 @@ async def fake_slow_answer(index: int) -> dict[str, Any]:
 
     await asyncio.sleep(0 if index == 0 else 30)
     return {"answer": f"child-{index}"}
+
+
+def fake_big_output(size: int) -> dict[str, Any]:
+    """A python tool returning ``size`` bytes of text (for large-payload tests)."""
+    return {"text": "x" * size}

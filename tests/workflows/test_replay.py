@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import Client, WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from armature_temporal.client import decide_gate, run_outcome
 from armature_temporal.compiler import load_plan
+from armature_temporal.payloads import data_converter
 from armature_temporal.runtime_models import RunStatus
 from tests.fakes import SPECS, plan_from, start
 from tests.workflows.changed_interpreter import ChangedInterpreter
@@ -57,7 +57,7 @@ def golden_files() -> list[Path]:
 def replayer(workflows: list[type] | None = None) -> Replayer:
     return Replayer(
         workflows=workflows or WORKFLOWS,
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(),
         workflow_runner=workflow_runner(),
     )
 
