@@ -44,6 +44,21 @@ def referenced_names(source: str, *, expression: bool = False) -> dict[str, set[
     """Free variable names of a template or expression, each with the attributes read on it.
 
     ``{{ triage.urgency }}`` gives ``{"triage": {"urgency"}}``. Raises
+    ``jinja2.TemplateSyntaxError`` on bad syntax. Parses are cached.
+    """
+    return {name: set(attrs) for name, attrs in _referenced(source, expression)}
+
+
+@lru_cache(maxsize=2048)
+def _referenced(source: str, expression: bool) -> tuple[tuple[str, frozenset[str]], ...]:
+    names = _parse_names(source, expression=expression)
+    return tuple((name, frozenset(attrs)) for name, attrs in sorted(names.items()))
+
+
+def _parse_names(source: str, *, expression: bool = False) -> dict[str, set[str]]:
+    """Free variable names of a template or expression, each with the attributes read on it.
+
+    ``{{ triage.urgency }}`` gives ``{"triage": {"urgency"}}``. Raises
     ``jinja2.TemplateSyntaxError`` on bad syntax.
     """
     from jinja2 import meta

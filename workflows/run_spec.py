@@ -38,7 +38,9 @@ with workflow.unsafe.imports_passed_through():
         ToolCallResult,
     )
     from armature_temporal.search_attributes import WAITING_GATE
-    from armature_temporal.templating import evaluate, render
+    from jinja2 import TemplateSyntaxError
+
+    from armature_temporal.templating import evaluate, referenced_names, render
     from armature_temporal.traces import LOW_QUALITY_THRESHOLD, TraceBatch, TraceChain
 
 __all__ = ["WORKFLOW_NAME", "RunSpecWorkflow", "StageFailure"]
@@ -577,7 +579,7 @@ class RunSpecWorkflow:
                     tier=self.plan.tiers[tier],
                     prompt_template=prompt,
                     mission=self.plan.mission,
-                    variables=variables,
+                    variables=_needed(variables, prompt),
                     attempt=attempt,
                     params=params,
                     tools=list(stage.role.tools),
@@ -664,7 +666,7 @@ class RunSpecWorkflow:
                     stage_id=stage.id,
                     tool=tool,
                     args=args,
-                    variables=variables,
+                    variables=_needed(variables, *_strings(args)) if render_args else {},
                     render_args=render_args,
                     safety_mode=self.plan.safety_mode,
                     safety_rules=[r.model_dump() for r in self.plan.safety_rules],
@@ -906,6 +908,33 @@ much the answers agree in substance."""
 
 #: Tool failure kinds mapped onto the failure taxonomy (the trace keeps the tool's own kind).
 _TOOL_ERROR_TYPES = {"timeout": "timeout", "policy_blocked": "policy_blocked"}
+
+
+#: Variables the activities use besides those a template names.
+_ALWAYS_SENT = ("_retry_attempt", "_last_error", "_last_result")
+
+
+def _needed(variables: dict[str, Any], *templates: str) -> dict[str, Any]:
+    """Only the variables the templates read: activity inputs (and history) stay small even
+    when a stage has hundreds of upstream stages."""
+    names: set[str] = set(_ALWAYS_SENT)
+    for source in templates:
+        try:
+            names.update(referenced_names(source))
+        except TemplateSyntaxError:
+            return variables  # the activity reports the syntax error with its context
+    return {k: v for k, v in variables.items() if k in names}
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string inside a tool's args (templates among them)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
 
 
 def _judge_tier(plan: Plan) -> str:

@@ -34,3 +34,29 @@ stages:
     desc = await handle.describe()
     size = desc.raw_info.history_size_bytes
     assert size < 64 * 1024, f"history is {size} bytes"
+
+
+async def test_a_500_stage_run_stays_well_within_history_limits(
+    client: Client, task_queue: str
+) -> None:
+    lines = [
+        "name: long",
+        "model_tiers: {small: {provider: simulate}}",
+        "stages:",
+        "  - {id: s0, role: {name: W, description: start}}",
+    ]
+    for i in range(1, 500):
+        lines.append(
+            f"  - {{id: s{i}, depends_on: [s{i - 1}], "
+            f"role: {{name: W, description: '{{{{ s{i - 1}.content | length }}}}'}}}}"
+        )
+    plan = plan_from("\n".join(lines) + "\n")
+    async with build_worker(client, task_queue):
+        handle = await start(client, plan, task_queue)
+        result = await run_outcome(handle)
+    assert result is not None and result.state == "completed", result and result.reason
+    assert len(result.outputs) == 500
+    desc = await handle.describe()
+    # Temporal's limits: 51,200 events and 50 MB per history (warnings from 10k / 10 MB).
+    assert desc.history_length < 10_000
+    assert desc.raw_info.history_size_bytes < 10 * 1024 * 1024
