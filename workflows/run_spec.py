@@ -19,6 +19,8 @@ from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflow
 from temporalio.workflow import ChildWorkflowCancellationType
 
 with workflow.unsafe.imports_passed_through():
+    from jinja2 import TemplateSyntaxError
+
     from armature_temporal.compiler import Plan, PlanRole, PlanStage
     from armature_temporal.errors import did_you_mean
     from armature_temporal.fanout import consensus, merge_outputs, resolve_path, split_fairly
@@ -38,8 +40,6 @@ with workflow.unsafe.imports_passed_through():
         ToolCallResult,
     )
     from armature_temporal.search_attributes import WAITING_GATE
-    from jinja2 import TemplateSyntaxError
-
     from armature_temporal.templating import evaluate, referenced_names, render
     from armature_temporal.traces import LOW_QUALITY_THRESHOLD, TraceBatch, TraceChain
 
