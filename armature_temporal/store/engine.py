@@ -44,7 +44,7 @@ def make_engine(url: str) -> Engine:
             _sqlite_tuning(engine)
             return engine
         return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
-    except (ArgumentError, NoSuchModuleError) as exc:
+    except (ArgumentError, NoSuchModuleError, ImportError) as exc:
         raise StoreError(
             f"ARMATURE_DB_URL {url!r} is not a database URL Armature can use ({exc}); use "
             "sqlite:///path/armature.db or postgresql+psycopg://user:password@host:5432/db"

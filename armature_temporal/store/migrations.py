@@ -116,10 +116,17 @@ def _v2_run_quality(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE runs ADD COLUMN chain_head VARCHAR(64)"))
 
 
+def _v3_latency_window_index(conn: Connection) -> None:
+    """Runs of one spec version by start time: each finishing run reads the latest 50 of its
+    version's latencies (its HQS baseline), which without this index sorts all of them."""
+    conn.execute(text("CREATE INDEX ix_runs_hash_started ON runs (spec_hash, started_at)"))
+
+
 #: (version, name, function), in order.
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "initial", _v1_initial),
     (2, "run_quality", _v2_run_quality),
+    (3, "latency_window_index", _v3_latency_window_index),
 ]
 
 
@@ -129,13 +136,24 @@ def applied_versions(conn: Connection) -> set[int]:
     return {int(row[0]) for row in conn.execute(text("SELECT version FROM schema_migrations"))}
 
 
+def _serialise(conn: Connection) -> None:
+    """Make concurrent starters take turns: SQLite already does (``BEGIN IMMEDIATE``, see
+    :mod:`armature_temporal.store.engine`); PostgreSQL takes a transaction-scoped lock."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(8127001)"))
+
+
 def migrate(engine: Engine, upto: int | None = None) -> list[int]:
     """Apply every pending migration (up to ``upto``); returns the versions applied.
 
     Each migration runs in its own transaction with its bookkeeping row, so a crash leaves the
-    database at a clean version. Concurrent starters serialise on the bookkeeping table's key.
+    database at a clean version. Concurrent starters take turns (even creating the bookkeeping
+    table, which PostgreSQL cannot do concurrently), and an up-to-date database costs one
+    short transaction.
     """
+    wanted = [m for m in MIGRATIONS if upto is None or m[0] <= upto]
     with engine.begin() as conn:
+        _serialise(conn)
         conn.execute(
             text(
                 "CREATE TABLE IF NOT EXISTS schema_migrations ("
@@ -143,15 +161,15 @@ def migrate(engine: Engine, upto: int | None = None) -> list[int]:
                 "applied_at VARCHAR(40) NOT NULL)"
             )
         )
+        applied = applied_versions(conn)
     done: list[int] = []
-    for version, name, apply in MIGRATIONS:
-        if upto is not None and version > upto:
-            break
+    for version, name, apply in wanted:
+        if version in applied:
+            continue
         with engine.begin() as conn:
-            if engine.dialect.name == "postgresql":
-                conn.execute(text("SELECT pg_advisory_xact_lock(8127001)"))
+            _serialise(conn)
             if version in applied_versions(conn):
-                continue
+                continue  # another process applied it meanwhile
             apply(conn)
             conn.execute(
                 text(

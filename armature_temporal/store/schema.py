@@ -39,7 +39,10 @@ class RunRow(Base):
     hqs: Mapped[float | None] = mapped_column(Float)
     chain_head: Mapped[str | None] = mapped_column(String(64))
 
-    __table_args__ = (Index("ix_runs_spec_started", "spec_name", "started_at"),)
+    __table_args__ = (
+        Index("ix_runs_spec_started", "spec_name", "started_at"),
+        Index("ix_runs_hash_started", "spec_hash", "started_at"),
+    )
 
 
 class TraceRow(Base):

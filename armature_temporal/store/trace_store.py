@@ -10,7 +10,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Engine, func, select, update
+from sqlalchemy import (
+    JSON,
+    Connection,
+    Engine,
+    Executable,
+    Table,
+    bindparam,
+    func,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlalchemy.orm import Session
@@ -18,10 +29,10 @@ from sqlalchemy.orm import Session
 from armature_temporal.hqs import median, run_hqs
 from armature_temporal.store.engine import StoreError, database_url, make_engine
 from armature_temporal.store.migrations import migrate
-from armature_temporal.store.schema import GateDecisionRow, RunRow, TraceRow
+from armature_temporal.store.schema import Base, GateDecisionRow, RunRow, TraceRow
 from armature_temporal.traces import ChainBreak, TraceRecord, verify_chain
 
-__all__ = ["LATENCY_WINDOW", "TraceStore"]
+__all__ = ["LATENCY_WINDOW", "TraceStore", "check_run"]
 
 #: Runs of the same spec version that make up the rolling latency baseline.
 LATENCY_WINDOW = 50
@@ -37,14 +48,44 @@ class TraceStore:
         try:
             migrate(self.engine)
         except (DatabaseError, OperationalError) as exc:
-            raise StoreError(
-                f"cannot open the trace store at {self._safe_url()}: {exc.orig or exc}. If it "
-                "is a corrupt SQLite file, move it aside (a new one is created); for PostgreSQL "
-                "check that the server runs and the URL is right"
-            ) from None
+            raise StoreError(self._cannot_open(exc)) from None
+        insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
+        traces, runs, gates = _table(TraceRow), _table(RunRow), _table(GateDecisionRow)
+        self._insert_traces: Executable = (
+            _recordset_insert(self.engine)
+            if self.engine.dialect.name == "postgresql"
+            else insert(traces)
+            .on_conflict_do_nothing(index_elements=["run_id", "seq"])
+            .returning(traces.c.run_id, traces.c.seq)
+        )
+        self._insert_runs = insert(runs).on_conflict_do_nothing(index_elements=["run_id"])
+        self._insert_gates = insert(gates).on_conflict_do_nothing(
+            index_elements=["run_id", "stage_id"]
+        )
+        self._latency_window = (
+            select(runs.c.latency_ms)
+            .where(runs.c.spec_hash == bindparam("b_spec_hash"), runs.c.latency_ms.is_not(None))
+            .order_by(runs.c.started_at.desc())
+            .limit(LATENCY_WINDOW)
+        )
+        self._update_run = update(runs).where(runs.c.run_id == bindparam("b_run_id"))
 
     def _safe_url(self) -> str:
         return self.engine.url.render_as_string(hide_password=True)
+
+    def _cannot_open(self, exc: DatabaseError) -> str:
+        reason = str(exc.orig or exc).strip()
+        if self.engine.dialect.name == "sqlite":
+            path = self.engine.url.database
+            return (
+                f"cannot open the trace store {path}: {reason}. If the file is corrupt, move it "
+                f"aside (mv {path} {path}.corrupt): a new, empty store is created on the next "
+                "start; or set ARMATURE_DB_URL to use another database"
+            )
+        return (
+            f"cannot open the trace store at {self._safe_url()}; check that the server runs and "
+            f"the URL (ARMATURE_DB_URL) is right. The driver said: {reason}"
+        )
 
     def close(self) -> None:
         self.engine.dispose()
@@ -53,92 +94,65 @@ class TraceStore:
 
     def write(self, records: Sequence[TraceRecord]) -> int:
         """Insert records, ignoring ones already stored; update run summaries. Returns the
-        number of new records."""
+        number of new records.
+
+        One transaction and a few statements per batch, whatever its size: the records go in
+        one ``INSERT ... ON CONFLICT DO NOTHING RETURNING`` (SQLite: multi-row ``VALUES``;
+        PostgreSQL: one JSON array the server expands); a run's summary is computed when its
+        ``run_end`` record is new, so a retried batch leaves it as it was.
+        """
         if not records:
             return 0
-        rows = [r.model_dump(mode="json", exclude={"hash"}) | {"hash": r.hash} for r in records]
-        insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
+        rows: Any = (
+            {"rows": "[" + ",".join(r.model_dump_json() for r in records) + "]"}
+            if self.engine.dialect.name == "postgresql"
+            else [r.model_dump(mode="json") for r in records]
+        )
+        starts = [_run_start_row(r) for r in records if r.kind == "run_start"]
+        gates = [_gate_row(r) for r in records if r.kind == "gate"]
+        ends = [r for r in records if r.kind == "run_end"]
         with self.engine.begin() as conn:
-            result = conn.execute(
-                insert(TraceRow)
-                .values(rows)
-                .on_conflict_do_nothing(index_elements=["run_id", "seq"])
-                .returning(TraceRow.seq)
-            )
-            inserted = len(result.fetchall())
-            for record in records:
-                if record.kind == "run_start":
-                    self._upsert_run_start(conn, record, insert)
-                elif record.kind == "gate":
-                    conn.execute(
-                        insert(GateDecisionRow)
-                        .values(
-                            run_id=record.run_id,
-                            stage_id=record.stage_id or "",
-                            decision=record.data.get("decision", ""),
-                            decided_by=record.data.get("by"),
-                            comment=record.data.get("comment"),
-                            decided_at=record.recorded_at,
-                        )
-                        .on_conflict_do_nothing(index_elements=["run_id", "stage_id"])
-                    )
-            for record in records:
-                if record.kind == "run_end":
-                    self._finish_run(conn, record)
-        return inserted
+            new = {(run_id, seq) for run_id, seq in conn.execute(self._insert_traces, rows)}
+            if starts:
+                conn.execute(self._insert_runs, starts)
+            if gates:
+                conn.execute(self._insert_gates, gates)
+            for end in ends:
+                if (end.run_id, end.seq) in new:
+                    self._finish_run(conn, end, records)
+        return len(new)
 
-    @staticmethod
-    def _upsert_run_start(conn: Any, record: TraceRecord, insert: Any) -> None:
-        conn.execute(
-            insert(RunRow)
-            .values(
-                run_id=record.run_id,
-                spec_name=record.spec_name,
-                spec_hash=record.spec_hash,
-                spec_version=record.data.get("spec_version"),
-                policy_version=record.policy_version,
-                parent_run_id=record.data.get("parent_run_id"),
-                status="running",
-                inputs=record.data.get("inputs"),
-                started_at=record.recorded_at,
-                prompt_tokens=0,
-                completion_tokens=0,
-                cost_usd=0.0,
-            )
-            .on_conflict_do_nothing(index_elements=["run_id"])
-        )
+    def _finish_run(self, conn: Connection, end: TraceRecord, batch: Sequence[TraceRecord]) -> None:
+        """Summarise a run from its records: status, totals, HQS and the chain head.
 
-    def _finish_run(self, conn: Any, end: TraceRecord) -> None:
-        table = TraceRow.__table__
-        rows = conn.execute(
-            select(table).where(table.c.run_id == end.run_id).order_by(table.c.seq)
-        ).all()
-        records = [_to_record(row._mapping) for row in rows]
-        p50 = median(
-            conn.execute(
-                select(RunRow.latency_ms)
-                .where(RunRow.spec_hash == end.spec_hash, RunRow.latency_ms.is_not(None))
-                .order_by(RunRow.started_at.desc())
-                .limit(LATENCY_WINDOW)
-            ).scalars()
-        )
-        score = run_hqs(records, p50 or end.latency_ms or None)
-        attempts = [r for r in records if r.kind == "attempt"]
+        The records come from the batch when it holds the whole chain (a run flushed once),
+        else from the database.
+        """
+        chain = sorted((r for r in batch if r.run_id == end.run_id), key=lambda r: r.seq)
+        if [r.seq for r in chain] != list(range(end.seq + 1)):
+            table = TraceRow.__table__
+            rows = conn.execute(
+                select(table).where(table.c.run_id == end.run_id).order_by(table.c.seq)
+            ).all()
+            chain = [_to_record(row._mapping) for row in rows]
+        p50 = median(conn.execute(self._latency_window, {"b_spec_hash": end.spec_hash}).scalars())
+        score = run_hqs(chain, p50)
+        attempts = [r for r in chain if r.kind == "attempt"]
         conn.execute(
-            update(RunRow)
-            .where(RunRow.run_id == end.run_id)
-            .values(
-                status=end.status or "completed",
-                reason=end.error,
-                outputs=end.output,
-                finished_at=end.recorded_at,
-                latency_ms=end.latency_ms,
-                hqs=score.hqs,
-                prompt_tokens=sum(r.prompt_tokens for r in attempts),
-                completion_tokens=sum(r.completion_tokens for r in attempts),
-                cost_usd=sum(r.cost_usd for r in attempts),
-                chain_head=end.hash,
-            )
+            self._update_run,
+            {
+                "b_run_id": end.run_id,
+                "status": end.status or "completed",
+                "reason": end.error,
+                "outputs": end.output,
+                "finished_at": end.recorded_at,
+                "latency_ms": end.latency_ms,
+                "hqs": score.hqs,
+                "prompt_tokens": sum(r.prompt_tokens for r in attempts),
+                "completion_tokens": sum(r.completion_tokens for r in attempts),
+                "cost_usd": sum(r.cost_usd for r in attempts),
+                "chain_head": end.hash,
+            },
         )
 
     # --- reading ---------------------------------------------------------------------------
@@ -199,36 +213,133 @@ class TraceStore:
     # --- tamper evidence ---------------------------------------------------------------------
 
     def verify(self, run_ids: Iterable[str] | None = None) -> tuple[int, list[ChainBreak]]:
-        """Check every chain (or the given runs'). Returns (runs checked, breaks)."""
-        ids = list(run_ids) if run_ids is not None else self.run_ids()
-        breaks: list[ChainBreak] = []
-        for run_id in ids:
-            records = self.records(run_id)
-            if not records:
-                breaks.append(
-                    ChainBreak(
-                        run_id=run_id,
-                        seq=None,
-                        problem="deleted",
-                        detail="no trace records for this run",
-                    )
-                )
-                continue
-            found = verify_chain(run_id, records)
-            if found is None:
-                summary = self.run(run_id)
-                head = summary.chain_head if summary is not None else None
-                if head and head != records[-1].hash:
-                    found = ChainBreak(
-                        run_id=run_id,
-                        seq=records[-1].seq + 1,
-                        problem="deleted",
-                        detail="the run's recorded chain head is not its last "
-                        "record: records at the end were removed",
-                    )
-            if found is not None:
-                breaks.append(found)
+        """Check every chain (or the given runs'). Returns (runs checked, breaks).
+
+        Every run with trace records or a summary is checked (a run whose records were all
+        deleted keeps its summary). Besides :func:`~armature_temporal.traces.verify_chain`'s
+        checks, a finished run's last record must be the chain head its summary recorded.
+        """
+        with self.engine.connect() as conn:
+            heads: dict[str, str | None] = {
+                run_id: head
+                for run_id, head in conn.execute(select(RunRow.run_id, RunRow.chain_head))
+            }
+        ids = list(run_ids) if run_ids is not None else sorted(set(self.run_ids()) | set(heads))
+        breaks = [
+            found
+            for run_id in ids
+            if (found := check_run(run_id, self.records(run_id), heads.get(run_id)))
+        ]
         return len(ids), breaks
+
+
+def check_run(run_id: str, records: Sequence[TraceRecord], head: str | None) -> ChainBreak | None:
+    """The first break in one run's stored records (in ``seq`` order), given the chain head
+    its summary recorded when the run ended (``None`` while it runs).
+
+    Refines :func:`~armature_temporal.traces.verify_chain` with what only the store knows:
+
+    - the recorded head is an earlier record: records were appended after the run ended
+      (``inserted``); it is no record at all: records at the end were removed (``deleted``);
+    - a record renumbered one place on that follows the same record as the one now before it:
+      that one was spliced in (``inserted``), the rest renumbered to make room.
+    """
+    if not records:
+        return ChainBreak(
+            run_id=run_id,
+            seq=None,
+            problem="deleted",
+            detail="no trace records for this run: all were removed, its summary remains",
+        )
+    found = verify_chain(run_id, records)
+    if found is not None:
+        if found.problem == "reordered" and found.seq:
+            moved, before = records[found.seq], records[found.seq - 1]
+            if moved.prev_hash == before.prev_hash:
+                return ChainBreak(
+                    run_id=run_id,
+                    seq=before.seq,
+                    problem="inserted",
+                    detail=f"record {before.seq} ({before.kind}) was inserted: the records "
+                    f"from {moved.seq} on are the originals renumbered to make room",
+                )
+        return found
+    if head is None or head == records[-1].hash:
+        return None
+    end = next((r for r in records if r.hash == head), None)
+    if end is not None:
+        return ChainBreak(
+            run_id=run_id,
+            seq=end.seq + 1,
+            problem="inserted",
+            detail=f"record {end.seq + 1} follows the run's last record ({end.seq}, its "
+            "recorded chain head): records were appended after the run ended",
+        )
+    return ChainBreak(
+        run_id=run_id,
+        seq=records[-1].seq + 1,
+        problem="deleted",
+        detail="the run's recorded chain head is not among its records: records at the end "
+        "were removed",
+    )
+
+
+def _table(model: type[Base]) -> Table:
+    table = model.__table__
+    assert isinstance(table, Table)
+    return table
+
+
+def _recordset_insert(engine: Engine) -> Executable:
+    """PostgreSQL: the batch as one JSON array parameter, expanded by the server.
+
+    A multi-row ``VALUES`` statement has 32 parameters a record, too long for psycopg to cache
+    its parsing, which then costs more than the insert; this statement is short and constant.
+    JSON ``null`` is stored as JSON ``null``, as SQLAlchemy's JSON type stores ``None``.
+    """
+    quote = engine.dialect.identifier_preparer.quote
+    table = _table(TraceRow)
+    columns = [c for c in table.columns if c.name != "id"]
+    names = ", ".join(quote(c.name) for c in columns)
+    values = ", ".join(
+        f"COALESCE(r.{quote(c.name)}, 'null'::json)"
+        if isinstance(c.type, JSON)
+        else f"r.{quote(c.name)}"
+        for c in columns
+    )
+    return text(
+        f"INSERT INTO {quote(table.name)} ({names}) SELECT {values} "
+        f"FROM json_populate_recordset(NULL::{quote(table.name)}, CAST(:rows AS json)) AS r "
+        "ON CONFLICT (run_id, seq) DO NOTHING RETURNING run_id, seq"
+    )
+
+
+def _run_start_row(record: TraceRecord) -> dict[str, Any]:
+    return {
+        "run_id": record.run_id,
+        "spec_name": record.spec_name,
+        "spec_hash": record.spec_hash,
+        "spec_version": record.data.get("spec_version"),
+        "policy_version": record.policy_version,
+        "parent_run_id": record.data.get("parent_run_id"),
+        "status": "running",
+        "inputs": record.data.get("inputs"),
+        "started_at": record.recorded_at,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "cost_usd": 0.0,
+    }
+
+
+def _gate_row(record: TraceRecord) -> dict[str, Any]:
+    return {
+        "run_id": record.run_id,
+        "stage_id": record.stage_id or "",
+        "decision": record.data.get("decision", ""),
+        "decided_by": record.data.get("by"),
+        "comment": record.data.get("comment"),
+        "decided_at": record.recorded_at,
+    }
 
 
 def _to_record(values: Any) -> TraceRecord:
