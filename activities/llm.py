@@ -17,6 +17,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
+from armature_temporal.hooks import HookContext, run_hooks
 from armature_temporal.llm import ProviderError, complete
 from armature_temporal.parsing import parse_output
 from armature_temporal.payloads import MAX_STAGE_OUTPUT
@@ -49,6 +50,32 @@ async def llm_call(inp: LLMCallInput) -> LLMCallResult:
             non_retryable=True,
         ) from exc
     messages.extend(inp.transcript)
+    hook_ctx = HookContext(
+        point="pre_stage",
+        run_id=inp.run_id,
+        spec_name=inp.spec_name,
+        stage_id=stage.id,
+        messages=messages,
+    )
+    pre = await run_hooks(hook_ctx)
+    hooks = {"pre_stage": pre.model_dump(include={"action", "hook", "reason", "modified_by"})}
+    if pre.action == "block":
+        raise ApplicationError(
+            f"stage {stage.id!r}: blocked by hook {pre.hook}: {pre.reason}",
+            type="policy_blocked",
+            non_retryable=True,
+        )
+    if pre.action == "require_approval" and not inp.approved:
+        return LLMCallResult(
+            valid=False,
+            model="",
+            tier=inp.tier.name,
+            hooks=hooks,
+            needs_approval=pre.reason,
+            messages=messages,
+        )
+    if pre.messages is not None:
+        messages = pre.messages
     try:
         tools = [get_tool_spec(name).model_dump(mode="json") for name in inp.tools]
     except ToolError as exc:
@@ -107,6 +134,19 @@ async def llm_call(inp: LLMCallInput) -> LLMCallResult:
         )
     parsed = parse_output(completion.text, stage.output_mode, stage.output_schema)
     output = {"content": parsed.value} if stage.output_mode == "text" else parsed.value
+    if parsed.valid:
+        post = await run_hooks(
+            hook_ctx.model_copy(update={"point": "post_stage", "output": output})
+        )
+        hooks["post_stage"] = post.model_dump(include={"action", "hook", "reason", "modified_by"})
+        if post.action == "block":
+            raise ApplicationError(
+                f"stage {stage.id!r}: output blocked by hook {post.hook}: {post.reason}",
+                type="policy_blocked",
+                non_retryable=True,
+            )
+        if post.output is not None:
+            output = post.output
     return result.model_copy(
-        update={"output": output, "valid": parsed.valid, "error": parsed.error}
+        update={"output": output, "valid": parsed.valid, "error": parsed.error, "hooks": hooks}
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from jinja2 import TemplateError
@@ -16,9 +17,10 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
+from armature_temporal.hooks import HookContext, run_hooks
 from armature_temporal.payloads import MAX_STAGE_OUTPUT
-from armature_temporal.policy import evaluate_policy
-from armature_temporal.runtime_models import ToolCallInput, ToolCallResult
+from armature_temporal.policy import PolicyDecision, evaluate_policy
+from armature_temporal.runtime_models import PolicySet, ToolCallInput, ToolCallResult
 from armature_temporal.settings import tool_output_cap, workspace_root
 from armature_temporal.spec import SafetyRule
 from armature_temporal.templating import evaluate, render
@@ -48,6 +50,16 @@ def render_args(value: Any, variables: dict[str, Any]) -> Any:
     return value
 
 
+#: How restrictive each action is; across nested policies the most restrictive wins.
+_STRICTNESS = {"allow": 0, "log": 1, "warn": 2, "require_approval": 3, "block": 4}
+
+
+def strictest(decisions: Iterable[PolicyDecision]) -> PolicyDecision:
+    """The most restrictive of several policies' decisions (the first on a tie)."""
+    ranked = list(decisions)
+    return max(ranked, key=lambda d: _STRICTNESS[d.action])
+
+
 @activity.defn(name="tool_call")
 async def tool_call(inp: ToolCallInput) -> ToolCallResult:
     """Run one tool call under the spec's safety policy."""
@@ -63,9 +75,19 @@ async def tool_call(inp: ToolCallInput) -> ToolCallResult:
         reversibility = await asyncio.to_thread(tool_reversibility, inp.tool, args)
     except ToolError as exc:
         return ToolCallResult(ok=False, error_type="unknown_tool", error=str(exc))
-    rules = [SafetyRule.model_validate(r) for r in inp.safety_rules]
-    decision = evaluate_policy(
-        rules=rules, mode=inp.safety_mode, tool=inp.tool, args=args, reversibility=reversibility
+    decision = strictest(
+        evaluate_policy(
+            rules=[SafetyRule.model_validate(r) for r in level.safety_rules],
+            mode=level.safety_mode,
+            tool=inp.tool,
+            args=args,
+            reversibility=reversibility,
+        )
+        # A subagent runs under every enclosing run's policy too: it can only tighten them.
+        for level in [
+            *inp.outer_policies,
+            PolicySet(safety_mode=inp.safety_mode, safety_rules=inp.safety_rules),
+        ]
     )
     policy = ToolCallResult(
         ok=False,
@@ -81,9 +103,38 @@ async def tool_call(inp: ToolCallInput) -> ToolCallResult:
                 "error": f"blocked by the safety policy: {decision.message}",
             }
         )
-    if decision.action == "require_approval" and not inp.approved:
+    hook_ctx = HookContext(
+        point="pre_tool",
+        run_id=inp.run_id,
+        spec_name=inp.spec_name or "",
+        stage_id=inp.stage_id,
+        tool=inp.tool,
+        args=args,
+    )
+    pre = await run_hooks(hook_ctx)
+    hooks = {"pre_tool": pre.model_dump(include={"action", "hook", "reason", "ran", "modified_by"})}
+    if pre.action == "block":
         return policy.model_copy(
-            update={"error_type": "policy_blocked", "error": "waiting for approval"}
+            update={
+                "error_type": "policy_blocked",
+                "hooks": hooks,
+                "error": f"blocked by hook {pre.hook}: {pre.reason}",
+            }
+        )
+    if pre.args is not None:
+        args = pre.args
+    needs_person = decision.action == "require_approval" or pre.action == "require_approval"
+    if needs_person and not inp.approved:
+        reason = decision.message if decision.action == "require_approval" else pre.reason
+        return policy.model_copy(
+            update={
+                "policy_action": "require_approval",
+                "policy_message": reason,
+                "hooks": hooks,
+                "error_type": "policy_blocked",
+                "error": "waiting for approval",
+                "output": {"args": args},
+            }
         )
     if decision.action in ("warn", "log"):
         activity.logger.warning(
@@ -99,6 +150,20 @@ async def tool_call(inp: ToolCallInput) -> ToolCallResult:
         result = await call_tool(
             inp.tool, args, ToolContext(workspace=workspace, output_cap_bytes=tool_output_cap())
         )
+    post = await run_hooks(
+        hook_ctx.model_copy(update={"point": "post_tool", "args": args, "output": result.output})
+    )
+    hooks["post_tool"] = post.model_dump(include={"action", "hook", "reason", "ran", "modified_by"})
+    if post.action == "block":
+        return policy.model_copy(
+            update={
+                "error_type": "policy_blocked",
+                "hooks": hooks,
+                "error": f"result blocked by hook {post.hook}: {post.reason}",
+            }
+        )
+    if post.output is not None and result.ok:
+        result = result.model_copy(update={"output": post.output})
     size = len(json.dumps(result.output, default=str))
     if size > MAX_STAGE_OUTPUT:
         raise ApplicationError(
@@ -109,6 +174,7 @@ async def tool_call(inp: ToolCallInput) -> ToolCallResult:
         )
     return policy.model_copy(
         update={
+            "hooks": hooks,
             "ok": result.ok,
             "output": result.output,
             "error_type": result.error_type,

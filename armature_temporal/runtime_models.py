@@ -17,6 +17,7 @@ __all__ = [
     "GateInfo",
     "LLMCallInput",
     "LLMCallResult",
+    "PolicySet",
     "PriorRunQuery",
     "PriorRunResult",
     "RunInput",
@@ -57,6 +58,13 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class PolicySet(_Model):
+    """A parent run's safety policy, which a subagent's own policy can only tighten."""
+
+    safety_mode: Literal["permissive", "strict"] = "permissive"
+    safety_rules: list[Any] = Field(default_factory=list)
+
+
 class RunInput(_Model):
     """Start a run: the compiled plan travels in the input; the workflow never reads files."""
 
@@ -64,6 +72,7 @@ class RunInput(_Model):
     inputs: dict[str, Any] = Field(default_factory=dict)
     prior_run: dict[str, Any] | None = None
     parent_run_id: str | None = None
+    outer_policies: list[PolicySet] = Field(default_factory=list)
 
 
 class GateInfo(_Model):
@@ -132,6 +141,8 @@ class LLMCallInput(_Model):
     tools: list[str] = Field(default_factory=list)
     transcript: list[dict[str, Any]] = Field(default_factory=list)
     turn: int = 0
+    spec_name: str = ""
+    approved: bool = False
 
 
 class LLMCallResult(_Model):
@@ -149,6 +160,8 @@ class LLMCallResult(_Model):
     inputs_hash: str | None = None
     messages: list[dict[str, Any]] = Field(default_factory=list)
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    hooks: dict[str, Any] = Field(default_factory=dict)
+    needs_approval: str | None = None
 
 
 class ToolCallInput(_Model):
@@ -162,6 +175,7 @@ class ToolCallInput(_Model):
     safety_rules: list[Any] = Field(default_factory=list)
     approved: bool = False
     spec_name: str | None = None
+    outer_policies: list[PolicySet] = Field(default_factory=list)
 
 
 class ToolCallResult(_Model):
@@ -172,6 +186,7 @@ class ToolCallResult(_Model):
     policy_action: str = "allow"
     policy_rule: int | None = None
     policy_message: str = ""
+    hooks: dict[str, Any] = Field(default_factory=dict)
 
 
 class PriorRunQuery(_Model):

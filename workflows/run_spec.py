@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         GateInfo,
         LLMCallInput,
         LLMCallResult,
+        PolicySet,
         PriorRunQuery,
         PriorRunResult,
         RunInput,
@@ -82,6 +83,7 @@ class RunSpecWorkflow:
         self.inputs = inp.inputs
         self.prior_run = inp.prior_run
         self.prior_run_id: str | None = None
+        self.outer_policies = list(inp.outer_policies)
         self.results: dict[str, StageResult] = {s.id: StageResult() for s in inp.plan.stages}
         self.outputs: dict[str, Any] = {}
         self.pending: dict[str, GateInfo] = {}
@@ -570,7 +572,9 @@ class RunSpecWorkflow:
         assert stage.role is not None
         transcript: list[dict[str, Any]] = []
         timeout = timedelta(seconds=stage.timeout_s) if stage.timeout_s else LLM_TIMEOUT
-        for turn in range(stage.role.max_turns):
+        approved = False
+        turn = 0
+        while turn < stage.role.max_turns:
             llm: LLMCallResult = await workflow.execute_activity(
                 "llm_call",
                 LLMCallInput(
@@ -585,6 +589,8 @@ class RunSpecWorkflow:
                     tools=list(stage.role.tools),
                     transcript=transcript,
                     turn=turn,
+                    spec_name=self.plan.name,
+                    approved=approved,
                 ),
                 result_type=LLMCallResult,
                 start_to_close_timeout=timeout,
@@ -593,8 +599,26 @@ class RunSpecWorkflow:
                 summary=f"{stage.id}: {stage.role.name} ({stage.role.type}, tier {tier}, "
                 f"attempt {attempt}{f', turn {turn + 1}' if turn else ''})",
             )
+            if llm.needs_approval is not None and not approved:
+                seq = self.approval_seq.get(stage.id, 0) + 1
+                self.approval_seq[stage.id] = seq
+                decision = await self._wait_gate(
+                    f"{stage.id}#{seq}",
+                    f"a hook asks for approval: {llm.needs_approval}",
+                    None,
+                    "fail",
+                )
+                if decision.decision == "reject":
+                    raise StageFailure(
+                        "policy_blocked",
+                        f"stage {stage.id!r}: the model call "
+                        f"was refused at approval: {decision.comment or ''}",
+                    )
+                approved = True
+                continue
             if not llm.tool_calls:
                 return llm
+            turn += 1
             transcript.append(
                 {
                     "role": "assistant",
@@ -670,6 +694,7 @@ class RunSpecWorkflow:
                     render_args=render_args,
                     safety_mode=self.plan.safety_mode,
                     safety_rules=[r.model_dump() for r in self.plan.safety_rules],
+                    outer_policies=self.outer_policies,
                     approved=approved,
                     spec_name=self.plan.name,
                 ),
@@ -695,6 +720,7 @@ class RunSpecWorkflow:
                     "policy_rule": result.policy_rule,
                     "policy_message": result.policy_message,
                     "tool_error_type": result.error_type,
+                    "hooks": result.hooks,
                     "approved": approved,
                 },
             )
@@ -719,6 +745,12 @@ class RunSpecWorkflow:
                     policy_action="require_approval",
                 )
             approved = True
+
+    def _own_policy(self) -> PolicySet:
+        return PolicySet(
+            safety_mode=self.plan.safety_mode,
+            safety_rules=[r.model_dump() for r in self.plan.safety_rules],
+        )
 
     # --- gates ----------------------------------------------------------------------------------
 
@@ -808,7 +840,12 @@ class RunSpecWorkflow:
             handles.append(
                 await workflow.start_child_workflow(
                     WORKFLOW_NAME,
-                    RunInput(plan=child_plan, inputs=inputs, parent_run_id=run_id),
+                    RunInput(
+                        plan=child_plan,
+                        inputs=inputs,
+                        parent_run_id=run_id,
+                        outer_policies=[*self.outer_policies, self._own_policy()],
+                    ),
                     id=f"{run_id}/{stage.id}/{i}",
                     result_type=RunResult,
                     cancellation_type=ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED,
@@ -969,5 +1006,7 @@ def _classify(exc: ActivityError | ChildWorkflowError) -> tuple[str, str]:
             return "dependency_failed", f"child run failed: {cause.message}"
         if kind == "template_error":
             return "output_invalid", cause.message
+        if kind in ("policy_blocked", "payload_too_large"):
+            return "policy_blocked" if kind == "policy_blocked" else "tool_error", cause.message
         return "tool_error", cause.message
     return "provider_error", str(cause or exc)
