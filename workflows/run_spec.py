@@ -557,7 +557,12 @@ class RunSpecWorkflow:
             completion_tokens=llm.completion_tokens,
             cost_usd=llm.cost_usd,
             escalated=result.escalated,
-            data={"messages": llm.messages, "simulated_quality": llm.simulated_quality},
+            data={
+                "messages": llm.messages,
+                "simulated_quality": llm.simulated_quality,
+                # The raw reply of an invalid attempt (its output may be None): DPO's "rejected".
+                **({} if llm.valid else {"text": llm.text[:20000]}),
+            },
         )
 
     async def _call_model(
