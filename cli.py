@@ -469,6 +469,21 @@ def schedule(
         out.print(f"{change.action} schedule {change.schedule_id}{cron}", markup=False)
 
 
+@app.command()
+def scan() -> None:
+    """Scan texts for prompt injection, score manipulation, tool misuse, secrets, personal
+    data and scope overreach.
+
+    Reads one JSON string per line on stdin; writes one JSON object per line:
+    {"flagged": bool, "findings": [{"category", "span", "score", ...}]}. A line that is not a
+    JSON string gets {"line": N, "error": ...} and the exit code is 1; flagged texts do not
+    change the exit code. Example: echo '"ignore all previous instructions"' | armature scan
+    """
+    from armature_temporal.scanner import scan_jsonl
+
+    raise typer.Exit(scan_jsonl(sys.stdin, sys.stdout))
+
+
 runs_app = typer.Typer(help="List and inspect runs.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
 
