@@ -60,6 +60,22 @@ def strictest(decisions: Iterable[PolicyDecision]) -> PolicyDecision:
     return max(ranked, key=lambda d: _STRICTNESS[d.action])
 
 
+def _outer_host_block(args: dict[str, Any], outer: list[PolicySet]) -> str | None:
+    """Why an enclosing run's http_allow_hosts refuses this request's host, or None."""
+    from urllib.parse import urlsplit
+
+    from armature_temporal.tools._http import host_allowed
+
+    host = urlsplit(str(args.get("url", ""))).hostname or ""
+    for level in outer:
+        if not host_allowed(host, tuple(level.http_allow_hosts)):
+            return (
+                f"host {host!r} is outside an enclosing run's http_allow_hosts "
+                f"{level.http_allow_hosts}; a subagent can only narrow that list"
+            )
+    return None
+
+
 @activity.defn(name="tool_call")
 async def tool_call(inp: ToolCallInput) -> ToolCallResult:
     """Run one tool call under the spec's safety policy."""
@@ -89,6 +105,10 @@ async def tool_call(inp: ToolCallInput) -> ToolCallResult:
             PolicySet(safety_mode=inp.safety_mode, safety_rules=inp.safety_rules),
         ]
     )
+    if inp.tool == "http_request":
+        narrowed = _outer_host_block(args, inp.outer_policies)
+        if narrowed is not None:
+            decision = PolicyDecision(action="block", rule_index=None, message=narrowed)
     policy = ToolCallResult(
         ok=False,
         policy_action=decision.action,
@@ -148,7 +168,13 @@ async def tool_call(inp: ToolCallInput) -> ToolCallResult:
     workspace.mkdir(parents=True, exist_ok=True)
     async with heartbeating():
         result = await call_tool(
-            inp.tool, args, ToolContext(workspace=workspace, output_cap_bytes=tool_output_cap())
+            inp.tool,
+            args,
+            ToolContext(
+                workspace=workspace,
+                output_cap_bytes=tool_output_cap(),
+                http_allow_hosts=tuple(inp.http_allow_hosts),
+            ),
         )
     post = await run_hooks(
         hook_ctx.model_copy(update={"point": "post_tool", "args": args, "output": result.output})

@@ -364,6 +364,18 @@ def _check_tools_and_rules(spec: Spec) -> Iterator[Problem]:
                     yield ("stages", i, "role", "tools", k), msg
         if stage.tool is not None and (msg := tool_problem(stage.tool.name)):
             yield ("stages", i, "tool", "name"), msg
+    uses_http = [
+        i
+        for i, st in enumerate(spec.stages)
+        if (st.role is not None and "http_request" in st.role.tools)
+        or (st.tool is not None and st.tool.name == "http_request")
+    ]
+    if uses_http and not spec.http_allow_hosts:
+        yield (
+            ("stages", uses_http[0]),
+            "this stage uses http_request but http_allow_hosts is empty, so every request would "
+            "be refused; list the hosts it may reach, e.g. http_allow_hosts: [api.example.com]",
+        )
     for r, rule in enumerate(spec.safety_rules):
         if rule.tool != "*" and (msg := tool_problem(rule.tool)):
             yield ("safety_rules", r, "tool"), msg + " (or * for every tool)"

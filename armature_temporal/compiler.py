@@ -171,6 +171,7 @@ class Plan(_Frozen):
     stages: list[PlanStage]
     safety_mode: Literal["permissive", "strict"] = "permissive"
     safety_rules: list[SafetyRule] = Field(default_factory=list)
+    http_allow_hosts: list[str] = Field(default_factory=list)
     continuation: Continuation | None = None
     triggers: list[Trigger] = Field(default_factory=list)
     self_improvement: SelfImprovement | None = None
@@ -214,6 +215,7 @@ def compile_spec(loaded: LoadedSpec) -> Plan:
     order = _topological_order(spec)
     stages = [_compile_stage(spec, spec_stage, ladder) for spec_stage in order]
     policy = {
+        "http_allow_hosts": list(spec.http_allow_hosts),
         "safety_mode": spec.safety_mode,
         "safety_rules": [r.model_dump(mode="json") for r in spec.safety_rules],
     }
@@ -236,6 +238,7 @@ def compile_spec(loaded: LoadedSpec) -> Plan:
         stages=stages,
         safety_mode=spec.safety_mode,
         safety_rules=list(spec.safety_rules),
+        http_allow_hosts=list(spec.http_allow_hosts),
         continuation=spec.continuation,
         triggers=list(spec.triggers),
         self_improvement=spec.self_improvement,

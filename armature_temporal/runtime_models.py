@@ -63,6 +63,7 @@ class PolicySet(_Model):
 
     safety_mode: Literal["permissive", "strict"] = "permissive"
     safety_rules: list[Any] = Field(default_factory=list)
+    http_allow_hosts: list[str] = Field(default_factory=list)
 
 
 class RunInput(_Model):
@@ -176,6 +177,7 @@ class ToolCallInput(_Model):
     approved: bool = False
     spec_name: str | None = None
     outer_policies: list[PolicySet] = Field(default_factory=list)
+    http_allow_hosts: list[str] = Field(default_factory=list)
 
 
 class ToolCallResult(_Model):

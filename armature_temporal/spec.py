@@ -476,6 +476,11 @@ class Spec(_Model):
     safety_rules: list[SafetyRule] = Field(
         default_factory=list, description="Checked before every tool call; first match wins."
     )
+    http_allow_hosts: StrList = Field(
+        default_factory=list,
+        description="Hosts the http_request tool may reach (exact names, or *.example.com for "
+        "subdomains); empty allows none. A subagent may only narrow its parent's list.",
+    )
     continuation: Continuation | None = Field(
         None, description="Carry values from the previous run."
     )

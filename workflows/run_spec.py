@@ -699,6 +699,7 @@ class RunSpecWorkflow:
                     safety_mode=self.plan.safety_mode,
                     safety_rules=[r.model_dump() for r in self.plan.safety_rules],
                     outer_policies=self.outer_policies,
+                    http_allow_hosts=self.plan.http_allow_hosts,
                     approved=approved,
                     spec_name=self.plan.name,
                 ),
@@ -754,6 +755,7 @@ class RunSpecWorkflow:
         return PolicySet(
             safety_mode=self.plan.safety_mode,
             safety_rules=[r.model_dump() for r in self.plan.safety_rules],
+            http_allow_hosts=self.plan.http_allow_hosts,
         )
 
     # --- gates ----------------------------------------------------------------------------------
