@@ -13,6 +13,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from activities.bandit import bandit_maintenance, bandit_reward, bandit_select
 from activities.llm import llm_call
 from activities.tools import tool_call
 from activities.traces import load_prior_run, record_traces
@@ -21,7 +22,15 @@ from workflows.run_spec import RunSpecWorkflow
 __all__ = ["ACTIVITIES", "WORKFLOWS", "build_worker", "workflow_runner"]
 
 WORKFLOWS: list[type] = [RunSpecWorkflow]
-ACTIVITIES: list[Any] = [llm_call, tool_call, record_traces, load_prior_run]
+ACTIVITIES: list[Any] = [
+    llm_call,
+    tool_call,
+    record_traces,
+    load_prior_run,
+    bandit_select,
+    bandit_reward,
+    bandit_maintenance,
+]
 
 #: Pure modules the sandbox may share across workflow runs instead of re-importing.
 PASSTHROUGH = ("armature_temporal", "jinja2", "markupsafe", "jsonschema", "ruamel")

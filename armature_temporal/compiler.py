@@ -152,6 +152,7 @@ class PlanStage(_Frozen):
     skip_if: str | None = None
     timeout_s: float | None = None
     arms: list[PlanArm] = Field(default_factory=list)
+    reward: Literal["auto", "external"] = "auto"
 
 
 class Plan(_Frozen):
@@ -353,6 +354,7 @@ def _compile_stage(spec: Spec, stage: Stage, ladder: list[str]) -> PlanStage:
         skip_if=stage.skip_if,
         timeout_s=stage.timeout_s,
         arms=[_compile_arm(arm, role) for arm in stage.arms] if role is not None else [],
+        reward=stage.reward,
     )
 
 

@@ -200,3 +200,25 @@ class PriorRunQuery(_Model):
 class PriorRunResult(_Model):
     run_id: str | None = None
     values: dict[str, Any] = Field(default_factory=dict)
+
+
+class BanditSelectInput(_Model):
+    name: str
+    arms: list[dict[str, Any]]
+    decision_id: str
+    context: dict[str, Any] | None = None
+
+
+class BanditSelectResult(_Model):
+    arm_id: str
+    decision_id: str
+
+
+class BanditRewardInput(_Model):
+    name: str
+    decision_id: str
+    reward: float
+
+
+class BanditMaintenanceInput(_Model):
+    names: list[str]

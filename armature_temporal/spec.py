@@ -307,6 +307,12 @@ class Stage(_Model):
     arms: list[Arm] = Field(
         default_factory=list, description="Bandit variants chosen per run by Thompson sampling."
     )
+    reward: Literal["auto", "external"] = Field(
+        "auto",
+        description="How a chosen arm is rewarded: auto (a judge that depends on this stage, "
+        "else its gate decision, else output quality) or external (armature reward / "
+        "runtime_update).",
+    )
 
     @model_validator(mode="after")
     def _check_kind(self) -> Stage:
@@ -333,6 +339,8 @@ class Stage(_Model):
             for name in ("fan_in", "partition_key"):
                 if getattr(self, name) is not None:
                     raise ValueError(f"{name} needs fan_out, e.g. fan_out: 4")
+        if "reward" in self.model_fields_set and not self.arms:
+            raise ValueError("reward says how arms are rewarded; this stage has no arms")
         if self.arms and self.role is None:
             raise ValueError("arms vary an LLM stage's tier, params or prompt; add a role")
         if self.role is None and self.loop is not None:

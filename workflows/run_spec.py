@@ -21,11 +21,14 @@ from temporalio.workflow import ChildWorkflowCancellationType
 with workflow.unsafe.imports_passed_through():
     from jinja2 import TemplateSyntaxError
 
-    from armature_temporal.compiler import Plan, PlanRole, PlanStage
+    from armature_temporal.compiler import Plan, PlanArm, PlanRole, PlanStage
     from armature_temporal.errors import did_you_mean
     from armature_temporal.fanout import consensus, merge_outputs, resolve_path, split_fairly
     from armature_temporal.prompts import stage_variables
     from armature_temporal.runtime_models import (
+        BanditRewardInput,
+        BanditSelectInput,
+        BanditSelectResult,
         GateDecision,
         GateInfo,
         LLMCallInput,
@@ -84,6 +87,9 @@ class RunSpecWorkflow:
         self.prior_run = inp.prior_run
         self.prior_run_id: str | None = None
         self.outer_policies = list(inp.outer_policies)
+        self.arm_choice: dict[str, tuple[str, str]] = {}
+        self.rewarded: dict[str, tuple[float, str]] = {}
+        self.last_quality: dict[str, float] = {}
         self.results: dict[str, StageResult] = {s.id: StageResult() for s in inp.plan.stages}
         self.outputs: dict[str, Any] = {}
         self.pending: dict[str, GateInfo] = {}
@@ -249,6 +255,8 @@ class RunSpecWorkflow:
             error=result.error,
             escalated=result.escalated,
             judge_score=judge,
+            arm_id=self.arm_choice.get(stage.id, (None, None))[0],
+            decision_id=self.arm_choice.get(stage.id, (None, None))[1],
             data={"kind": stage.kind},
         )
         if result.gate is not None:
@@ -292,7 +300,9 @@ class RunSpecWorkflow:
                 if len(self.trace.pending) >= 25:
                     await self._flush()
                 for sid in [sid for sid, task in tasks.items() if task.done()]:
-                    del tasks[sid]
+                    # An unexpected exception is an interpreter bug: re-raise it so the
+                    # workflow task fails and Temporal retries it (after a fix, on replay).
+                    tasks.pop(sid).result()
                     result = self.results[sid]
                     if result.status in ("failed", "rejected") and reason is None:
                         reason = f"stage {sid!r} {result.status}: {result.error}"
@@ -361,6 +371,8 @@ class RunSpecWorkflow:
             result.finished_at = workflow.now().isoformat()
             if result.status != "running":
                 self._trace_stage(stage)
+        if self.arm_choice or (stage.role is not None and stage.role.type == "judge"):
+            await self._auto_rewards(stage)
 
     # --- variables, conditions ------------------------------------------------------------------
 
@@ -447,8 +459,7 @@ class RunSpecWorkflow:
         assert stage.role is not None
         tier, prompt, params = stage.role.model_tier, stage.role.prompt, {}
         if stage.arms:
-            # Uniform choice until the bandit runtime selects arms (Thompson sampling).
-            arm = stage.arms[int(workflow.random().random() * len(stage.arms))]
+            arm = await self._select_arm(stage)
             tier, prompt, params = arm.model_tier, arm.prompt, dict(arm.params)
         ladder = [tier]
         if stage.escalate:
@@ -481,6 +492,74 @@ class RunSpecWorkflow:
                     break
         return output
 
+    # --- bandit arms ----------------------------------------------------------------------------
+
+    def _bandit_name(self, stage: PlanStage) -> str:
+        return f"{self.plan.name}:{stage.id}"
+
+    async def _select_arm(self, stage: PlanStage) -> PlanArm:
+        """Thompson-sample the stage's arm (a local activity; retries get the same answer)."""
+        name = self._bandit_name(stage)
+        decision_id = f"{name}@{workflow.info().workflow_id}"
+        selected = await workflow.execute_local_activity(
+            "bandit_select",
+            BanditSelectInput(
+                name=name,
+                decision_id=decision_id,
+                arms=[{"arm_id": a.arm_id, "params": a.params} for a in stage.arms],
+            ),
+            result_type=BanditSelectResult,
+            start_to_close_timeout=timedelta(seconds=30),
+        )
+        self.arm_choice[stage.id] = (selected.arm_id, selected.decision_id)
+        return next(a for a in stage.arms if a.arm_id == selected.arm_id)
+
+    async def _reward(self, stage_id: str, reward: float, source: str) -> None:
+        choice = self.arm_choice.get(stage_id)
+        if choice is None or stage_id in self.rewarded:
+            return
+        self.rewarded[stage_id] = (reward, source)
+        await workflow.execute_local_activity(
+            "bandit_reward",
+            BanditRewardInput(
+                name=f"{self.plan.name}:{stage_id}",
+                decision_id=choice[1],
+                reward=max(0.0, min(1.0, reward)),
+            ),
+            start_to_close_timeout=timedelta(seconds=30),
+        )
+
+    async def _auto_rewards(self, stage: PlanStage) -> None:
+        """Reward arms when the evidence arrives: a judge's score for the stages it judged,
+        else the stage's own gate decision, else its output quality."""
+        result = self.results[stage.id]
+        if stage.role is not None and stage.role.type == "judge":
+            score = result.output.get("score") if isinstance(result.output, dict) else None
+            if isinstance(score, int | float):
+                for dep in stage.depends_on:
+                    if self.plan.stage(dep).reward == "auto":
+                        await self._reward(dep, float(score), f"judge {stage.id}")
+        if not stage.arms or stage.reward != "auto" or result.status == "running":
+            return
+        judged = any(
+            stage.id in s.depends_on and s.role is not None and s.role.type == "judge"
+            for s in self.plan.stages
+        )
+        if judged and result.status == "completed":
+            return  # the judge's score will reward it
+        if result.gate is not None:
+            await self._reward(stage.id, 1.0 if result.gate.decision == "approve" else 0.0, "gate")
+        elif result.status == "completed":
+            quality = self.last_quality.get(stage.id)
+            first_try = result.attempts <= 1 and not result.escalated
+            await self._reward(
+                stage.id,
+                quality if quality is not None else (1.0 if first_try else 0.5),
+                "simulated quality" if quality is not None else "validity",
+            )
+        elif result.status in ("failed", "rejected"):
+            await self._reward(stage.id, 0.0, result.error_type or result.status)
+
     async def _attempts(
         self,
         stage: PlanStage,
@@ -512,6 +591,8 @@ class RunSpecWorkflow:
                     stage, tier, prompt, params, call_vars, result.attempts
                 )
                 self._trace_attempt(stage, llm, call_vars, result, tier)
+                if llm.simulated_quality is not None:
+                    self.last_quality[stage.id] = llm.simulated_quality
                 if llm.valid:
                     return llm.output
                 last_error, last_text = llm.error, llm.text[:2000]
@@ -544,7 +625,8 @@ class RunSpecWorkflow:
             role_type=stage.role.type,
             tier=tier,
             model=llm.model,
-            arm_id=variables.get("_arm_id"),
+            arm_id=self.arm_choice.get(stage.id, (None, None))[0],
+            decision_id=self.arm_choice.get(stage.id, (None, None))[1],
             inputs_hash=llm.inputs_hash,
             inputs_provenance=provenance,
             output=llm.output,

@@ -1,0 +1,88 @@
+"""Bandit activities: choose a stage's arm, reward it, and run maintenance.
+
+The runtimes live in the Armature database (``$ARMATURE_DB_URL`` or SQLite under
+``$ARMATURE_HOME``), one per ``<spec>:<stage>``, so every worker shares posteriors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from armature_temporal.bandit import (
+    BanditRuntime,
+    DuplicateRewardError,
+    RewardError,
+    UnknownBanditError,
+)
+from armature_temporal.runtime_models import (
+    BanditMaintenanceInput,
+    BanditRewardInput,
+    BanditSelectInput,
+    BanditSelectResult,
+)
+from armature_temporal.store.engine import database_url
+
+__all__ = ["bandit_maintenance", "bandit_reward", "bandit_select", "runtime_for"]
+
+_lock = threading.Lock()
+_runtimes: dict[tuple[str, str], tuple[str, BanditRuntime]] = {}
+
+
+def runtime_for(name: str, arms: list[dict[str, object]] | None = None) -> BanditRuntime:
+    """This process's runtime for ``name`` in the Armature database, (re)configured when the
+    spec's arms changed; with ``arms=None`` the stored configuration is used."""
+    url = database_url()
+    signature = repr(arms)
+    with _lock:
+        cached = _runtimes.get((name, url))
+        if cached is not None and (arms is None or cached[0] == signature):
+            return cached[1]
+        if cached is not None and arms is not None:
+            cached[1].apply_config({"arms": arms, "storage": {"url": url}})
+            _runtimes[(name, url)] = (signature, cached[1])
+            return cached[1]
+        config = None if arms is None else {"arms": arms, "storage": {"url": url}}
+        runtime = BanditRuntime.open(name, config, storage={"url": url})
+        _runtimes[(name, url)] = (signature, runtime)
+        return runtime
+
+
+@activity.defn(name="bandit_select")
+async def bandit_select(inp: BanditSelectInput) -> BanditSelectResult:
+    """Thompson-sample an arm; the same decision id always gets the same answer."""
+    runtime = await asyncio.to_thread(runtime_for, inp.name, inp.arms)
+    selection = await asyncio.to_thread(
+        runtime.select, decision_id=inp.decision_id, context=inp.context
+    )
+    return BanditSelectResult(arm_id=selection.arm_id, decision_id=selection.decision_id)
+
+
+@activity.defn(name="bandit_reward")
+async def bandit_reward(inp: BanditRewardInput) -> str:
+    """Record a reward once. A retry of an already-applied reward is not an error."""
+    try:
+        runtime = await asyncio.to_thread(runtime_for, inp.name)
+        receipt = await asyncio.to_thread(runtime.update, inp.decision_id, inp.reward)
+    except DuplicateRewardError:
+        return "already rewarded"
+    except (RewardError, UnknownBanditError) as exc:
+        raise ApplicationError(str(exc), type="bandit_reward", non_retryable=True) from exc
+    return "change detected" if receipt.change_detected else "rewarded"
+
+
+@activity.defn(name="bandit_maintenance")
+async def bandit_maintenance(inp: BanditMaintenanceInput) -> list[str]:
+    """Evolution, retirement and a posterior snapshot for each named bandit."""
+    done = []
+    for name in inp.names:
+        try:
+            runtime = await asyncio.to_thread(runtime_for, name)
+        except UnknownBanditError:
+            continue  # no run has selected an arm yet
+        report = await asyncio.to_thread(runtime.maintenance)
+        done.append(f"{name}: retired {len(report.retired)}, bred {len(report.bred)}")
+    return done
