@@ -446,7 +446,8 @@ def schedule(
     as_json: JsonFlag = False,
 ) -> None:
     """Turn the spec's cron triggers into Temporal Schedules (created or updated in place,
-    overlap policy SKIP); schedules of removed triggers are deleted."""
+    overlap policy SKIP); schedules of removed triggers are deleted. A spec with arms also gets
+    an hourly bandit-maintenance schedule (evolution, retirement, learning-curve snapshots)."""
     compiled = _load_or_exit(spec)
 
     async def go() -> Any:

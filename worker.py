@@ -17,11 +17,12 @@ from activities.bandit import bandit_maintenance, bandit_reward, bandit_select
 from activities.llm import llm_call
 from activities.tools import tool_call
 from activities.traces import load_prior_run, record_traces
+from workflows.maintenance import BanditMaintenanceWorkflow
 from workflows.run_spec import RunSpecWorkflow
 
 __all__ = ["ACTIVITIES", "WORKFLOWS", "build_worker", "workflow_runner"]
 
-WORKFLOWS: list[type] = [RunSpecWorkflow]
+WORKFLOWS: list[type] = [RunSpecWorkflow, BanditMaintenanceWorkflow]
 ACTIVITIES: list[Any] = [
     llm_call,
     tool_call,

@@ -9,6 +9,7 @@ going (overlap SKIP).
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -17,6 +18,7 @@ from temporalio.client import (
     Schedule,
     ScheduleActionStartWorkflow,
     ScheduleAlreadyRunningError,
+    ScheduleIntervalSpec,
     ScheduleOverlapPolicy,
     SchedulePolicy,
     ScheduleSpec,
@@ -28,10 +30,10 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from armature_temporal.client import WORKFLOW_NAME, prepare_inputs
 from armature_temporal.compiler import Plan
-from armature_temporal.runtime_models import RunInput
+from armature_temporal.runtime_models import BanditMaintenanceInput, RunInput
 from armature_temporal.search_attributes import SPEC_HASH, SPEC_NAME, WAITING_GATE
 
-__all__ = ["MAX_TRIGGERS", "ScheduleChange", "apply_triggers", "schedule_id"]
+__all__ = ["MAX_TRIGGERS", "ScheduleChange", "apply_triggers", "bandit_names", "schedule_id"]
 
 #: How many trigger slots beyond the current ones are checked for stale schedules.
 MAX_TRIGGERS = 16
@@ -43,6 +45,51 @@ class ScheduleChange(BaseModel):
     schedule_id: str
     action: Literal["created", "updated", "deleted"]
     cron: str | None = None
+
+
+#: How often bandit maintenance (evolution, retirement, snapshots) runs for a spec with arms.
+MAINTENANCE_EVERY = timedelta(hours=1)
+
+
+def bandit_names(plan: Plan) -> list[str]:
+    """The bandits of a spec: one per stage with arms, named ``<spec>:<stage>``."""
+    return [f"{plan.name}:{s.id}" for s in plan.stages if s.arms]
+
+
+async def _apply_maintenance(
+    client: Client, plan: Plan, task_queue: str, *, delete: bool
+) -> list[ScheduleChange]:
+    sid = f"{plan.name}-bandit-maintenance"
+    names = [] if delete else bandit_names(plan)
+    if not names:
+        try:
+            await client.get_schedule_handle(sid).delete()
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return []
+            raise
+        return [ScheduleChange(schedule_id=sid, action="deleted")]
+    schedule = Schedule(
+        action=ScheduleActionStartWorkflow(
+            "BanditMaintenance",
+            BanditMaintenanceInput(names=names),
+            id=f"{plan.name}-bandit-maintenance",
+            task_queue=task_queue,
+            static_summary=f"bandit maintenance for {', '.join(names)}",
+        ),
+        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=MAINTENANCE_EVERY)]),
+        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
+    )
+    try:
+        await client.create_schedule(sid, schedule)
+        return [ScheduleChange(schedule_id=sid, action="created", cron="every 1h")]
+    except ScheduleAlreadyRunningError:
+
+        def replace(_: ScheduleUpdateInput, new: Schedule = schedule) -> ScheduleUpdate:
+            return ScheduleUpdate(schedule=new)
+
+        await client.get_schedule_handle(sid).update(replace)
+        return [ScheduleChange(schedule_id=sid, action="updated", cron="every 1h")]
 
 
 def schedule_id(plan: Plan, index: int) -> str:
@@ -102,6 +149,7 @@ async def apply_triggers(
 
             await client.get_schedule_handle(sid).update(replace)
             changes.append(ScheduleChange(schedule_id=sid, action="updated", cron=trigger.schedule))
+    changes += await _apply_maintenance(client, plan, task_queue, delete=delete)
     prefix = f"{plan.name}-cron-"
     # Visibility lists schedules eventually; also try the next ids directly, so a trigger
     # removed a moment ago is still found.

@@ -97,3 +97,35 @@ async def test_a_judge_rewards_the_arm_of_the_stage_it_judged(client: Client,
     rewarded = [a for a in arms if a["rewarded"]]
     assert len(rewarded) == 1
     assert rewarded[0]["reward_sum"] == pytest.approx(result.outputs["grade"]["score"], abs=1e-6)
+
+
+async def test_maintenance_runs_as_a_schedule_and_snapshots_learning_curves(
+        client: Client, task_queue: str) -> None:
+    from temporalio.client import ScheduleOverlapPolicy
+
+    from armature_temporal.schedules import apply_triggers
+
+    plan = plan_from(TWO_ARMS.replace("name: learner", "name: maintained"))
+    async with build_worker(client, task_queue):
+        await (await start(client, plan, task_queue, run_id="maint-run-1")).result()
+        changes = await apply_triggers(client, plan, task_queue)
+        assert [(c.schedule_id, c.action) for c in changes] == [
+            ("maintained-bandit-maintenance", "created")]
+        handle = client.get_schedule_handle("maintained-bandit-maintenance")
+        desc = await handle.describe()
+        assert desc.schedule.policy.overlap == ScheduleOverlapPolicy.SKIP
+        await handle.trigger()
+        for _ in range(100):
+            runs = [w async for w in client.list_workflows(
+                "WorkflowType = 'BanditMaintenance' AND ExecutionStatus = 'Completed'")]
+            if runs:
+                break
+            await asyncio.sleep(0.1)
+        assert runs, "the maintenance schedule ran nothing"
+        await apply_triggers(client, plan, task_queue, delete=True)
+    shown = await asyncio.to_thread(
+        subprocess.run, [ARMATURE, "bandit", "history", "maintained:answer", "--json"],
+        capture_output=True, text=True, check=True)
+    snapshots = json.loads(shown.stdout)
+    assert {s["arm_id"] for s in snapshots} == {"cheap", "good"}
+    assert sum(s["pulls"] for s in snapshots) == 1
