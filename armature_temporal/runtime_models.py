@@ -103,6 +103,7 @@ class StageResult(_Model):
     tier: str | None = None
     escalated: bool = False
     gate: GateDecision | None = None
+    children: list[dict[str, Any]] = Field(default_factory=list)
     started_at: str | None = None
     finished_at: str | None = None
 

@@ -922,26 +922,32 @@ class RunSpecWorkflow:
         else:
             child_inputs = [{**self.inputs, "index": i, "count": count} for i in range(count)]
         run_id = workflow.info().workflow_id
-        self.results[stage.id].attempts = len(child_inputs)
-        handles = []
-        for i, inputs in enumerate(child_inputs):
-            handles.append(
-                await workflow.start_child_workflow(
-                    WORKFLOW_NAME,
-                    RunInput(
-                        plan=child_plan,
-                        inputs=inputs,
-                        parent_run_id=run_id,
-                        outer_policies=[*self.outer_policies, self._own_policy()],
-                    ),
-                    id=f"{run_id}/{stage.id}/{i}",
-                    result_type=RunResult,
-                    cancellation_type=ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED,
-                    static_summary=(
-                        f"{stage.id} child {i + 1}/{len(child_inputs)}: {child_plan.name}"
-                    ),
-                )
+        result = self.results[stage.id]
+        result.attempts = len(child_inputs)
+
+        async def start_child(i: int, attempt: int) -> Any:
+            suffix = "" if attempt == 1 else f"~{attempt}"
+            child_id = f"{run_id}/{stage.id}/{i}{suffix}"
+            result.children[i] = {"id": child_id, "status": "running", "attempt": attempt}
+            return await workflow.start_child_workflow(
+                WORKFLOW_NAME,
+                RunInput(
+                    plan=child_plan,
+                    inputs=child_inputs[i],
+                    parent_run_id=run_id,
+                    outer_policies=[*self.outer_policies, self._own_policy()],
+                ),
+                id=child_id,
+                result_type=RunResult,
+                cancellation_type=ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED,
+                static_summary=(
+                    f"{stage.id} child {i + 1}/{len(child_inputs)}: {child_plan.name}"
+                    + (f" (attempt {attempt})" if attempt > 1 else "")
+                ),
             )
+
+        result.children = [{} for _ in child_inputs]
+        handles = [await start_child(i, 1) for i in range(len(child_inputs))]
         if stage.fan_in == "first":
             done, pending = await workflow.wait(handles, return_when=asyncio.FIRST_COMPLETED)
             for other in pending:
@@ -949,8 +955,39 @@ class RunSpecWorkflow:
             # Wait until the losers have really stopped (their activities see the cancel).
             await asyncio.gather(*pending, return_exceptions=True)
             winner = next(iter(done))
+            index = handles.index(winner)
+            for k, child in enumerate(result.children):
+                child["status"] = "completed" if k == index else "cancelled"
             return _child_output(child_plan, winner.result())
-        results = await asyncio.gather(*handles)
+        # A failed child follows the stage's on_fail policy: it is started again (new id
+        # <run>/<stage>/<i>~<attempt>) until on_fail.loop.max attempts are spent.
+        outcomes: list[Any] = list(await asyncio.gather(*handles, return_exceptions=True))
+        for attempt in range(2, stage.max_attempts + 2):
+            failed = [i for i, o in enumerate(outcomes) if isinstance(o, BaseException)]
+            for i, outcome in enumerate(outcomes):
+                if not isinstance(outcome, BaseException):
+                    result.children[i]["status"] = "completed"
+            for i in failed:
+                result.children[i]["status"] = "failed"
+                result.children[i]["error"] = str(
+                    getattr(outcomes[i], "cause", None) or outcomes[i]
+                )[:500]
+            if not failed:
+                break
+            if attempt > stage.max_attempts:
+                first = result.children[failed[0]]
+                raise StageFailure(
+                    "dependency_failed",
+                    f"stage {stage.id!r}: {len(failed)} of {len(outcomes)} child run(s) failed "
+                    f"after {stage.max_attempts} attempt(s); first: {first['id']}: "
+                    f"{first.get('error', '')}",
+                )
+            retried = await asyncio.gather(
+                *[await start_child(i, attempt) for i in failed], return_exceptions=True
+            )
+            for i, outcome in zip(failed, retried, strict=True):
+                outcomes[i] = outcome
+        results = [o for o in outcomes if isinstance(o, RunResult)]
         outputs = [_child_output(child_plan, r) for r in results]
         if stage.fan_in == "merge":
             merged = merge_outputs(outputs)
