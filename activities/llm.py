@@ -124,7 +124,9 @@ async def llm_call(inp: LLMCallInput) -> LLMCallResult:
         simulated_quality=completion.simulated_quality,
     )
     if completion.tool_calls:
-        return result.model_copy(update={"tool_calls": completion.tool_calls})
+        # Intermediate turns of a tool loop: the transcript is already in the workflow; echoing
+        # the messages back would double a long loop's history. The final turn carries them.
+        return result.model_copy(update={"tool_calls": completion.tool_calls, "messages": []})
     if len(completion.text) > MAX_STAGE_OUTPUT:
         raise ApplicationError(
             f"stage {stage.id!r}: the model returned {len(completion.text):,} characters, more "

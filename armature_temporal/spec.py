@@ -168,7 +168,11 @@ class Role(_Model):
         description="Tools the model may call in a loop (built-in names or module:function).",
     )
     max_turns: int = Field(
-        10, ge=1, le=1000, description="Bound on model turns in the tool-calling loop."
+        10,
+        ge=1,
+        le=200,
+        description="Bound on model turns in the tool-calling loop (at most 200: every turn "
+        "resends the transcript, and longer loops would outgrow a run's history).",
     )
 
 

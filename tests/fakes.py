@@ -86,3 +86,67 @@ async def fake_slow_answer(index: int) -> dict[str, Any]:
 def fake_big_output(size: int) -> dict[str, Any]:
     """A python tool returning ``size`` bytes of text (for large-payload tests)."""
     return {"text": "x" * size}
+
+
+@activity.defn(name="llm_call")
+async def fake_llm_call_tool_loop(inp: LLMCallInput) -> LLMCallResult:
+    """An agent that calls ``file_list`` on every turn below ``inputs.tool_turns``, then answers.
+
+    The stage's prompt must name ``inputs.tool_turns`` (the workflow sends only the variables a
+    prompt reads). Like the real ``llm_call``, the result carries the messages sent (prompt plus
+    the whole transcript so far), so the history this fake produces is the size a real tool
+    loop's would be.
+    """
+    from armature_temporal.prompts import build_messages
+
+    stage = inp.stage
+    assert stage.role is not None, "llm_call runs LLM stages only"
+    tool_turns = inp.variables.get("inputs", {}).get("tool_turns")
+    if not isinstance(tool_turns, int):
+        raise ValueError(
+            f"stage {stage.id!r}: fake_llm_call_tool_loop needs an integer inputs.tool_turns "
+            f"named in the stage's prompt, got {tool_turns!r}"
+        )
+    messages = build_messages(
+        role_type=stage.role.type,
+        role_name=stage.role.name,
+        prompt_template=inp.prompt_template,
+        variables=inp.variables,
+        mission=inp.mission,
+        output_mode=stage.output_mode,
+        output_schema=stage.output_schema,
+    )
+    messages.extend(inp.transcript)
+    result = LLMCallResult(valid=True, model="fake", tier=inp.tier.name, messages=messages)
+    if inp.turn < tool_turns:
+        call = {"id": f"call_{inp.turn}", "name": "file_list", "arguments": {"path": "."}}
+        return result.model_copy(update={"tool_calls": [call], "messages": []})
+    answer = f"listed the workspace {inp.turn} times"
+    return result.model_copy(update={"text": answer, "output": {"content": answer}})
+
+
+async def fake_timed_step(index: int, delays: str) -> dict[str, Any]:
+    """A python tool for fan-out crash tests: child ``index`` sleeps
+    ``float(delays.split(',')[index])`` seconds, after appending one line per execution to the
+    file named by $ARMATURE_STEP_LOG (``{"index", "event": "start"|"end", "pid"}``)."""
+    import asyncio
+
+    def log(event: str) -> None:
+        path = os.environ.get("ARMATURE_STEP_LOG")
+        if path:
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps({"index": index, "event": event, "pid": os.getpid()}) + "\n")
+
+    log("start")
+    await asyncio.sleep(float(delays.split(",")[index]))
+    log("end")
+    return {"index": index, "slept_s": float(delays.split(",")[index])}
+
+
+def fake_fail_once(index: int, marks: str) -> dict[str, Any]:
+    """A python tool that fails the first time it runs for ``index`` (a mark file remembers)."""
+    mark = Path(marks) / f"ok-{index}"
+    if not mark.exists():
+        mark.touch()
+        raise RuntimeError(f"child {index} fails on its first run")
+    return {"index": index}

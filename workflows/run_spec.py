@@ -259,14 +259,6 @@ class RunSpecWorkflow:
             decision_id=self.arm_choice.get(stage.id, (None, None))[1],
             data={"kind": stage.kind},
         )
-        if result.gate is not None:
-            self.trace.add(
-                "gate",
-                workflow.now().isoformat(),
-                stage_id=stage.id,
-                status=result.status,
-                data=result.gate.model_dump(),
-            )
 
     async def _flush(self) -> None:
         """Send buffered trace records to the store (idempotent, so retries are safe)."""
@@ -856,6 +848,7 @@ class RunSpecWorkflow:
     ) -> GateDecision:
         if gate_id in self.results:
             self.results[gate_id].status = "waiting_gate"
+        await self._flush()  # a waiting run's trace so far is visible in the store
         self.pending[gate_id] = GateInfo(
             stage=gate_id,
             message=message,
@@ -864,7 +857,6 @@ class RunSpecWorkflow:
             on_timeout=on_timeout,
         )
         self._mark_waiting()
-        await self._flush()  # a waiting run's trace so far is visible in the store
         try:
             await workflow.wait_condition(
                 lambda: gate_id in self.decisions,
@@ -885,6 +877,17 @@ class RunSpecWorkflow:
             )
         finally:
             self.pending.pop(gate_id, None)
+            decided = self.decisions.get(gate_id)
+            if decided is not None:
+                # Every decided gate — stage gates and tool-call approvals alike — is traced
+                # with who decided, when, and why (gate_decisions table, armature report).
+                self.trace.add(
+                    "gate",
+                    workflow.now().isoformat(),
+                    stage_id=gate_id,
+                    status=decided.decision,
+                    data=decided.model_dump(),
+                )
             if gate_id in self.results and self.results[gate_id].status == "waiting_gate":
                 self.results[gate_id].status = "running"
             self._mark_waiting()

@@ -59,26 +59,42 @@ def fake_openai_server() -> Iterator[tuple[str, FakeOpenAI]]:
 
 def completion(text: str) -> dict[str, Any]:
     return {
-        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o-mini",
-        "choices": [{"index": 0, "finish_reason": "stop",
-                     "message": {"role": "assistant", "content": text}}],
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "gpt-4o-mini",
+        "choices": [
+            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
+        ],
         "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17},
     }
 
 
 def tier(base: str) -> ResolvedTier:
-    return ResolvedTier(name="small", provider="openai", model="gpt-4o-mini", api_base=base,
-                        api_key_env="ARMATURE_TEST_KEY", max_tokens=50)
+    return ResolvedTier(
+        name="small",
+        provider="openai",
+        model="gpt-4o-mini",
+        api_base=base,
+        api_key_env="ARMATURE_TEST_KEY",
+        max_tokens=50,
+    )
 
 
 async def test_litellm_call_sends_json_mode_and_returns_usage_and_cost(
-        fake_openai_server: tuple[str, FakeOpenAI], monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_openai_server: tuple[str, FakeOpenAI], monkeypatch: pytest.MonkeyPatch
+) -> None:
     base, state = fake_openai_server
     monkeypatch.setenv("ARMATURE_TEST_KEY", "sk-test")
     state.replies.append((200, completion('{"answer": 42}'), {}))
-    result = await complete(tier(base), [{"role": "user", "content": "q"}], seed="s",
-                            role_type="worker", output_mode="guided_json",
-                            output_schema={"type": "object"})
+    result = await complete(
+        tier(base),
+        [{"role": "user", "content": "q"}],
+        seed="s",
+        role_type="worker",
+        output_mode="guided_json",
+        output_schema={"type": "object"},
+    )
     assert result.text == '{"answer": 42}'
     assert result.model == "openai/gpt-4o-mini"
     assert (result.prompt_tokens, result.completion_tokens) == (12, 5)
@@ -88,19 +104,35 @@ async def test_litellm_call_sends_json_mode_and_returns_usage_and_cost(
     assert sent["max_tokens"] == 50
 
 
-@pytest.mark.parametrize(("status", "retryable", "kind"), [
-    (429, True, "rate_limited"), (503, True, "server_error"), (400, False, "bad_request"),
-    (401, False, "auth")])
+@pytest.mark.parametrize(
+    ("status", "retryable", "kind"),
+    [
+        (429, True, "rate_limited"),
+        (503, True, "server_error"),
+        (400, False, "bad_request"),
+        (401, False, "auth"),
+    ],
+)
 async def test_http_errors_are_classified_for_temporal_retries(
-        fake_openai_server: tuple[str, FakeOpenAI], monkeypatch: pytest.MonkeyPatch,
-        status: int, retryable: bool, kind: str) -> None:
+    fake_openai_server: tuple[str, FakeOpenAI],
+    monkeypatch: pytest.MonkeyPatch,
+    status: int,
+    retryable: bool,
+    kind: str,
+) -> None:
     base, state = fake_openai_server
     monkeypatch.setenv("ARMATURE_TEST_KEY", "sk-test")
     error = {"error": {"message": "nope", "type": "x", "code": str(status)}}
     state.replies.append((status, error, {"retry-after": "7"}))
     with pytest.raises(ProviderError) as info:
-        await complete(tier(base), [{"role": "user", "content": "q"}], seed="s",
-                       role_type="worker", output_mode="text", output_schema=None)
+        await complete(
+            tier(base),
+            [{"role": "user", "content": "q"}],
+            seed="s",
+            role_type="worker",
+            output_mode="text",
+            output_schema=None,
+        )
     assert info.value.retryable is retryable
     assert info.value.kind == kind
     assert info.value.status == status
@@ -110,10 +142,17 @@ async def test_http_errors_are_classified_for_temporal_retries(
 
 
 async def test_missing_api_key_is_a_clear_non_retryable_error(
-        fake_openai_server: tuple[str, FakeOpenAI], monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_openai_server: tuple[str, FakeOpenAI], monkeypatch: pytest.MonkeyPatch
+) -> None:
     base, state = fake_openai_server
     monkeypatch.delenv("ARMATURE_TEST_KEY", raising=False)
     with pytest.raises(ProviderError, match=r"\$ARMATURE_TEST_KEY, which is not set") as info:
-        await complete(tier(base), [{"role": "user", "content": "q"}], seed="s",
-                       role_type="worker", output_mode="text", output_schema=None)
+        await complete(
+            tier(base),
+            [{"role": "user", "content": "q"}],
+            seed="s",
+            role_type="worker",
+            output_mode="text",
+            output_schema=None,
+        )
     assert info.value.retryable is False and state.requests == []

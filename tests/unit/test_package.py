@@ -47,9 +47,13 @@ def test_importing_the_core_pulls_in_neither_temporal_workflow_nor_litellm() -> 
 async def test_the_standalone_bandit_api_works_from_the_package_root() -> None:
     from armature_temporal import configure_runtime, runtime_arms, runtime_select, runtime_update
 
-    await configure_runtime("root_api", config={
-        "arms": [{"arm_id": "a", "params": {"t": 1}}, {"arm_id": "b"}],
-        "storage": {"backend": "memory"}})
+    await configure_runtime(
+        "root_api",
+        config={
+            "arms": [{"arm_id": "a", "params": {"t": 1}}, {"arm_id": "b"}],
+            "storage": {"backend": "memory"},
+        },
+    )
     selection = await runtime_select("root_api", user_id="u1", context={"task": "triage"})
     assert selection.arm_id in ("a", "b") and selection.decision_id
     await runtime_update("root_api", decision_id=selection.decision_id, reward=1.0)

@@ -78,27 +78,40 @@ def test_text_mode_orphan_closing_tag_drops_template_reasoning() -> None:
         JUDGE_JSON,
         f"```json\n{JUDGE_JSON}\n```",
         f"```\n{JUDGE_JSON}\n```",
-        f"<think>draft {{\"score\": 0.1}}</think>\n```json\n{JUDGE_JSON}\n```",
+        f'<think>draft {{"score": 0.1}}</think>\n```json\n{JUDGE_JSON}\n```',
         f"<THINK>a</THINK><think>b</think>{JUDGE_JSON}",
-        f"template reasoning {{\"score\": 0}} </think>\n{JUDGE_JSON}",
+        f'template reasoning {{"score": 0}} </think>\n{JUDGE_JSON}',
         f"Sure! Here is the result: {JUDGE_JSON} Let me know if you need more.",
         f"I used {{braces}} in prose first. {JUDGE_JSON}",
         f"\ufeff{JUDGE_JSON}",
         'score = 0.75\nrationale = "clear and correct"',
         '```toml\nscore = 0.75\nrationale = "clear and correct"\n```',
     ],
-    ids=["bare", "json-fence", "plain-fence", "think-then-fence", "two-think-blocks",
-         "orphan-close", "prose-around", "braces-in-prose", "bom", "toml", "toml-fence"],
+    ids=[
+        "bare",
+        "json-fence",
+        "plain-fence",
+        "think-then-fence",
+        "two-think-blocks",
+        "orphan-close",
+        "prose-around",
+        "braces-in-prose",
+        "bom",
+        "toml",
+        "toml-fence",
+    ],
 )
 def test_json_mode_finds_the_answer(text: str) -> None:
     assert parse_output(text, "json", DEFAULT_JUDGE_SCHEMA) == ParsedOutput(
-        value=JUDGE_VALUE, valid=True)
+        value=JUDGE_VALUE, valid=True
+    )
 
 
 def test_guided_json_mode_parses_like_json_mode() -> None:
     text = f"```json\n{JUDGE_JSON}\n```"
     assert parse_output(text, "guided_json", DEFAULT_JUDGE_SCHEMA) == parse_output(
-        text, "json", DEFAULT_JUDGE_SCHEMA)
+        text, "json", DEFAULT_JUDGE_SCHEMA
+    )
 
 
 def test_json_mode_toml_dates_become_iso_strings() -> None:
@@ -107,15 +120,17 @@ def test_json_mode_toml_dates_become_iso_strings() -> None:
 
 
 def test_json_mode_unclosed_think_gives_reasoning_only_error() -> None:
-    parsed = parse_output('<think>maybe {"score": 1, "rationale": "x"}', "json",
-                          DEFAULT_JUDGE_SCHEMA)
+    parsed = parse_output(
+        '<think>maybe {"score": 1, "rationale": "x"}', "json", DEFAULT_JUDGE_SCHEMA
+    )
     assert not parsed.valid and parsed.value is None
     assert parsed.error is not None and "only a <think>" in parsed.error
 
 
 def test_json_mode_prose_error_quotes_start_and_names_expected_kind() -> None:
-    parsed = parse_output("I'm sorry, I cannot help with that request today.", "json",
-                          DEFAULT_JUDGE_SCHEMA)
+    parsed = parse_output(
+        "I'm sorry, I cannot help with that request today.", "json", DEFAULT_JUDGE_SCHEMA
+    )
     assert not parsed.valid
     assert parsed.error is not None
     assert "expected a JSON object" in parsed.error
@@ -129,21 +144,22 @@ def test_json_mode_long_prose_is_quoted_shortened() -> None:
 
 
 def test_json_mode_truncated_output_says_cut_off() -> None:
-    parsed = parse_output('```json\n{"score": 0.5, "rationale": "the answ', "json",
-                          DEFAULT_JUDGE_SCHEMA)
+    parsed = parse_output(
+        '```json\n{"score": 0.5, "rationale": "the answ', "json", DEFAULT_JUDGE_SCHEMA
+    )
     assert not parsed.valid
     assert parsed.error is not None and "cut off" in parsed.error
 
 
 def test_json_mode_truncated_output_does_not_salvage_inner_object() -> None:
-    parsed = parse_output('{"outer": {"score": 1, "rationale": "x"}, "more": [1, 2', "json",
-                          None)
+    parsed = parse_output('{"outer": {"score": 1, "rationale": "x"}, "more": [1, 2', "json", None)
     assert not parsed.valid and parsed.value is None
 
 
 def test_json_mode_does_not_salvage_object_nested_in_broken_json() -> None:
-    parsed = parse_output('{"wrapper": {"score": 1, "rationale": "x"}, oops}', "json",
-                          DEFAULT_JUDGE_SCHEMA)
+    parsed = parse_output(
+        '{"wrapper": {"score": 1, "rationale": "x"}, oops}', "json", DEFAULT_JUDGE_SCHEMA
+    )
     assert not parsed.valid and parsed.value is None
 
 
@@ -206,7 +222,8 @@ def test_schema_errors_sort_array_indices_numerically() -> None:
 
 def test_schema_errors_missing_required_names_every_missing_property_once() -> None:
     assert schema_errors({}, POINTS_SCHEMA) == [
-        'at /: missing required properties "points", "label"']
+        'at /: missing required properties "points", "label"'
+    ]
 
 
 def test_schema_errors_bounds_and_const_say_the_limit() -> None:
@@ -231,10 +248,16 @@ def test_schema_errors_escape_json_pointer_tokens() -> None:
 
 
 def test_schema_errors_shorten_long_values() -> None:
-    errors = schema_errors({"points": list(range(100)), "label": "bug"},
-                           {**POINTS_SCHEMA, "properties": {
-                               **POINTS_SCHEMA["properties"],
-                               "points": {"type": "array", "maxItems": 2}}})
+    errors = schema_errors(
+        {"points": list(range(100)), "label": "bug"},
+        {
+            **POINTS_SCHEMA,
+            "properties": {
+                **POINTS_SCHEMA["properties"],
+                "points": {"type": "array", "maxItems": 2},
+            },
+        },
+    )
     assert len(errors) == 1
     assert "..." in errors[0] and len(errors[0]) < 120
 
@@ -265,10 +288,30 @@ def test_schema_error_list_is_capped() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["[" * 100_000, "[" * 5_000 + "]" * 5_000, "[}" * 50_000, '"' * 10_000, "x = [" * 2_000,
-     "{" * 3 + "<think>" * 3, "```", "```json\n", "</think>", "<think></think>"],
-    ids=["deep-open", "deep-closed", "mismatched", "quotes", "toml-deep", "mixed", "fence",
-         "empty-fence", "orphan-only", "empty-think"],
+    [
+        "[" * 100_000,
+        "[" * 5_000 + "]" * 5_000,
+        "[}" * 50_000,
+        '"' * 10_000,
+        "x = [" * 2_000,
+        "{" * 3 + "<think>" * 3,
+        "```",
+        "```json\n",
+        "</think>",
+        "<think></think>",
+    ],
+    ids=[
+        "deep-open",
+        "deep-closed",
+        "mismatched",
+        "quotes",
+        "toml-deep",
+        "mixed",
+        "fence",
+        "empty-fence",
+        "orphan-only",
+        "empty-think",
+    ],
 )
 def test_json_mode_pathological_text_is_invalid_not_an_exception(text: str) -> None:
     parsed = parse_output(text, "json", DEFAULT_JUDGE_SCHEMA)
@@ -278,13 +321,35 @@ def test_json_mode_pathological_text_is_invalid_not_an_exception(text: str) -> N
 
 MODES = st.sampled_from(["text", "json", "guided_json"])
 SCHEMAS = st.sampled_from([None, DEFAULT_JUDGE_SCHEMA, POINTS_SCHEMA, {"type": "string"}])
-FRAGMENTS = st.sampled_from(["<think>", "</think>", "```json\n", "```", "{", "}", "[", "]",
-                             '"', "\\", ":", ",", "= ", "\n", "NaN", "1", "[a]\n"])
+FRAGMENTS = st.sampled_from(
+    [
+        "<think>",
+        "</think>",
+        "```json\n",
+        "```",
+        "{",
+        "}",
+        "[",
+        "]",
+        '"',
+        "\\",
+        ":",
+        ",",
+        "= ",
+        "\n",
+        "NaN",
+        "1",
+        "[a]\n",
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None)
-@given(text=st.text() | st.lists(FRAGMENTS | st.text(max_size=5)).map("".join),
-       mode=MODES, schema=SCHEMAS)
+@given(
+    text=st.text() | st.lists(FRAGMENTS | st.text(max_size=5)).map("".join),
+    mode=MODES,
+    schema=SCHEMAS,
+)
 def test_parse_output_never_raises_on_any_text(text: str, mode: Any, schema: Any) -> None:
     parsed = parse_output(text, mode, schema)
     assert parsed.valid is (parsed.error is None)
@@ -293,26 +358,41 @@ def test_parse_output_never_raises_on_any_text(text: str, mode: Any, schema: Any
 # --- round trip --------------------------------------------------------------------------------
 
 
-JSON_SCALARS = (st.none() | st.booleans() | st.integers()
-                | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12))
+JSON_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12)
+)
 JSON_VALUES = st.recursive(
     JSON_SCALARS,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
-                                                                 max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=12,
 )
-CONTAINERS = (st.lists(JSON_VALUES, max_size=4)
-              | st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=4))
+CONTAINERS = st.lists(JSON_VALUES, max_size=4) | st.dictionaries(
+    st.text(max_size=8), JSON_VALUES, max_size=4
+)
 
 
 def schema_for(value: Any) -> dict[str, Any]:
     """A strict schema that ``value`` satisfies (each type, every key required)."""
     if isinstance(value, dict):
-        return {"type": "object", "properties": {k: schema_for(v) for k, v in value.items()},
-                "required": list(value), "additionalProperties": False}
+        return {
+            "type": "object",
+            "properties": {k: schema_for(v) for k, v in value.items()},
+            "required": list(value),
+            "additionalProperties": False,
+        }
     if isinstance(value, list):
-        return {"type": "array", "prefixItems": [schema_for(v) for v in value],
-                "minItems": len(value), "maxItems": len(value)}
+        return {
+            "type": "array",
+            "prefixItems": [schema_for(v) for v in value],
+            "minItems": len(value),
+            "maxItems": len(value),
+        }
     if value is None:
         return {"type": "null"}
     if isinstance(value, bool):
@@ -322,20 +402,26 @@ def schema_for(value: Any) -> dict[str, Any]:
     return {"type": "string", "minLength": len(value), "maxLength": len(value)}
 
 
-WRAPPERS = st.sampled_from([
-    "{body}",
-    "```json\n{body}\n```",
-    "```JSON\n{body}\n```\n",
-    "<think>\nThe user wants JSON. {{\"draft\": true}}\n</think>\n{body}",
-    "<think>x</think>\n```json\n{body}\n```",
-    "Here is the JSON you asked for:\n\n{body}\n\nAnything else?",
-    "done thinking</think>\n{body}",
-])
+WRAPPERS = st.sampled_from(
+    [
+        "{body}",
+        "```json\n{body}\n```",
+        "```JSON\n{body}\n```\n",
+        '<think>\nThe user wants JSON. {{"draft": true}}\n</think>\n{body}',
+        "<think>x</think>\n```json\n{body}\n```",
+        "Here is the JSON you asked for:\n\n{body}\n\nAnything else?",
+        "done thinking</think>\n{body}",
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(value=CONTAINERS, wrapper=WRAPPERS, indent=st.sampled_from([None, 2]),
-       mode=st.sampled_from(["json", "guided_json"]))
+@given(
+    value=CONTAINERS,
+    wrapper=WRAPPERS,
+    indent=st.sampled_from([None, 2]),
+    mode=st.sampled_from(["json", "guided_json"]),
+)
 def test_valid_json_wrapped_in_fences_or_think_parses_back_equal(
     value: Any, wrapper: str, indent: int | None, mode: Any
 ) -> None:

@@ -28,10 +28,20 @@ def rule(field: str, op: str, value: Any = None, action: str = "block") -> Safet
     )
 
 
-def decide(*rules: SafetyRule, tool: str = "shell", reversibility: str = "none",
-           mode: str = "permissive", args: dict[str, Any] | None = None) -> PolicyDecision:
-    return evaluate_policy(rules=rules, mode=mode, tool=tool,  # type: ignore[arg-type]
-                           args=ARGS if args is None else args, reversibility=reversibility)
+def decide(
+    *rules: SafetyRule,
+    tool: str = "shell",
+    reversibility: str = "none",
+    mode: str = "permissive",
+    args: dict[str, Any] | None = None,
+) -> PolicyDecision:
+    return evaluate_policy(
+        rules=rules,
+        mode=mode,
+        tool=tool,  # type: ignore[arg-type]
+        args=ARGS if args is None else args,
+        reversibility=reversibility,
+    )
 
 
 # (field, op, value, matches)
@@ -147,10 +157,13 @@ def test_permissive_mode_allows_when_no_rule_matches() -> None:
 
 
 def test_reversibility_pseudo_field_cannot_be_forged_by_args() -> None:
-    gate = SafetyRule.model_validate({
-        "tool": "*", "action": "require_approval",
-        "condition": {"field": "_tool_reversibility", "op": "equals", "value": "none"},
-    })
+    gate = SafetyRule.model_validate(
+        {
+            "tool": "*",
+            "action": "require_approval",
+            "condition": {"field": "_tool_reversibility", "op": "equals", "value": "none"},
+        }
+    )
     forged = {"_tool_reversibility": "full"}
     assert decide(gate, args=forged, reversibility="none").action == "require_approval"
     assert decide(gate, args=forged, reversibility="full").action == "allow"

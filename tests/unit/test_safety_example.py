@@ -14,8 +14,13 @@ PLAN = load_plan(Path(__file__).resolve().parents[2] / "specs" / "safe-shell.yam
 
 
 def decide(tool: str, args: dict[str, object], reversibility: str = "none") -> PolicyDecision:
-    return evaluate_policy(rules=PLAN.safety_rules, mode=PLAN.safety_mode, tool=tool, args=args,
-                           reversibility=reversibility)
+    return evaluate_policy(
+        rules=PLAN.safety_rules,
+        mode=PLAN.safety_mode,
+        tool=tool,
+        args=args,
+        reversibility=reversibility,
+    )
 
 
 @pytest.mark.parametrize("argv", [["rm", "-rf", "/"], ["rm", "-r", "notes"], ["rm", "-f", "x"]])
@@ -27,7 +32,8 @@ def test_destructive_rm_is_blocked(argv: list[str]) -> None:
 def test_read_only_commands_are_allowed_and_other_shell_calls_need_a_person() -> None:
     assert decide("shell", {"argv": ["ls", "-la"]}).action == "allow"
     assert decide("shell", {"argv": ["tar", "-czf", "a.tgz", "notes"]}).action == (
-        "require_approval")
+        "require_approval"
+    )
 
 
 def test_strict_mode_denies_a_tool_no_rule_allows() -> None:

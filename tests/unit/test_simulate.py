@@ -21,10 +21,23 @@ from armature_temporal.simulate import (
     simulate_tool_turn,
 )
 
-PROMPT = ("Triage this customer ticket: the checkout page crashes when applying a discount "
-          "code on mobile Safari.")
-PROMPT_WORDS = {"triage", "customer", "ticket", "checkout", "page", "crashes", "applying",
-                "discount", "code", "mobile", "safari"}
+PROMPT = (
+    "Triage this customer ticket: the checkout page crashes when applying a discount "
+    "code on mobile Safari."
+)
+PROMPT_WORDS = {
+    "triage",
+    "customer",
+    "ticket",
+    "checkout",
+    "page",
+    "crashes",
+    "applying",
+    "discount",
+    "code",
+    "mobile",
+    "safari",
+}
 
 TICKET_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -32,8 +45,12 @@ TICKET_SCHEMA: dict[str, Any] = {
         "label": {"enum": ["bug", "feature", "question"]},
         "title": {"type": "string", "maxLength": 60},
         "summary": {"type": "string"},
-        "points": {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 8},
-                   "minItems": 1, "maxItems": 4},
+        "points": {
+            "type": "array",
+            "items": {"type": "integer", "minimum": 1, "maximum": 8},
+            "minItems": 1,
+            "maxItems": 4,
+        },
         "owner": {"$ref": "#/$defs/person"},
     },
     "required": ["label", "title", "points", "owner"],
@@ -41,8 +58,10 @@ TICKET_SCHEMA: dict[str, Any] = {
     "$defs": {
         "person": {
             "type": "object",
-            "properties": {"name": {"type": "string"},
-                           "age": {"type": "integer", "exclusiveMinimum": 17}},
+            "properties": {
+                "name": {"type": "string"},
+                "age": {"type": "integer", "exclusiveMinimum": 17},
+            },
             "required": ["name", "age"],
             "additionalProperties": False,
         }
@@ -52,8 +71,13 @@ TICKET_SCHEMA: dict[str, Any] = {
 
 def run(seed: str = "run-1/triage/0/small", **overrides: Any) -> SimulatedCompletion:
     args: dict[str, Any] = {
-        "seed": seed, "prompt": PROMPT, "output_mode": "json", "output_schema": TICKET_SCHEMA,
-        "role_type": "worker", "valid_rate": 1.0, "quality": 0.7,
+        "seed": seed,
+        "prompt": PROMPT,
+        "output_mode": "json",
+        "output_schema": TICKET_SCHEMA,
+        "role_type": "worker",
+        "valid_rate": 1.0,
+        "quality": 0.7,
     }
     args.update(overrides)
     return simulate_completion(**args)
@@ -61,7 +85,10 @@ def run(seed: str = "run-1/triage/0/small", **overrides: Any) -> SimulatedComple
 
 def test_all_is_pinned() -> None:
     assert sorted(simulate.__all__) == [
-        "SimulatedCompletion", "simulate_completion", "simulate_tool_turn"]
+        "SimulatedCompletion",
+        "simulate_completion",
+        "simulate_tool_turn",
+    ]
 
 
 def test_module_docstring_says_it_is_a_simulator() -> None:
@@ -119,8 +146,10 @@ def test_invalid_outputs_fail_to_parse_or_validate() -> None:
 
 
 def test_invalid_outputs_show_each_kind_of_defect() -> None:
-    errors = [parse_output(run(f"r/s/{i}", valid_rate=0.0).text, "json", TICKET_SCHEMA).error
-              or "" for i in range(300)]
+    errors = [
+        parse_output(run(f"r/s/{i}", valid_rate=0.0).text, "json", TICKET_SCHEMA).error or ""
+        for i in range(300)
+    ]
     assert any("missing required property" in e for e in errors)
     assert any("expected " in e and ", got " in e for e in errors)
     assert any("is not one of" in e for e in errors)
@@ -129,8 +158,10 @@ def test_invalid_outputs_show_each_kind_of_defect() -> None:
 
 @pytest.mark.parametrize("rate", [0.5, 0.9])
 def test_empirical_valid_rate_is_close_to_valid_rate(rate: float) -> None:
-    valid = [parse_output(run(f"bench/{i}", valid_rate=rate).text, "json", TICKET_SCHEMA).valid
-             for i in range(2000)]
+    valid = [
+        parse_output(run(f"bench/{i}", valid_rate=rate).text, "json", TICKET_SCHEMA).valid
+        for i in range(2000)
+    ]
     assert abs(mean(valid) - rate) <= 0.04
 
 
@@ -150,8 +181,10 @@ def test_json_strings_are_built_from_prompt_words() -> None:
 
 
 def test_free_text_fields_are_marked_simulated() -> None:
-    summaries = [parse_output(run(f"r/s/{i}").text, "json", TICKET_SCHEMA).value.get("summary")
-                 for i in range(30)]
+    summaries = [
+        parse_output(run(f"r/s/{i}").text, "json", TICKET_SCHEMA).value.get("summary")
+        for i in range(30)
+    ]
     present = [s for s in summaries if s is not None]
     assert present and all(s.startswith("[simulated] ") for s in present)
 
@@ -186,16 +219,20 @@ def test_quality_at_the_ends_is_exact(knob: float) -> None:
 
 def test_judge_score_is_the_rounded_quality() -> None:
     for i in range(100):
-        completion = run(f"r/j/{i}", role_type="judge", output_schema=DEFAULT_JUDGE_SCHEMA,
-                         quality=0.8)
+        completion = run(
+            f"r/j/{i}", role_type="judge", output_schema=DEFAULT_JUDGE_SCHEMA, quality=0.8
+        )
         parsed = parse_output(completion.text, "json", DEFAULT_JUDGE_SCHEMA)
         assert parsed.valid
         assert parsed.value["score"] == round(completion.quality, 3)
 
 
 def test_judge_score_is_scaled_to_an_integer_range() -> None:
-    schema = {"type": "object", "properties": {
-        "score": {"type": "integer", "minimum": 1, "maximum": 10}}, "required": ["score"]}
+    schema = {
+        "type": "object",
+        "properties": {"score": {"type": "integer", "minimum": 1, "maximum": 10}},
+        "required": ["score"],
+    }
     for i in range(50):
         completion = run(f"r/j/{i}", role_type="judge", output_schema=schema, quality=0.6)
         value = parse_output(completion.text, "json", schema).value
@@ -203,10 +240,15 @@ def test_judge_score_is_scaled_to_an_integer_range() -> None:
 
 
 def test_worker_score_property_is_not_forced_to_quality() -> None:
-    scores = {parse_output(run(f"r/w/{i}", output_schema=DEFAULT_JUDGE_SCHEMA).text, "json",
-                           DEFAULT_JUDGE_SCHEMA).value["score"] for i in range(50)}
-    qualities = {round(run(f"r/w/{i}", output_schema=DEFAULT_JUDGE_SCHEMA).quality, 3)
-                 for i in range(50)}
+    scores = {
+        parse_output(
+            run(f"r/w/{i}", output_schema=DEFAULT_JUDGE_SCHEMA).text, "json", DEFAULT_JUDGE_SCHEMA
+        ).value["score"]
+        for i in range(50)
+    }
+    qualities = {
+        round(run(f"r/w/{i}", output_schema=DEFAULT_JUDGE_SCHEMA).quality, 3) for i in range(50)
+    }
     assert scores != qualities
 
 
@@ -249,19 +291,29 @@ def valid_value(schema: dict[str, Any], seed: str = "s") -> Any:
 def test_recursive_ref_schema_terminates_and_validates() -> None:
     schema = {
         "$ref": "#/$defs/node",
-        "$defs": {"node": {"type": "object", "properties": {
-            "name": {"type": "string"},
-            "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
-            "required": ["name"]}},
+        "$defs": {
+            "node": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "children": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+                },
+                "required": ["name"],
+            }
+        },
     }
     for i in range(30):
         valid_value(schema, f"tree/{i}")
 
 
 def test_one_of_picks_the_first_satisfiable_branch() -> None:
-    schema = {"oneOf": [{"type": "string", "minLength": 5, "maxLength": 2},
-                        {"type": "integer", "minimum": 3, "maximum": 3},
-                        {"type": "boolean"}]}
+    schema = {
+        "oneOf": [
+            {"type": "string", "minLength": 5, "maxLength": 2},
+            {"type": "integer", "minimum": 3, "maximum": 3},
+            {"type": "boolean"},
+        ]
+    }
     assert all(valid_value(schema, f"o/{i}") == 3 for i in range(10))
 
 
@@ -271,36 +323,47 @@ def test_type_list_prefers_the_non_null_type() -> None:
 
 
 def test_all_of_is_merged() -> None:
-    schema = {"allOf": [
-        {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
-        {"properties": {"b": {"const": "x"}}, "required": ["b"]}]}
+    schema = {
+        "allOf": [
+            {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+            {"properties": {"b": {"const": "x"}}, "required": ["b"]},
+        ]
+    }
     value = valid_value(schema)
     assert isinstance(value["a"], int) and value["b"] == "x"
 
 
 def test_unique_items_are_unique() -> None:
-    schema = {"type": "array", "items": {"enum": [1, 2, 3, 4]}, "minItems": 3,
-              "uniqueItems": True}
+    schema = {"type": "array", "items": {"enum": [1, 2, 3, 4]}, "minItems": 3, "uniqueItems": True}
     for i in range(20):
         value = valid_value(schema, f"u/{i}")
         assert len(set(value)) == len(value) >= 3
 
 
 def test_exclusive_bounds_are_respected_for_tight_ranges() -> None:
-    schema = {"type": "object", "properties": {
-        "i": {"type": "integer", "exclusiveMinimum": 4, "exclusiveMaximum": 6},
-        "f": {"type": "number", "exclusiveMinimum": 0.001, "exclusiveMaximum": 0.002}},
-        "required": ["i", "f"]}
+    schema = {
+        "type": "object",
+        "properties": {
+            "i": {"type": "integer", "exclusiveMinimum": 4, "exclusiveMaximum": 6},
+            "f": {"type": "number", "exclusiveMinimum": 0.001, "exclusiveMaximum": 0.002},
+        },
+        "required": ["i", "f"],
+    }
     for k in range(10):
         value = valid_value(schema, f"b/{k}")
         assert value["i"] == 5 and 0.001 < value["f"] < 0.002
 
 
 def test_string_lengths_are_respected() -> None:
-    schema = {"type": "object", "properties": {
-        "code": {"type": "string", "minLength": 30, "maxLength": 31},
-        "tiny": {"type": "string", "maxLength": 1},
-        "summary": {"type": "string", "maxLength": 12}}, "required": ["code", "tiny", "summary"]}
+    schema = {
+        "type": "object",
+        "properties": {
+            "code": {"type": "string", "minLength": 30, "maxLength": 31},
+            "tiny": {"type": "string", "maxLength": 1},
+            "summary": {"type": "string", "maxLength": 12},
+        },
+        "required": ["code", "tiny", "summary"],
+    }
     for k in range(20):
         value = valid_value(schema, f"l/{k}")
         assert 30 <= len(value["code"]) <= 31 and len(value["tiny"]) <= 1
@@ -309,20 +372,28 @@ def test_string_lengths_are_respected() -> None:
 
 def leaf_schemas() -> st.SearchStrategy[dict[str, Any]]:
     def bounded(kind: str) -> st.SearchStrategy[dict[str, Any]]:
-        return st.tuples(st.integers(-50, 50), st.integers(2, 60),
-                         st.booleans(), st.booleans()).map(
-            lambda t: {"type": kind,
-                       ("exclusiveMinimum" if t[2] else "minimum"): t[0],
-                       ("exclusiveMaximum" if t[3] else "maximum"): t[0] + t[1]})
+        return st.tuples(
+            st.integers(-50, 50), st.integers(2, 60), st.booleans(), st.booleans()
+        ).map(
+            lambda t: {
+                "type": kind,
+                ("exclusiveMinimum" if t[2] else "minimum"): t[0],
+                ("exclusiveMaximum" if t[3] else "maximum"): t[0] + t[1],
+            }
+        )
 
     lengths = st.tuples(st.integers(0, 12), st.integers(0, 30)).map(
-        lambda t: {"type": "string", "minLength": t[0], "maxLength": t[0] + t[1]})
+        lambda t: {"type": "string", "minLength": t[0], "maxLength": t[0] + t[1]}
+    )
     scalars = st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=6)
     return st.one_of(
-        st.just({"type": "string"}), lengths, bounded("integer"), bounded("number"),
-        st.just({"type": "boolean"}), st.just({"type": "null"}),
-        st.lists(scalars, min_size=1, max_size=4, unique_by=json.dumps).map(
-            lambda e: {"enum": e}),
+        st.just({"type": "string"}),
+        lengths,
+        bounded("integer"),
+        bounded("number"),
+        st.just({"type": "boolean"}),
+        st.just({"type": "null"}),
+        st.lists(scalars, min_size=1, max_size=4, unique_by=json.dumps).map(lambda e: {"enum": e}),
         scalars.map(lambda c: {"const": c}),
         st.just({"type": ["string", "null"], "maxLength": 8}),
     )
@@ -334,16 +405,24 @@ NAMES = st.sampled_from(["title", "summary", "count", "items", "owner", "tags", 
 def containers(inner: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dict[str, Any]]:
     obj = st.builds(
         lambda props, required_mask, closed: {
-            "type": "object", "properties": props,
+            "type": "object",
+            "properties": props,
             "required": [n for n, keep in zip(props, required_mask, strict=False) if keep],
-            **({"additionalProperties": False} if closed else {})},
-        st.dictionaries(NAMES, inner, max_size=4), st.lists(st.booleans(), max_size=4),
-        st.booleans())
+            **({"additionalProperties": False} if closed else {}),
+        },
+        st.dictionaries(NAMES, inner, max_size=4),
+        st.lists(st.booleans(), max_size=4),
+        st.booleans(),
+    )
     arrays = st.tuples(inner, st.integers(0, 3), st.integers(0, 4)).map(
-        lambda t: {"type": "array", "items": t[0], "minItems": t[1], "maxItems": t[1] + t[2]})
-    one_of = st.lists(st.sampled_from(["string", "integer", "boolean", "null"]), min_size=1,
-                      max_size=3, unique=True).map(
-        lambda kinds: {"oneOf": [{"type": k} for k in kinds]})
+        lambda t: {"type": "array", "items": t[0], "minItems": t[1], "maxItems": t[1] + t[2]}
+    )
+    one_of = st.lists(
+        st.sampled_from(["string", "integer", "boolean", "null"]),
+        min_size=1,
+        max_size=3,
+        unique=True,
+    ).map(lambda kinds: {"oneOf": [{"type": k} for k in kinds]})
     any_of = st.lists(inner, min_size=1, max_size=3).map(lambda bs: {"anyOf": bs})
     return obj | arrays | one_of | any_of
 
@@ -351,9 +430,14 @@ def containers(inner: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[di
 SCHEMAS = st.recursive(leaf_schemas(), containers, max_leaves=8)
 ROOTS = st.one_of(
     SCHEMAS,
-    SCHEMAS.map(lambda s: {"$defs": {"part": s}, "type": "object",
-                           "properties": {"part": {"$ref": "#/$defs/part"}},
-                           "required": ["part"]}),
+    SCHEMAS.map(
+        lambda s: {
+            "$defs": {"part": s},
+            "type": "object",
+            "properties": {"part": {"$ref": "#/$defs/part"}},
+            "required": ["part"],
+        }
+    ),
 )
 
 
@@ -378,20 +462,36 @@ def test_invalid_outputs_fail_random_schemas(schema: dict[str, Any], seed: str) 
 
 
 TOOLS: list[dict[str, Any]] = [
-    {"name": "search_docs", "description": "Search the product documentation",
-     "parameters": {"type": "object", "properties": {
-         "query": {"type": "string", "minLength": 1},
-         "limit": {"type": "integer", "minimum": 1, "maximum": 10}},
-         "required": ["query"], "additionalProperties": False}},
-    {"name": "get_ticket", "description": "Fetch a ticket by id",
-     "parameters": {"type": "object", "properties": {"ticket_id": {"type": "integer"}},
-                    "required": ["ticket_id"]}},
+    {
+        "name": "search_docs",
+        "description": "Search the product documentation",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "minLength": 1},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 10},
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+    },
+    {
+        "name": "get_ticket",
+        "description": "Fetch a ticket by id",
+        "parameters": {
+            "type": "object",
+            "properties": {"ticket_id": {"type": "integer"}},
+            "required": ["ticket_id"],
+        },
+    },
 ]
 
 
 def conversation(seed: str, max_turns: int = 6) -> list[list[dict[str, Any]] | None]:
-    return [simulate_tool_turn(seed=seed, turn=t, max_turns=max_turns, tools=TOOLS)
-            for t in range(max_turns)]
+    return [
+        simulate_tool_turn(seed=seed, turn=t, max_turns=max_turns, tools=TOOLS)
+        for t in range(max_turns)
+    ]
 
 
 def test_tool_calls_come_on_the_first_one_or_two_turns_then_none() -> None:
@@ -399,7 +499,7 @@ def test_tool_calls_come_on_the_first_one_or_two_turns_then_none() -> None:
     for i in range(100):
         turns = conversation(f"agent/{i}")
         used = [t for t in turns if t is not None]
-        assert turns[:len(used)] == used  # calls first, then only None
+        assert turns[: len(used)] == used  # calls first, then only None
         tool_turns.add(len(used))
     assert tool_turns == {1, 2}
 
@@ -423,7 +523,8 @@ def test_tool_call_arguments_match_the_parameters_schema() -> None:
 
 def test_tool_turns_are_deterministic() -> None:
     assert [conversation(f"agent/{i}") for i in range(20)] == [
-        conversation(f"agent/{i}") for i in range(20)]
+        conversation(f"agent/{i}") for i in range(20)
+    ]
 
 
 def test_no_tool_calls_on_the_last_turn_or_without_tools() -> None:
@@ -431,8 +532,9 @@ def test_no_tool_calls_on_the_last_turn_or_without_tools() -> None:
         assert simulate_tool_turn(seed=f"a/{i}", turn=0, max_turns=1, tools=TOOLS) is None
         assert simulate_tool_turn(seed=f"a/{i}", turn=1, max_turns=2, tools=TOOLS) is None
         assert simulate_tool_turn(seed=f"a/{i}", turn=0, max_turns=5, tools=[]) is None
-    assert any(simulate_tool_turn(seed=f"a/{i}", turn=0, max_turns=2, tools=TOOLS)
-               for i in range(10))
+    assert any(
+        simulate_tool_turn(seed=f"a/{i}", turn=0, max_turns=2, tools=TOOLS) for i in range(10)
+    )
 
 
 @pytest.mark.parametrize("parameters", [None, {"type": "object"}])

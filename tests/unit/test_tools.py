@@ -44,8 +44,16 @@ def ctx(workspace: Path) -> ToolContext:
 
 def test_public_api_is_pinned() -> None:
     assert sorted(tools.__all__) == [
-        "Reversibility", "ToolContext", "ToolError", "ToolErrorType", "ToolRegistry",
-        "ToolResult", "ToolSpec", "call_tool", "get_tool_spec", "register_tool",
+        "Reversibility",
+        "ToolContext",
+        "ToolError",
+        "ToolErrorType",
+        "ToolRegistry",
+        "ToolResult",
+        "ToolSpec",
+        "call_tool",
+        "get_tool_spec",
+        "register_tool",
         "tool_reversibility",
     ]
     for name in tools.__all__:
@@ -53,8 +61,10 @@ def test_public_api_is_pinned() -> None:
 
 
 def test_tool_layer_does_not_import_temporalio() -> None:
-    code = "import sys, armature_temporal.tools, armature_temporal.policy\n" \
-           "print([m for m in sys.modules if m.startswith('temporalio')])"
+    code = (
+        "import sys, armature_temporal.tools, armature_temporal.policy\n"
+        "print([m for m in sys.modules if m.startswith('temporalio')])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -147,16 +157,16 @@ async def test_file_write_over_the_cap_is_refused(workspace: Path) -> None:
     assert not (workspace / "f.txt").exists()
 
 
-async def test_file_list_lists_one_level_or_recursively(
-    ctx: ToolContext, workspace: Path
-) -> None:
+async def test_file_list_lists_one_level_or_recursively(ctx: ToolContext, workspace: Path) -> None:
     (workspace / "d").mkdir()
     (workspace / "d" / "inner.txt").write_text("1")
     (workspace / "top.txt").write_text("22")
     (workspace / "ln").symlink_to("/etc", target_is_directory=True)
     flat = await call_tool("file_list", {}, ctx)
     assert [(e["path"], e["type"]) for e in flat.output["entries"]] == [
-        ("d", "dir"), ("ln", "symlink"), ("top.txt", "file"),
+        ("d", "dir"),
+        ("ln", "symlink"),
+        ("top.txt", "file"),
     ]
     deep = await call_tool("file_list", {"path": ".", "recursive": True}, ctx)
     paths = [e["path"] for e in deep.output["entries"]]
@@ -171,7 +181,10 @@ async def test_shell_runs_without_a_shell(ctx: ToolContext) -> None:
     result = await call_tool("shell", {"argv": ["echo", "$HOME", "*", "a;b"]}, ctx)
     assert result.ok
     assert result.output == {
-        "exit_code": 0, "stdout": "$HOME * a;b\n", "stderr": "", "truncated": False,
+        "exit_code": 0,
+        "stdout": "$HOME * a;b\n",
+        "stderr": "",
+        "truncated": False,
     }
 
 
@@ -271,9 +284,14 @@ async def test_invalid_args_are_rejected_before_running(
 
 
 def test_builtin_reversibility() -> None:
-    assert {n: get_tool_spec(n).reversibility for n in
-            ("file_read", "file_list", "file_write", "shell", "http_request")} == {
-        "file_read": "full", "file_list": "full", "file_write": "partial", "shell": "none",
+    assert {
+        n: get_tool_spec(n).reversibility
+        for n in ("file_read", "file_list", "file_write", "shell", "http_request")
+    } == {
+        "file_read": "full",
+        "file_list": "full",
+        "file_write": "partial",
+        "shell": "none",
         "http_request": "partial",
     }
     assert tool_reversibility("http_request", {"url": "http://a", "method": "GET"}) == "full"
@@ -354,8 +372,9 @@ FUNCTIONS = '''
 '''
 
 
-async def test_function_tool_schema_comes_from_the_signature(make_module: Callable[[str], str],
-                                                             ctx: ToolContext) -> None:
+async def test_function_tool_schema_comes_from_the_signature(
+    make_module: Callable[[str], str], ctx: ToolContext
+) -> None:
     mod = make_module(FUNCTIONS)
     spec = get_tool_spec(f"{mod}:add", registry=ToolRegistry())
     assert spec.name == f"{mod}:add"
@@ -367,11 +386,16 @@ async def test_function_tool_schema_comes_from_the_signature(make_module: Callab
     assert params["properties"]["a"]["type"] == "integer"
     assert params["properties"]["a"]["description"] == "The first number."
     assert params["properties"]["b"] == {
-        "default": 2, "description": "The second number, never negative.", "minimum": 0,
-        "title": "B", "type": "integer",
+        "default": 2,
+        "description": "The second number, never negative.",
+        "minimum": 0,
+        "title": "B",
+        "type": "integer",
     }
-    assert params["properties"]["tags"]["anyOf"][0] == {"items": {"type": "string"},
-                                                        "type": "array"}
+    assert params["properties"]["tags"]["anyOf"][0] == {
+        "items": {"type": "string"},
+        "type": "array",
+    }
 
 
 async def test_function_tool_is_called_with_validated_args(
@@ -394,8 +418,9 @@ async def test_async_function_tool_with_a_model_argument(
     make_module: Callable[[str], str], ctx: ToolContext
 ) -> None:
     mod = make_module(FUNCTIONS)
-    result = await call_tool(f"{mod}:norm", {"p": {"x": 3, "y": 4}, "scale": 2}, ctx,
-                             registry=ToolRegistry())
+    result = await call_tool(
+        f"{mod}:norm", {"p": {"x": 3, "y": 4}, "scale": 2}, ctx, registry=ToolRegistry()
+    )
     assert result.output == {"norm": 10.0}
 
 
@@ -500,7 +525,7 @@ def test_register_tool_refuses_builtin_names_and_taken_names() -> None:
 async def test_decorated_function_keeps_its_settings_under_its_module_name(
     make_module: Callable[[str], str], ctx: ToolContext
 ) -> None:
-    mod = make_module('''
+    mod = make_module("""
         from armature_temporal.tools import ToolRegistry, register_tool
 
         REGISTRY = ToolRegistry()
@@ -509,7 +534,7 @@ async def test_decorated_function_keeps_its_settings_under_its_module_name(
                        postcondition=lambda a, o: False, registry=REGISTRY)
         def tagged(x: int) -> int:
             return x
-    ''')
+    """)
     elsewhere = ToolRegistry()
     spec = get_tool_spec(f"{mod}:tagged", registry=elsewhere)
     assert (spec.name, spec.reversibility) == (f"{mod}:tagged", "partial")
@@ -554,14 +579,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self.server.seen.append(f"POST {self.path}")  # type: ignore[attr-defined]
         body = self.rfile.read(int(self.headers["Content-Length"]))
-        self._reply(201, json.dumps({"got": json.loads(body),
-                                     "type": self.headers["Content-Type"]}).encode())
+        self._reply(
+            201,
+            json.dumps({"got": json.loads(body), "type": self.headers["Content-Type"]}).encode(),
+        )
 
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[http.server.ThreadingHTTPServer]:
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
-                "all_proxy"):
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
         monkeypatch.delenv(var, raising=False)
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     httpd.daemon_threads = True
@@ -574,8 +600,9 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[http.server.ThreadingHTT
 
 
 def http_ctx(workspace: Path, *hosts: str, cap: int = 1000) -> ToolContext:
-    return ToolContext(workspace=workspace, timeout_s=5, output_cap_bytes=cap,
-                       http_allow_hosts=hosts)
+    return ToolContext(
+        workspace=workspace, timeout_s=5, output_cap_bytes=cap, http_allow_hosts=hosts
+    )
 
 
 @pytest.mark.parametrize(
@@ -597,8 +624,9 @@ async def test_http_request_to_a_host_not_allowed_is_refused(
 
 
 async def test_http_request_rejects_other_schemes(workspace: Path) -> None:
-    result = await call_tool("http_request", {"url": "file:///etc/passwd"},
-                             http_ctx(workspace, "127.0.0.1"))
+    result = await call_tool(
+        "http_request", {"url": "file:///etc/passwd"}, http_ctx(workspace, "127.0.0.1")
+    )
     assert result.error_type == "invalid_args"
 
 
@@ -606,8 +634,9 @@ async def test_http_get_on_an_allowed_host(
     workspace: Path, server: http.server.ThreadingHTTPServer
 ) -> None:
     port = server.server_address[1]
-    result = await call_tool("http_request", {"url": f"http://127.0.0.1:{port}/hello"},
-                             http_ctx(workspace, "127.0.0.1"))
+    result = await call_tool(
+        "http_request", {"url": f"http://127.0.0.1:{port}/hello"}, http_ctx(workspace, "127.0.0.1")
+    )
     assert result.ok, result.error
     assert (result.output["status_code"], result.output["body"]) == (200, "hello there")
     assert result.output["headers"]["content-type"] == "text/plain; charset=utf-8"
@@ -646,8 +675,11 @@ async def test_http_response_body_is_capped(
     workspace: Path, server: http.server.ThreadingHTTPServer
 ) -> None:
     port = server.server_address[1]
-    result = await call_tool("http_request", {"url": f"http://127.0.0.1:{port}/big"},
-                             http_ctx(workspace, "127.0.0.1", cap=100))
+    result = await call_tool(
+        "http_request",
+        {"url": f"http://127.0.0.1:{port}/big"},
+        http_ctx(workspace, "127.0.0.1", cap=100),
+    )
     assert result.output["body"] == "y" * 100
     assert result.output["truncated"] is True
 
@@ -657,7 +689,8 @@ async def test_http_request_times_out(
 ) -> None:
     port = server.server_address[1]
     result = await call_tool(
-        "http_request", {"url": f"http://127.0.0.1:{port}/slow", "timeout_s": 0.3},
+        "http_request",
+        {"url": f"http://127.0.0.1:{port}/slow", "timeout_s": 0.3},
         http_ctx(workspace, "127.0.0.1"),
     )
     assert result.error_type == "timeout"

@@ -47,7 +47,8 @@ async def run(client: Client, task_queue: str, text: str = WRITE) -> RunResult:
 
 
 async def test_pre_tool_hook_blocks_and_the_trace_names_it(
-        client: Client, task_queue: str, hooks: HookRegistry) -> None:
+    client: Client, task_queue: str, hooks: HookRegistry
+) -> None:
     @register_hook("pre_tool", name="no-writes")
     def no_writes(ctx: HookContext) -> HookResult | None:
         if ctx.tool == "file_write":
@@ -62,13 +63,16 @@ async def test_pre_tool_hook_blocks_and_the_trace_names_it(
     assert tool.data["hooks"]["pre_tool"]["hook"] == "no-writes"
 
 
-async def test_pre_tool_modify_and_post_tool_modify(client: Client, task_queue: str,
-                                                   hooks: HookRegistry,
-                                                   armature_home: Path) -> None:
-    register_hook("pre_tool", lambda ctx: HookResult(
-        action="modify", args={**ctx.args, "path": "notes/redirected.txt"}))
-    register_hook("post_tool", lambda ctx: HookResult(
-        action="modify", output={**ctx.output, "checked": True}))
+async def test_pre_tool_modify_and_post_tool_modify(
+    client: Client, task_queue: str, hooks: HookRegistry, armature_home: Path
+) -> None:
+    register_hook(
+        "pre_tool",
+        lambda ctx: HookResult(action="modify", args={**ctx.args, "path": "notes/redirected.txt"}),
+    )
+    register_hook(
+        "post_tool", lambda ctx: HookResult(action="modify", output={**ctx.output, "checked": True})
+    )
     result = await run(client, task_queue)
     assert result.state == "completed"
     assert result.outputs["write"]["checked"] is True
@@ -77,9 +81,11 @@ async def test_pre_tool_modify_and_post_tool_modify(client: Client, task_queue: 
 
 
 async def test_pre_tool_require_approval_waits_for_a_person(
-        client: Client, task_queue: str, hooks: HookRegistry) -> None:
-    register_hook("pre_tool", lambda ctx: HookResult(action="require_approval",
-                                                     reason="writes need a look"))
+    client: Client, task_queue: str, hooks: HookRegistry
+) -> None:
+    register_hook(
+        "pre_tool", lambda ctx: HookResult(action="require_approval", reason="writes need a look")
+    )
     async with build_worker(client, task_queue):
         handle = await start(client, plan_from(WRITE), task_queue)
         for _ in range(200):
@@ -95,7 +101,8 @@ async def test_pre_tool_require_approval_waits_for_a_person(
 
 
 async def test_stage_hooks_modify_messages_and_output_and_can_block(
-        client: Client, task_queue: str, hooks: HookRegistry) -> None:
+    client: Client, task_queue: str, hooks: HookRegistry
+) -> None:
     seen: list[str] = []
 
     def pre(ctx: HookContext) -> HookResult:
@@ -126,10 +133,12 @@ async def test_stage_hooks_modify_messages_and_output_and_can_block(
     assert "raised RuntimeError: hook crashed" in (stage.error or "")
 
 
-async def test_pre_stage_require_approval_opens_a_gate(client: Client, task_queue: str,
-                                                      hooks: HookRegistry) -> None:
-    register_hook("pre_stage", lambda ctx: HookResult(action="require_approval",
-                                                      reason="costly model"))
+async def test_pre_stage_require_approval_opens_a_gate(
+    client: Client, task_queue: str, hooks: HookRegistry
+) -> None:
+    register_hook(
+        "pre_stage", lambda ctx: HookResult(action="require_approval", reason="costly model")
+    )
     async with build_worker(client, task_queue):
         handle = await start(client, plan_from(WRITE), task_queue)
         for _ in range(200):
@@ -145,7 +154,8 @@ async def test_pre_stage_require_approval_opens_a_gate(client: Client, task_queu
 
 
 async def test_a_subagent_policy_can_only_tighten_its_parents(
-        client: Client, task_queue: str, tmp_path: Path, hooks: HookRegistry) -> None:
+    client: Client, task_queue: str, tmp_path: Path, hooks: HookRegistry
+) -> None:
     (tmp_path / "child.yaml").write_text("""\
 name: loose-child
 safety_mode: permissive
@@ -172,8 +182,9 @@ stages:
     async with build_worker(client, task_queue):
         handle = await start(client, plan, task_queue, run_id="tighten-1")
         result = await run_outcome(handle)
-        child = await run_outcome(client.get_workflow_handle("tighten-1/delegate/0",
-                                                             result_type=RunResult))
+        child = await run_outcome(
+            client.get_workflow_handle("tighten-1/delegate/0", result_type=RunResult)
+        )
     assert result is not None and result.state == "failed"
     assert child is not None
     assert child.stages["wipe"].error_type == "policy_blocked"

@@ -1,0 +1,146 @@
+"""A long agent tool loop stays within Temporal's history limits.
+
+Every turn of an agent stage sends the whole transcript so far to ``llm_call`` (and, like the
+real activity, the fake returns the messages it was sent), so a loop's history grows faster than
+linearly with its turns. This test runs loops of 25, 50 and 100 tool calls side by side, checks
+each ran exactly the activities it should, pins the 100-turn run well inside Temporal's limits
+and prints the sizes (``pytest -s``) so the growth can be watched from release to release.
+
+The ``llm_call`` input and result of turn ``n`` each hold the ``2n`` transcript messages before
+it, so a run's history is about ``c * n**2`` bytes (``c`` ~ 260 for a small tool result) until a
+payload passes the 128 KiB external-storage threshold, around turn ``128 KiB / c``; by then it
+is past Temporal's 50 MiB limit. The second test runs such a loop, within the
+``max_turns: 1000`` the spec accepts, and expects it to finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from collections import Counter
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+
+from activities.llm import llm_call
+from armature_temporal.client import run_outcome
+from armature_temporal.runtime_models import RunResult
+from tests.fakes import fake_llm_call_tool_loop, plan_from, start
+from worker import ACTIVITIES, build_worker
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+#: Temporal warns from 10,240 events / 10 MiB and terminates a run at 51,200 events / 50 MiB.
+MAX_EVENTS = 10_000
+MAX_HISTORY_BYTES = 10 * 1024 * 1024
+
+LOOP_SPEC = """\
+name: long-loop
+inputs:
+  type: object
+  properties: {tool_turns: {type: integer}}
+  required: [tool_turns]
+model_tiers: {small: {provider: simulate}}
+stages:
+  - id: explore
+    role:
+      name: Explorer
+      description: "List the workspace {{ inputs.tool_turns }} times, then say what you saw."
+      tools: [file_list]
+      max_turns: 101
+"""
+
+
+async def activity_counts(handle: WorkflowHandle[Any, RunResult]) -> Counter[str]:
+    """How many activities of each type the run scheduled (a retry schedules no new one)."""
+    counts: Counter[str] = Counter()
+    async for event in handle.fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            counts[event.activity_task_scheduled_event_attributes.activity_type.name] += 1
+    return counts
+
+
+async def test_a_100_turn_tool_loop_stays_within_history_limits(
+    client: Client, task_queue: str
+) -> None:
+    plan = plan_from(LOOP_SPEC)
+    activities = [fake_llm_call_tool_loop, *(a for a in ACTIVITIES if a is not llm_call)]
+    sizes: dict[int, tuple[int, int]] = {}
+    async with build_worker(client, task_queue, activities=activities):
+        handles = {
+            turns: await start(client, plan, task_queue, {"tool_turns": turns})
+            for turns in (25, 50, 100)
+        }
+        results = await asyncio.wait_for(
+            asyncio.gather(*(run_outcome(h) for h in handles.values())), timeout=60
+        )
+    for (turns, handle), result in zip(handles.items(), results, strict=True):
+        assert result is not None and result.state == "completed", result and result.reason
+        assert result.outputs["explore"] == {"content": f"listed the workspace {turns} times"}
+        counts = await activity_counts(handle)
+        assert counts["tool_call"] == turns, counts
+        assert counts["llm_call"] == turns + 1, counts
+        desc = await handle.describe()
+        sizes[turns] = (desc.history_length, desc.raw_info.history_size_bytes)
+
+    print("\ntool turns   events   history bytes   bytes/turn")
+    for turns, (events, size) in sizes.items():
+        print(f"{turns:>10}   {events:>6}   {size:>13,}   {size // turns:>10,}")
+    events, size = sizes[100]
+    assert events < MAX_EVENTS, f"{events} events"
+    assert size < MAX_HISTORY_BYTES, f"history is {size:,} bytes"
+
+
+BRIEF_SPEC = """\
+name: long-brief-loop
+inputs:
+  type: object
+  properties: {brief: {type: string}, tool_turns: {type: integer}}
+  required: [brief, tool_turns]
+model_tiers: {small: {provider: simulate}}
+stages:
+  - id: explore
+    role:
+      name: Explorer
+      description: |
+        {{ inputs.brief }}
+        List the workspace {{ inputs.tool_turns }} times, then say what you saw.
+      tools: [file_list]
+      max_turns: 200
+"""
+
+
+async def test_a_tool_loop_within_the_max_turns_the_spec_accepts_is_not_terminated_by_temporal(
+    client: Client, task_queue: str
+) -> None:
+    """An agent with a 40 KiB brief making 199 small tool calls (the spec accepts up to 200
+    turns) must not outgrow the history.
+
+    Before max_turns was capped at 200 and intermediate turns stopped echoing the transcript
+    back, the server terminated such a run ("Workflow history size exceeds limit.") around turn
+    320, with no run_end trace and no failure reason.
+    """
+    plan = plan_from(BRIEF_SPEC)
+    inputs = {"brief": "Read this brief carefully. " * 1517, "tool_turns": 199}
+    activities = [fake_llm_call_tool_loop, *(a for a in ACTIVITIES if a is not llm_call)]
+    async with build_worker(client, task_queue, activities=activities):
+        handle = await start(client, plan, task_queue, inputs)
+        result = await asyncio.wait_for(run_outcome(handle), timeout=120)
+    # A terminated run's coroutines stay cached in the worker until collected; collect them
+    # here, not during pytest's teardown (where closing them raises outside the workflow loop).
+    gc.collect()
+    desc = await handle.describe()
+    if desc.status == WorkflowExecutionStatus.TERMINATED:
+        turns = (await activity_counts(handle))["llm_call"]
+        reason = ""
+        async for event in handle.fetch_history_events():
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
+                reason = event.workflow_execution_terminated_event_attributes.reason
+        raise AssertionError(
+            f"the server terminated the run at model turn {turns} ({reason!r}): "
+            f"{desc.history_length} events, {desc.raw_info.history_size_bytes:,} history bytes"
+        )
+    assert result is not None and result.state == "completed", result and result.reason
+    assert result.outputs["explore"] == {"content": "listed the workspace 199 times"}
