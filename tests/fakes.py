@@ -150,3 +150,17 @@ def fake_fail_once(index: int, marks: str) -> dict[str, Any]:
         mark.touch()
         raise RuntimeError(f"child {index} fails on its first run")
     return {"index": index}
+
+
+async def wait_for_gate(handle: Any, gate: str) -> Any:
+    """Poll the run's status query until ``gate`` is pending; returns that RunStatus."""
+    import asyncio
+
+    from armature_temporal.runtime_models import RunStatus
+
+    for _ in range(200):
+        status = await handle.query("status", result_type=RunStatus)
+        if any(g.stage == gate for g in status.pending_gates):
+            return status
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"gate {gate} never became pending in {handle.id}")

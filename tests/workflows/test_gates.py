@@ -7,17 +7,16 @@ so every workflow task is replayed from history (a replay-safety check on the in
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from armature_temporal.client import GateError, decide_gate, run_outcome, waiting_gates
 from armature_temporal.compiler import load_plan
-from armature_temporal.runtime_models import GateDecision, RunResult, RunStatus
+from armature_temporal.runtime_models import GateDecision, RunResult
 from armature_temporal.search_attributes import WAITING_GATE
-from tests.fakes import SPECS, plan_from, start
+from tests.fakes import SPECS, plan_from, start, wait_for_gate
 from worker import build_worker
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -26,15 +25,6 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 @pytest.fixture(params=[1000, 0], ids=["cached", "replay-every-task"])
 def cache_size(request: pytest.FixtureRequest) -> int:
     return int(request.param)
-
-
-async def wait_for_gate(handle: WorkflowHandle[Any, Any], gate: str) -> RunStatus:
-    for _ in range(200):
-        status = await handle.query("status", result_type=RunStatus)
-        if any(g.stage == gate for g in status.pending_gates):
-            return status
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"gate {gate} never became pending")
 
 
 async def test_gate_waits_then_approve_lets_the_run_finish(

@@ -9,7 +9,6 @@ Armature has users with runs in flight; before that (as now), regenerate the gol
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
 
@@ -20,8 +19,7 @@ from temporalio.worker import Replayer
 from armature_temporal.client import decide_gate, run_outcome
 from armature_temporal.compiler import load_plan
 from armature_temporal.payloads import data_converter
-from armature_temporal.runtime_models import RunStatus
-from tests.fakes import SPECS, plan_from, start
+from tests.fakes import SPECS, plan_from, start, wait_for_gate
 from tests.workflows.changed_interpreter import ChangedInterpreter
 from worker import WORKFLOWS, build_worker, workflow_runner
 
@@ -115,7 +113,7 @@ async def test_write_golden_histories(client: Client, task_queue: str) -> None:
             task_queue,
             run_id="customer-triage-approved",
         )
-        await wait_gate(triage.id, "approve_reply", client)
+        await wait_for_gate(triage, "approve_reply")
         await decide_gate(client, triage.id, "approve_reply", "approve", comment="ok")
         await triage.result()
         await save("customer-triage-approved", triage.id)
@@ -133,17 +131,7 @@ async def test_write_golden_histories(client: Client, task_queue: str) -> None:
         shell = await start(
             client, load_plan(SPECS / "safe-shell.yaml"), task_queue, run_id="safe-shell-approved"
         )
-        await wait_gate(shell.id, "archive", client)
+        await wait_for_gate(shell, "archive")
         await decide_gate(client, shell.id, "archive", "approve")
         await shell.result()
         await save("safe-shell-approved", shell.id)
-
-
-async def wait_gate(run_id: str, gate: str, client: Client) -> None:
-    handle = client.get_workflow_handle(run_id)
-    for _ in range(200):
-        status = await handle.query("status", result_type=RunStatus)
-        if any(g.stage == gate for g in status.pending_gates):
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{run_id} never waited at {gate}")

@@ -5,28 +5,18 @@ before anything executes and the trace names the rule, and a rejected approval f
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client
 
 from armature_temporal.client import decide_gate, run_outcome
 from armature_temporal.compiler import load_plan
-from armature_temporal.runtime_models import RunResult, RunStatus
+from armature_temporal.runtime_models import RunResult
 from armature_temporal.store import TraceStore
-from tests.fakes import SPECS, start
+from tests.fakes import SPECS, start, wait_for_gate
 from worker import build_worker
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-
-
-async def wait_for_gate(handle: WorkflowHandle[Any, Any], gate: str) -> RunStatus:
-    for _ in range(200):
-        status: RunStatus = await handle.query("status", result_type=RunStatus)
-        if any(g.stage == gate for g in status.pending_gates):
-            return status
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"gate {gate} never became pending")
 
 
 async def test_a_destructive_command_is_blocked_by_rule_0_and_the_trace_says_so(
