@@ -30,3 +30,15 @@ def test_readme_has_the_two_setup_commands() -> None:
     text = README.read_text(encoding="utf-8")
     assert "<!-- ci:install -->" in text and "armature submit specs/quickstart.yaml" in text
     assert "<!-- ci:test -->" in text and "pytest" in text
+
+
+def test_every_yaml_example_in_the_readme_is_a_valid_spec() -> None:
+    import re
+
+    from armature_temporal.loader import load_spec_text
+
+    text = README.read_text(encoding="utf-8")
+    blocks = re.findall(r"```yaml\n(.*?)```", text, re.S)
+    assert blocks, "the README shows no spec"
+    for block in blocks:
+        assert load_spec_text(block, "README.md").spec.stages
