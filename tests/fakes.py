@@ -15,6 +15,7 @@ from activities.llm import llm_call
 from armature_temporal.compiler import Plan, compile_spec
 from armature_temporal.loader import load_spec_text
 from armature_temporal.runtime_models import LLMCallInput, LLMCallResult, RunInput, RunResult
+from armature_temporal.traces import TraceBatch
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"
 
@@ -152,15 +153,30 @@ def fake_fail_once(index: int, marks: str) -> dict[str, Any]:
     return {"index": index}
 
 
-async def wait_for_gate(handle: Any, gate: str) -> Any:
+async def wait_for_gate(handle: Any, gate: str, timeout_s: float = 10.0) -> Any:
     """Poll the run's status query until ``gate`` is pending; returns that RunStatus."""
     import asyncio
 
     from armature_temporal.runtime_models import RunStatus
 
-    for _ in range(200):
+    for _ in range(int(timeout_s / 0.05)):
         status = await handle.query("status", result_type=RunStatus)
         if any(g.stage == gate for g in status.pending_gates):
             return status
         await asyncio.sleep(0.05)
     raise AssertionError(f"gate {gate} never became pending in {handle.id}")
+
+
+#: How many more times fake_record_traces_flaky fails before it lets writes through.
+FLAKY_STORE = {"failures_left": 0}
+
+
+@activity.defn(name="record_traces")
+async def fake_record_traces_flaky(batch: TraceBatch) -> int:
+    """The real record_traces, failing while FLAKY_STORE["failures_left"] > 0 (a store outage)."""
+    from activities.traces import record_traces
+
+    if FLAKY_STORE["failures_left"] > 0:
+        FLAKY_STORE["failures_left"] -= 1
+        raise RuntimeError("trace store unavailable (simulated outage)")
+    return await record_traces(batch)

@@ -166,25 +166,30 @@ class RunSpecWorkflow:
     async def run(self, inp: RunInput) -> RunResult:
         reason: str | None = None
         if self.plan.continuation is not None and self.prior_run is None:
-            prior = await workflow.execute_local_activity(
-                "load_prior_run",
-                PriorRunQuery(
-                    spec_name=self.plan.name,
-                    carry_forward=self.plan.continuation.carry_forward,
-                    exclude_run_id=workflow.info().workflow_id,
-                ),
-                result_type=PriorRunResult,
-                start_to_close_timeout=timedelta(seconds=30),
-                summary="load carry_forward values from the previous run",
-            )
-            self.prior_run = prior.values
-            self.prior_run_id = prior.run_id
+            try:
+                prior = await workflow.execute_local_activity(
+                    "load_prior_run",
+                    PriorRunQuery(
+                        spec_name=self.plan.name,
+                        carry_forward=self.plan.continuation.carry_forward,
+                        exclude_run_id=workflow.info().workflow_id,
+                    ),
+                    result_type=PriorRunResult,
+                    start_to_close_timeout=timedelta(seconds=30),
+                    summary="load carry_forward values from the previous run",
+                )
+                self.prior_run = prior.values
+                self.prior_run_id = prior.run_id
+            except (ActivityError, ApplicationError) as exc:
+                # No store, no memory: run with empty carried values rather than not at all.
+                workflow.logger.warning("prior run not loaded: %s", exc)
+                self.prior_run = {k: None for k in self.plan.continuation.carry_forward}
         try:
             reason = await self._run_dag([s for s in self.plan.stages if not s.post_run])
         except asyncio.CancelledError:
             self.state = "cancelled"
             self._trace_end("run cancelled")
-            await self._flush()
+            await self._flush(final=True)
             raise
         post = [s for s in self.plan.stages if s.post_run]
         if post:
@@ -203,7 +208,7 @@ class RunSpecWorkflow:
             outputs=self.outputs,
         )
         self._trace_end(reason)
-        await self._flush()
+        await self._flush(final=True)
         if self.state == "failed":
             raise ApplicationError(
                 reason or "run failed",
@@ -260,18 +265,30 @@ class RunSpecWorkflow:
             data={"kind": stage.kind},
         )
 
-    async def _flush(self) -> None:
-        """Send buffered trace records to the store (idempotent, so retries are safe)."""
+    async def _flush(self, *, final: bool = False) -> None:
+        """Send buffered trace records to the store (idempotent, so retries are safe).
+
+        If the store is down, an intermediate flush keeps the records for the next one (the
+        run goes on); the final flush retries until the store is back, so nothing is lost.
+        """
         batch = self.trace.take()
-        if batch:
+        if not batch:
+            return
+        try:
             await workflow.execute_local_activity(
                 "record_traces",
                 TraceBatch(records=batch),
                 start_to_close_timeout=timedelta(seconds=60),
                 retry_policy=RetryPolicy(
-                    maximum_attempts=20, maximum_interval=timedelta(seconds=30)
+                    maximum_attempts=0 if final else 3,
+                    maximum_interval=timedelta(seconds=60 if final else 10),
                 ),
             )
+        except (ActivityError, ApplicationError) as exc:  # local activities raise the latter
+            workflow.logger.warning(
+                "trace store unavailable, keeping %d record(s): %s", len(batch), exc.cause or exc
+            )
+            self.trace.pending[:0] = batch
 
     async def _run_dag(self, stages: list[PlanStage], post_run: bool = False) -> str | None:
         """Run stages as their dependencies finish; return the failure reason, if any."""
@@ -353,6 +370,9 @@ class RunSpecWorkflow:
             result.error = f"rejected at the gate: {exc}"
         except StageFailure as exc:
             result.status, result.error_type, result.error = "failed", exc.error_type, str(exc)  # type: ignore[assignment]
+        except ApplicationError as exc:  # a local activity's failure (bandit, prior run)
+            result.status, result.error_type = "failed", "provider_error"
+            result.error = f"stage {stage.id!r}: {exc.message}"
         except (ActivityError, ChildWorkflowError) as exc:
             result.error_type, result.error = _classify(exc)  # type: ignore[assignment]
             result.status = "cancelled" if result.error_type == "cancelled" else "failed"
@@ -511,15 +531,19 @@ class RunSpecWorkflow:
         if choice is None or stage_id in self.rewarded:
             return
         self.rewarded[stage_id] = (reward, source)
-        await workflow.execute_local_activity(
-            "bandit_reward",
-            BanditRewardInput(
-                name=f"{self.plan.name}:{stage_id}",
-                decision_id=choice[1],
-                reward=max(0.0, min(1.0, reward)),
-            ),
-            start_to_close_timeout=timedelta(seconds=30),
-        )
+        try:
+            await workflow.execute_local_activity(
+                "bandit_reward",
+                BanditRewardInput(
+                    name=f"{self.plan.name}:{stage_id}",
+                    decision_id=choice[1],
+                    reward=max(0.0, min(1.0, reward)),
+                ),
+                start_to_close_timeout=timedelta(seconds=30),
+            )
+        except (ActivityError, ApplicationError) as exc:
+            # A reward that cannot be stored never fails the run; the trace keeps the evidence.
+            workflow.logger.warning("bandit reward for %s not stored: %s", stage_id, exc)
 
     async def _auto_rewards(self, stage: PlanStage) -> None:
         """Reward arms when the evidence arrives: a judge's score for the stages it judged,

@@ -11,12 +11,46 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["SECRET_RULES", "Kind", "SecretRule"]
+__all__ = ["KNOWN_PUBLIC_KEYS", "SECRET_RULES", "Kind", "SecretRule"]
 
 Kind = Literal["token", "credential", "assignment", "jwt", "pem"]
 
 _B0 = r"(?<![A-Za-z0-9_-])"
 _B1 = r"(?![A-Za-z0-9_-])"
+
+
+KNOWN_PUBLIC_KEYS: frozenset[str] = frozenset(
+    {
+        # Google API keys committed to https://github.com/firebase/firebase-android-sdk (sample
+        # and test apps), so public by publication. gitleaks allow-lists exactly these values
+        # for its gcp-api-key rule ("example keys from …firebase-android-sdk", in
+        # cmd/generate/config/rules/gcp.go, gitleaks/gitleaks commit 0073de5a). Matched by
+        # exact value only: any other AIza… key is still reported.
+        "AIzaSyabcdefghijklmnopqrstuvwxyz1234567",
+        "AIzaSyAnLA7NfeLquW1tJFpx_eQCxoX-oo6YyIs",
+        "AIzaSyCkEhVjf3pduRDt6d1yKOMitrUEke8agEM",
+        "AIzaSyDMAScliyLx7F0NPDEJi1QmyCgHIAODrlU",
+        "AIzaSyD3asb-2pEZVqMkmL6M9N6nHZRR_znhrh0",
+        "AIzayDNSXIbFmlXbIE6mCzDLQAqITYefhixbX4A",
+        "AIzaSyAdOS2zB6NCsk1pCdZ4-P6GBdi_UUPwX7c",
+        "AIzaSyASWm6HmTMdYWpgMnjRBjxcQ9CKctWmLd4",
+        "AIzaSyANUvH9H9BsUccjsu2pCmEkOPjjaXeDQgY",
+        "AIzaSyA5_iVawFQ8ABuTZNUdcwERLJv_a_p4wtM",
+        "AIzaSyA4UrcGxgwQFTfaI3no3t7Lt1sjmdnP5sQ",
+        "AIzaSyDSb51JiIcB6OJpwwMicseKRhhrOq1cS7g",
+        "AIzaSyBF2RrAIm4a0mO64EShQfqfd2AFnzAvvuU",
+        "AIzaSyBcE-OOIbhjyR83gm4r2MFCu4MJmprNXsw",
+        "AIzaSyB8qGxt4ec15vitgn44duC5ucxaOi4FmqE",
+        "AIzaSyA8vmApnrHNFE0bApF4hoZ11srVL_n0nvY",
+        # The search-only Algolia key of the public npm-search index, shipped in yarn and
+        # other npm front ends; a stop word of gitleaks' generic-api-key rule
+        # (cmd/generate/config/rules/generic.go, citing yarnpkg/berry issue 6201).
+        "6fe4476ee5a1832882e326b506d14126",
+    }
+)
+"""Key values published as public (SDK samples, search-only keys in shipped clients) and
+allow-listed by exact value in gitleaks' own rules; they are not reported. Only values a
+scanner project documents as public belong here, never values seen in a data set."""
 
 
 @dataclass(frozen=True)

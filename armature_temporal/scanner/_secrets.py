@@ -13,7 +13,13 @@ Three kinds of detector, each a :class:`~._secret_rules.SecretRule`:
 Every candidate value then passes :func:`placeholder_reason`: documentation placeholders
 (``xxxx…``, ``<your token>``, ``${TOKEN}``, ``AKIA…EXAMPLE``, ``[Redacted]``, truncated
 ``ops_eyJ…``) are not secrets, whichever detector found them. The price: fixtures made of
-filler (``AP6xxxxxxxxxx``) are not flagged even where a data set labels them secrets.
+filler (``AP6xxxxxxxxxx``, ``AKIAZZZZ…``) are not flagged even where a data set labels them
+secrets; detect-secrets' tests call such strings secrets while gitleaks' call the same shape
+(``AKIAXXXX…``, ``ghu_xxxx…``) placeholders, and no rule can side with both.
+
+Keys that gitleaks' own rules allow-list by exact value because they are published as
+public (:data:`~._secret_rules.KNOWN_PUBLIC_KEYS`: Firebase SDK sample Google keys, the npm
+search-only Algolia key) are not reported either; any other value of the same format is.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from armature_temporal.scanner._models import Finding, mask
-from armature_temporal.scanner._secret_rules import SECRET_RULES
+from armature_temporal.scanner._secret_rules import KNOWN_PUBLIC_KEYS, SECRET_RULES
 
 __all__ = ["Rejection", "detect_secrets", "entropy", "placeholder_reason"]
 
@@ -217,7 +223,9 @@ def detect_secrets(text: str) -> tuple[list[Finding], list[Rejection]]:
                 continue
             start, end = m.span(group)
             value = m.group(group)
-            if rule.kind == "token":
+            if value in KNOWN_PUBLIC_KEYS:
+                reason: str | None = "a published public key (source allow-list)"
+            elif rule.kind == "token":
                 reason = _token_reason(value, _prefix_len(value))
             elif rule.kind == "assignment":
                 reason = _assignment_reason(m.group("name"), value)

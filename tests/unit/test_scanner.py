@@ -246,6 +246,37 @@ def test_placeholders_and_identifiers_are_not_secrets(text: str) -> None:
     assert "secret" not in scan(text).categories(), scan(text).findings
 
 
+# A Google API key committed to the Firebase Android SDK and allow-listed by value in
+# gitleaks' gcp-api-key rule, and the same key with its last character changed.
+PUBLISHED_GOOGLE_KEY = "AIza" + "SyCkEhVjf3pduRDt6d1yKOMitrUEke8agEM"
+UNPUBLISHED_GOOGLE_KEY = PUBLISHED_GOOGLE_KEY[:-1] + "Q"
+# The search-only Algolia key of the public npm-search index (a gitleaks stop word).
+PUBLISHED_ALGOLIA_KEY = "6fe4476ee5a18328" + "82e326b506d14126"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        PUBLISHED_GOOGLE_KEY,
+        f'apiKey: "{PUBLISHED_GOOGLE_KEY}"',
+        f'const algolia = {{appId: "OFCNCOG2CU", apiKey: "{PUBLISHED_ALGOLIA_KEY}"}}',
+    ],
+)
+def test_keys_published_as_public_are_not_secrets(text: str) -> None:
+    assert "secret" not in scan(text).categories(), scan(text).findings
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        (UNPUBLISHED_GOOGLE_KEY, "google-api-key"),
+        (f'apiKey: "{PUBLISHED_ALGOLIA_KEY[:-1]}7"', "secret-assignment"),
+    ],
+)
+def test_the_public_key_allow_list_matches_exact_values_only(text: str, rule: str) -> None:
+    _only(scan(text), "secret", rule)
+
+
 def test_invalid_checksums_are_not_personal_data() -> None:
     assert scan("card 4539 1488 0343 6468").findings == []  # fails Luhn
     assert scan("iban GB82 WEST 1234 5698 7654 33").findings == []  # fails mod 97
