@@ -321,6 +321,15 @@ def _print_run(view: Any) -> None:
         if st.escalated:
             detail = "(escalated) " + detail
         table.add_row(sid, st.status, st.tier or "", str(st.attempts or ""), Text(detail))
+        for child in st.children:
+            child_id = str(child.get("id", "?")).removeprefix(f"{view.run_id}/")
+            table.add_row(
+                Text(f"  └ {child_id}"),
+                str(child.get("status", "")),
+                "",
+                str(child.get("attempt", "")),
+                Text(_short(child.get("error", ""))),
+            )
     out.print(table)
     for gate in view.pending_gates:
         out.print(Text(f"waiting at gate {gate.stage}: {gate.message or ''}", style="yellow"))
