@@ -180,3 +180,31 @@ async def fake_record_traces_flaky(batch: TraceBatch) -> int:
         FLAKY_STORE["failures_left"] -= 1
         raise RuntimeError("trace store unavailable (simulated outage)")
     return await record_traces(batch)
+
+
+async def run_armature(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> Any:
+    """Run the armature console script in a subprocess (repo root as cwd) without blocking
+    the event loop, where an in-process worker may be running. Returns CompletedProcess."""
+    import asyncio
+    import subprocess
+    import sys
+
+    exe = str(Path(sys.executable).parent / "armature")
+    return await asyncio.to_thread(
+        subprocess.run,
+        [exe, *args],
+        capture_output=True,
+        text=True,
+        cwd=SPECS.parent,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+    )
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now (127.0.0.1)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -15,7 +15,8 @@ Every candidate value then passes :func:`placeholder_reason`: documentation plac
 ``ops_eyJ…``) are not secrets, whichever detector found them. The price: fixtures made of
 filler (``AP6xxxxxxxxxx``, ``AKIAZZZZ…``) are not flagged even where a data set labels them
 secrets; detect-secrets' tests call such strings secrets while gitleaks' call the same shape
-(``AKIAXXXX…``, ``ghu_xxxx…``) placeholders, and no rule can side with both.
+(an AWS key id padded with capital X, ``ghu_xxxx…``) placeholders, and no rule can side with
+both.
 
 Keys that gitleaks' own rules allow-list by exact value because they are published as
 public (:data:`~._secret_rules.KNOWN_PUBLIC_KEYS`: Firebase SDK sample Google keys, the npm

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +14,7 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from tests.fakes import free_port, run_armature
 from worker import build_worker
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -31,23 +30,8 @@ def address_of(env: WorkflowEnvironment) -> str:
 async def cli(
     *args: str, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    """Run the armature console script without blocking the event loop (the worker runs on it)."""
-    full_env = {**os.environ, **(env or {})}
-    return await asyncio.to_thread(
-        subprocess.run,
-        [ARMATURE, *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=full_env,
-        timeout=timeout,
-    )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    result: subprocess.CompletedProcess[str] = await run_armature(*args, env=env, timeout=timeout)
+    return result
 
 
 async def test_submit_wait_prints_outputs_and_the_web_ui_link(

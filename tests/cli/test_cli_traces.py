@@ -21,6 +21,7 @@ from temporalio.testing import WorkflowEnvironment
 from armature_temporal.client import start_run
 from armature_temporal.compiler import compile_spec
 from armature_temporal.loader import load_spec_text
+from tests.fakes import free_port, run_armature
 from worker import build_worker
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -62,25 +63,10 @@ stages:
 
 
 async def cli(*args: str, home: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "ARMATURE_HOME": str(home)}
-    env.pop("ARMATURE_DB_URL", None)
-    return await asyncio.to_thread(
-        subprocess.run,
-        [ARMATURE, *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=timeout,
-    )
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    # An empty ARMATURE_DB_URL falls back to SQLite under this test's ARMATURE_HOME.
+    env = {"ARMATURE_HOME": str(home), "ARMATURE_DB_URL": ""}
+    result: subprocess.CompletedProcess[str] = await run_armature(*args, env=env, timeout=timeout)
+    return result
 
 
 class Traced:

@@ -11,9 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import signal
-import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -27,11 +24,11 @@ from temporalio.testing import WorkflowEnvironment
 
 from armature_temporal.runtime_models import RunResult
 from tests.fakes import plan_from, start
-from tests.worker_process import READY
+from tests.worker_process import WorkerProcess as SpawnedWorker
+from tests.worker_process import spawn
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
-REPO = Path(__file__).resolve().parents[2]
 #: A run must finish within this after its worker died: heartbeat timeout (10 s), a retry
 #: backoff, the sticky-queue fallback and the remaining stages, with room to spare.
 FINISH_S = 60.0
@@ -40,12 +37,11 @@ Call = dict[str, Any]
 
 
 @dataclass
-class WorkerProcess:
-    """A worker in its own process and the file it logs its llm_call executions to."""
+class CallLoggingWorker:
+    """A worker process (see tests.worker_process.spawn) and the file it logs llm_calls to."""
 
-    proc: asyncio.subprocess.Process
+    process: SpawnedWorker
     call_log: Path
-    stderr: Path
 
     def calls(self) -> list[Call]:
         """The llm_call executions so far (complete lines only)."""
@@ -56,47 +52,20 @@ class WorkerProcess:
 
     async def crash(self) -> None:
         """SIGKILL: no graceful shutdown, no final heartbeat, no sticky-queue hand-back."""
-        self.proc.send_signal(signal.SIGKILL)
-        await self.proc.wait()
+        await self.process.crash()
 
 
 @contextlib.asynccontextmanager
 async def worker_process(
     address: str, task_queue: str, workdir: Path
-) -> AsyncIterator[WorkerProcess]:
-    """Start ``python -m tests.worker_process``; always killed on exit."""
+) -> AsyncIterator[CallLoggingWorker]:
+    """A worker process logging its llm_call executions; always killed on exit."""
     workdir.mkdir(parents=True)
-    call_log, stderr = workdir / "calls.jsonl", workdir / "stderr.log"
-    env = {**os.environ, "ARMATURE_CALL_LOG": str(call_log)}
-    with stderr.open("wb") as err:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "tests.worker_process",
-            address,
-            task_queue,
-            cwd=REPO,
-            env=env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=err,
-        )
-    worker = WorkerProcess(proc, call_log, stderr)
-    try:
-        assert proc.stdout is not None
-        try:
-            line = await asyncio.wait_for(proc.stdout.readline(), timeout=30)
-        except TimeoutError:
-            line = b""
-        if line.decode().strip() != READY:
-            raise AssertionError(
-                f"worker process did not start (exit {proc.returncode}): "
-                f"{stderr.read_text(errors='replace')[-3000:]}"
-            )
-        yield worker
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
+    call_log = workdir / "calls.jsonl"
+    async with spawn(
+        address, task_queue, workdir / "stderr.log", {"ARMATURE_CALL_LOG": str(call_log)}
+    ) as process:
+        yield CallLoggingWorker(process, call_log)
 
 
 async def wait_until(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,9 +11,9 @@ from temporalio.client import Client
 
 from armature_temporal.client import decide_gate, run_outcome
 from armature_temporal.hooks import HookContext, HookRegistry, HookResult, register_hook
-from armature_temporal.runtime_models import RunResult, RunStatus
+from armature_temporal.runtime_models import RunResult
 from armature_temporal.store import TraceStore
-from tests.fakes import plan_from, start
+from tests.fakes import plan_from, start, wait_for_gate
 from worker import build_worker
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -88,12 +87,7 @@ async def test_pre_tool_require_approval_waits_for_a_person(
     )
     async with build_worker(client, task_queue):
         handle = await start(client, plan_from(WRITE), task_queue)
-        for _ in range(200):
-            status = await handle.query("status", result_type=RunStatus)
-            if status.pending_gates:
-                break
-            await asyncio.sleep(0.05)
-        assert status.pending_gates[0].stage == "write"
+        status = await wait_for_gate(handle, "write")
         assert "writes need a look" in (status.pending_gates[0].message or "")
         await decide_gate(client, handle.id, "write", "approve")
         result = await handle.result()
@@ -141,12 +135,7 @@ async def test_pre_stage_require_approval_opens_a_gate(
     )
     async with build_worker(client, task_queue):
         handle = await start(client, plan_from(WRITE), task_queue)
-        for _ in range(200):
-            status = await handle.query("status", result_type=RunStatus)
-            if status.pending_gates:
-                break
-            await asyncio.sleep(0.05)
-        assert status.pending_gates[0].stage == "talk#1"
+        await wait_for_gate(handle, "talk#1")
         await decide_gate(client, handle.id, "talk#1", "reject", comment="too costly")
         result = await run_outcome(handle)
     assert result is not None and result.state == "failed"
