@@ -92,22 +92,29 @@ def parse_output(
     found, value, detail = _find_value(text.strip().lstrip("\ufeff"), answer)
     if not found:
         expected = _expected_kind(output_schema)
-        error = (f"expected {expected} and nothing else, but the output starts with "
-                 f"{_quote(answer)}{detail}; reply with only the JSON")
+        error = (
+            f"expected {expected} and nothing else, but the output starts with "
+            f"{_quote(answer)}{detail}; reply with only the JSON"
+        )
         return ParsedOutput(valid=False, error=error)
     if output_schema is None:
         if isinstance(value, dict | list):
             return ParsedOutput(value=value, valid=True)
-        error = (f"expected a JSON object or array, got {_json_type(value)} "
-                 f"{_short(value)}; wrap the answer in an object")
+        error = (
+            f"expected a JSON object or array, got {_json_type(value)} "
+            f"{_short(value)}; wrap the answer in an object"
+        )
         return ParsedOutput(value=value, valid=False, error=error)
     errors = schema_errors(value, output_schema)
     if not errors:
         return ParsedOutput(value=value, valid=True)
     listed = errors[:MAX_LISTED_ERRORS]
     more = len(errors) - len(listed)
-    lines = ["the JSON does not match the schema; fix these and send the whole JSON again:",
-             *listed, *([f"(and {more} more)"] if more else [])]
+    lines = [
+        "the JSON does not match the schema; fix these and send the whole JSON again:",
+        *listed,
+        *([f"(and {more} more)"] if more else []),
+    ]
     return ParsedOutput(value=value, valid=False, error="\n".join(lines))
 
 
@@ -137,12 +144,12 @@ def _strip_reasoning(text: str) -> tuple[str, bool]:
     rest = text.lstrip("\ufeff")
     had_reasoning = False
     while match := _LEADING_THINK.match(rest):
-        rest = rest[match.end():]
+        rest = rest[match.end() :]
         had_reasoning = True
     if _UNCLOSED_OPEN.match(rest):  # reasoning that never ended: no answer was given
         return "", True
     if orphan := _ORPHAN_CLOSE.search(rest):
-        rest = rest[orphan.end():]
+        rest = rest[orphan.end() :]
         had_reasoning = True
     answer = rest.strip()
     return answer, had_reasoning and not answer
@@ -150,8 +157,10 @@ def _strip_reasoning(text: str) -> tuple[str, bool]:
 
 def _no_text_error(text: str, reasoning_only: bool) -> str:
     if reasoning_only:
-        return ("the model returned only a <think> reasoning block and no answer; "
-                "close the reasoning with </think> and give the answer after it")
+        return (
+            "the model returned only a <think> reasoning block and no answer; "
+            "close the reasoning with </think> and give the answer after it"
+        )
     return "the model returned no text; reply with the answer"
 
 
@@ -172,8 +181,10 @@ def _find_value(raw: str, answer: str) -> tuple[bool, Any, str]:
             detail = f" (invalid JSON: {err})"
     for span, unclosed_at in _balanced_spans(answer):
         if unclosed_at is not None:
-            detail = (f" (the JSON opened at character {unclosed_at + 1} is never closed: "
-                      f"the output looks cut off; keep it shorter)")
+            detail = (
+                f" (the JSON opened at character {unclosed_at + 1} is never closed: "
+                f"the output looks cut off; keep it shorter)"
+            )
             break
         ok, value, err = _loads_json(span)
         if ok:
@@ -236,7 +247,7 @@ def _balanced_spans(text: str) -> Iterator[tuple[str, int | None]]:
         if end < 0:  # a mismatched closer: not a value; try the next opener
             pos = start + 1
             continue
-        yield text[start:end + 1], None
+        yield text[start : end + 1], None
         pos = end + 1
 
 
@@ -288,12 +299,12 @@ def _pointer(path: Any) -> str:
 
 def _short(value: Any) -> str:
     text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= _SHORT else text[:_SHORT - 3] + "..."
+    return text if len(text) <= _SHORT else text[: _SHORT - 3] + "..."
 
 
 def _quote(text: str) -> str:
     head = " ".join(text.split()).replace("`", "'")
-    return "`" + (head if len(head) <= _SHORT else head[:_SHORT - 3] + "...") + "`"
+    return "`" + (head if len(head) <= _SHORT else head[: _SHORT - 3] + "...") + "`"
 
 
 def _json_type(value: Any) -> str:
@@ -338,8 +349,9 @@ def _describe(error: ValidationError) -> str:
     if keyword == "additionalProperties":
         allowed = list(error.schema.get("properties", {}))
         patterns = list(error.schema.get("patternProperties", {}))
-        extra = [k for k in instance
-                 if k not in allowed and not any(re.search(p, k) for p in patterns)]
+        extra = [
+            k for k in instance if k not in allowed and not any(re.search(p, k) for p in patterns)
+        ]
         hint = f"; allowed: {_names(allowed)}" if allowed else "; remove it"
         noun = "property" if len(extra) == 1 else "properties"
         return f"unexpected {noun} {_names(extra)}{hint}"
@@ -352,16 +364,23 @@ def _describe(error: ValidationError) -> str:
         bound = "at least" if keyword.startswith("min") else "at most"
         size = "short" if keyword.startswith("min") else "long"
         return f"{shown} is too {size}; give {bound} {expected} {unit}"
-    bounds = {"minimum": "be at least", "maximum": "be at most",
-              "exclusiveMinimum": "be greater than", "exclusiveMaximum": "be less than"}
+    bounds = {
+        "minimum": "be at least",
+        "maximum": "be at most",
+        "exclusiveMinimum": "be greater than",
+        "exclusiveMaximum": "be less than",
+    }
     if keyword in bounds:
         return f"{shown} is out of range; it must {bounds[keyword]} {expected}"
     if keyword == "oneOf" and not error.context:
         return f"{shown} matches more than one of the oneOf alternatives; match exactly one"
     if keyword in ("anyOf", "oneOf"):
         closest = best_match(error.context)
-        hint = (f"; closest: at {_pointer(closest.absolute_path)}: {_describe(closest)}"
-                if closest is not None else "")
+        hint = (
+            f"; closest: at {_pointer(closest.absolute_path)}: {_describe(closest)}"
+            if closest is not None
+            else ""
+        )
         return f"{shown} matches none of the allowed alternatives{hint}"
     message = str(error.message)
     return message.replace(repr(instance), shown) if len(repr(instance)) > _SHORT else message

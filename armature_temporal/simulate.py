@@ -51,18 +51,86 @@ _ATTEMPTS = 4
 _MARK = "[simulated] "
 _SENTENCE_KEYS = re.compile(
     r"rational|reason|summary|explan|descri|answer|text|content|note|comment|feedback|body",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _WORD = re.compile(r"[^\W\d_]{3,}")
-_STOPWORDS = frozenset((
-    "the", "and", "for", "with", "that", "this", "from", "into", "your", "you", "are", "was",
-    "were", "will", "would", "should", "could", "have", "has", "had", "not", "but", "all",
-    "any", "can", "each", "its", "our", "their", "them", "they", "then", "than", "what",
-    "when", "which", "who", "whom", "why", "how", "about", "over", "under", "only", "also",
-    "just", "more", "most", "some", "such", "very", "json", "output", "reply", "return",
-    "given", "following", "must", "please", "use", "using",
-))
-_FALLBACK_WORDS = ("request", "summary", "customer", "report", "detail", "result",
-                   "priority", "account", "update", "review")
+_STOPWORDS = frozenset(
+    (
+        "the",
+        "and",
+        "for",
+        "with",
+        "that",
+        "this",
+        "from",
+        "into",
+        "your",
+        "you",
+        "are",
+        "was",
+        "were",
+        "will",
+        "would",
+        "should",
+        "could",
+        "have",
+        "has",
+        "had",
+        "not",
+        "but",
+        "all",
+        "any",
+        "can",
+        "each",
+        "its",
+        "our",
+        "their",
+        "them",
+        "they",
+        "then",
+        "than",
+        "what",
+        "when",
+        "which",
+        "who",
+        "whom",
+        "why",
+        "how",
+        "about",
+        "over",
+        "under",
+        "only",
+        "also",
+        "just",
+        "more",
+        "most",
+        "some",
+        "such",
+        "very",
+        "json",
+        "output",
+        "reply",
+        "return",
+        "given",
+        "following",
+        "must",
+        "please",
+        "use",
+        "using",
+    )
+)
+_FALLBACK_WORDS = (
+    "request",
+    "summary",
+    "customer",
+    "report",
+    "detail",
+    "result",
+    "priority",
+    "account",
+    "update",
+    "review",
+)
 _TEXT_TEMPLATES = (
     "This response addresses {a} and {b}.",
     "The main point concerns {a}, with attention to {b}.",
@@ -122,8 +190,9 @@ def simulate_completion(
     """
     for name, knob in (("valid_rate", valid_rate), ("quality", quality)):
         if not 0.0 <= knob <= 1.0:
-            raise ValueError(f"{name} must be between 0 and 1, got {knob!r}; "
-                             f"fix the simulate tier's {name}")
+            raise ValueError(
+                f"{name} must be between 0 and 1, got {knob!r}; fix the simulate tier's {name}"
+            )
     rng = _rng(seed)
     intended_valid = rng.random() < valid_rate
     dress = rng.random()
@@ -131,8 +200,11 @@ def simulate_completion(
     drawn = _draw_quality(random.Random(rng.getrandbits(64)), quality)
     words = _words(prompt)
     if output_mode == "text":
-        text = (_text_answer(content, words, role_type, drawn, dress) if intended_valid
-                else _unfinished_reasoning(content, words))
+        text = (
+            _text_answer(content, words, role_type, drawn, dress)
+            if intended_valid
+            else _unfinished_reasoning(content, words)
+        )
     else:
         schema = output_schema if output_schema is not None else _ANY_OBJECT
         gen = _Generator(content, words, schema)
@@ -178,8 +250,10 @@ def simulate_tool_turn(
         raise ValueError(f"turn is 0-based and must not be negative, got {turn}")
     for i, tool in enumerate(tools):
         if not isinstance(tool.get("name"), str):
-            raise ValueError(f"tools[{i}] has no 'name'; each tool is a dict with 'name', "
-                             f"'description' and 'parameters' (a JSON Schema)")
+            raise ValueError(
+                f"tools[{i}] has no 'name'; each tool is a dict with 'name', "
+                f"'description' and 'parameters' (a JSON Schema)"
+            )
     if not tools or turn >= max_turns - 1:
         return None
     tool_turns = 1 if _rng(f"{seed}/tools").random() < 0.5 else 2
@@ -194,8 +268,13 @@ def simulate_tool_turn(
         words = _words(f"{tool['name'].replace('_', ' ')} {tool.get('description', '')}")
         arguments = _Generator(rng, words, schema, invent_keys=False).valid_root()
         number += 1
-        calls.append({"id": f"call_{number}", "name": tool["name"],
-                      "arguments": arguments if isinstance(arguments, dict) else {}})
+        calls.append(
+            {
+                "id": f"call_{number}",
+                "name": tool["name"],
+                "arguments": arguments if isinstance(arguments, dict) else {},
+            }
+        )
     return calls
 
 
@@ -239,8 +318,9 @@ def _sentence(rng: random.Random, words: list[str]) -> str:
 # --- text mode ---------------------------------------------------------------------------------
 
 
-def _text_answer(rng: random.Random, words: list[str], role_type: str, quality: float,
-                 dress: float) -> str:
+def _text_answer(
+    rng: random.Random, words: list[str], role_type: str, quality: float, dress: float
+) -> str:
     sentences = [_sentence(rng, words) for _ in range(rng.randint(2, 4))]
     if role_type == "judge":
         sentences.append(f"Score: {round(quality, 3)}.")
@@ -252,8 +332,10 @@ def _text_answer(rng: random.Random, words: list[str], role_type: str, quality: 
 
 def _unfinished_reasoning(rng: random.Random, words: list[str]) -> str:
     """Reasoning that never ends — a model that ran out of tokens before answering."""
-    return (f"<think>\n[simulated] Let me think about {rng.choice(words)} and "
-            f"{rng.choice(words)}. First, the {rng.choice(words)}")
+    return (
+        f"<think>\n[simulated] Let me think about {rng.choice(words)} and "
+        f"{rng.choice(words)}. First, the {rng.choice(words)}"
+    )
 
 
 # --- JSON values -------------------------------------------------------------------------------
@@ -275,8 +357,9 @@ def _conforms(value: Any, schema: Any) -> bool:
 class _Generator:
     """Builds values that match a JSON Schema, from a seeded stream and a vocabulary."""
 
-    def __init__(self, rng: random.Random, words: list[str], root: Any, *,
-                 invent_keys: bool = True) -> None:
+    def __init__(
+        self, rng: random.Random, words: list[str], root: Any, *, invent_keys: bool = True
+    ) -> None:
         self.rng = rng
         self.words = words
         self.root = root
@@ -293,8 +376,11 @@ class _Generator:
 
     def standalone(self, schema: Any) -> Any:
         """``schema`` made checkable on its own: the root's ``$defs`` come along."""
-        defs = {k: self.root[k] for k in ("$defs", "definitions")
-                if isinstance(self.root, dict) and k in self.root}
+        defs = {
+            k: self.root[k]
+            for k in ("$defs", "definitions")
+            if isinstance(self.root, dict) and k in self.root
+        }
         if not defs:
             return schema
         return {**schema, **defs} if isinstance(schema, dict) else {"allOf": [schema], **defs}
@@ -315,8 +401,12 @@ class _Generator:
                 part = self.resolve(branch) if isinstance(branch, dict) else {}
                 props = {**merged.get("properties", {}), **part.get("properties", {})}
                 required = [*merged.get("required", []), *part.get("required", [])]
-                merged = {**merged, **part, "properties": props,
-                          "required": list(dict.fromkeys(required))}
+                merged = {
+                    **merged,
+                    **part,
+                    "properties": props,
+                    "required": list(dict.fromkeys(required)),
+                }
             schema = merged
         return schema
 
@@ -369,8 +459,7 @@ class _Generator:
             return "object"
         if any(k in schema for k in ("items", "prefixItems", "minItems", "maxItems")):
             return "array"
-        if any(k in schema for k in ("minimum", "maximum", "exclusiveMinimum",
-                                     "exclusiveMaximum")):
+        if any(k in schema for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")):
             return "number"
         return "string"
 
@@ -391,8 +480,13 @@ class _Generator:
                 if found is None:
                     found = extra if isinstance(extra, dict) else {"type": "string"}
                 out[name] = self.value(found, depth + 1, name)
-        if (self.invent_keys and not props and not required and extra is not False
-                and depth < _SHALLOW):
+        if (
+            self.invent_keys
+            and not props
+            and not required
+            and extra is not False
+            and depth < _SHALLOW
+        ):
             for name in self.rng.sample(self.words, min(len(self.words), self.rng.randint(1, 3))):
                 sub = extra if isinstance(extra, dict) else {"type": "string"}
                 out[name] = self.value(sub, depth + 1, name)
@@ -444,7 +538,7 @@ class _Generator:
         while len(text) < low:
             text += " " + self.rng.choice(self.words)
         if high is not None and len(text) > high:
-            text = text[:int(high)].rstrip()
+            text = text[: int(high)].rstrip()
         return text + "x" * (low - len(text))
 
     def bounds(self, schema: dict[str, Any]) -> tuple[float, float, bool, bool]:
@@ -507,8 +601,10 @@ def _render(value: Any, dress: float, rng: random.Random, words: list[str]) -> s
     if dress < DRESSED_SHARE / 2:
         return f"```json\n{body}\n```"
     if dress < DRESSED_SHARE:
-        return (f"<think>\n[simulated] The answer should cover {rng.choice(words)} and "
-                f"{rng.choice(words)}.\n</think>\n{body}")
+        return (
+            f"<think>\n[simulated] The answer should cover {rng.choice(words)} and "
+            f"{rng.choice(words)}.\n</think>\n{body}"
+        )
     return body
 
 
@@ -518,9 +614,14 @@ _MAX_DEFECTS = 16
 _APOLOGY = "Sorry, I could not produce the requested JSON. [simulated]"
 
 
-def _invalid_text(value: Any, mode: Literal["json", "guided_json"],
-                  schema: dict[str, Any] | None, dress: float, rng: random.Random,
-                  words: list[str]) -> str:
+def _invalid_text(
+    value: Any,
+    mode: Literal["json", "guided_json"],
+    schema: dict[str, Any] | None,
+    dress: float,
+    rng: random.Random,
+    words: list[str],
+) -> str:
     """A realistic wrong answer: the chosen defect first, then the others, until one fails."""
     chosen = rng.choices(_INVALID_KINDS, weights=_INVALID_WEIGHTS)[0]
     order = [chosen, *(k for k in _INVALID_KINDS if k != chosen)]
@@ -531,13 +632,14 @@ def _invalid_text(value: Any, mode: Literal["json", "guided_json"],
     return _APOLOGY
 
 
-def _defects(kind: str, value: Any, dress: float, rng: random.Random,
-             words: list[str]) -> Iterator[str]:
+def _defects(
+    kind: str, value: Any, dress: float, rng: random.Random, words: list[str]
+) -> Iterator[str]:
     """Candidate texts with one defect of ``kind`` (at most ``_MAX_DEFECTS`` of them)."""
     if kind == "truncated":  # the output stops mid-way
         if isinstance(value, dict | list):
             body = json.dumps(value, ensure_ascii=False)
-            yield body[:max(1, min(len(body) - 1, int(len(body) * rng.uniform(0.4, 0.85))))]
+            yield body[: max(1, min(len(body) - 1, int(len(body) * rng.uniform(0.4, 0.85))))]
         return
     paths = _paths(value)
     rng.shuffle(paths)

@@ -15,10 +15,14 @@ Data: the labelled public sets in ``shared/data`` (``--data``, ``$ARMATURE_SHARE
   row counts as flagged when a ``secret`` finding is reported. Misses are broken down by an
   automatic reason (placeholder value, no secret-like value, an IP address), so the reader
   can see what the figure is made of.
-* **Development holdout** — every rule in the package was written while looking only at the
-  rows whose ``sha256(text) % 4 != 0``; the other quarter was not read until the rules were
-  frozen. ``--holdout`` also reports that quarter alone (model trained on the other three
-  quarters), the honest check on hand-tuning that cross-validation cannot give.
+* **Development holdout** — every rule in the package was first written while looking only at
+  the rows whose ``sha256(text) % 4 != 0``; the other quarter was not read until the rules
+  were frozen. ``--holdout`` also reports that quarter alone (model trained on the other three
+  quarters), the honest check on hand-tuning that cross-validation cannot give. Caveat: the
+  secret rows the scanner misses were later listed in full (holdout included) to explain the
+  recall figure, and two general fixes followed (HTTP Basic credentials decoded; braces around
+  a real value are not a template), so the *secrets* holdout is no longer unseen; the
+  injection holdout still is.
 * **Out-of-distribution benign** — ``OOD_BENIGN`` below: 46 hand-written texts of the kinds
   an agent's prompt takes in (code requests, tool output, memory notes). Small, and used to
   choose the feature set; a sanity check that the model has not learnt "imperative = attack".
@@ -236,12 +240,17 @@ def miss_reason(text: str) -> str:
 def secrets_report(
     examples: Sequence[Example],
 ) -> tuple[dict[str, Rate], Counter[str], Counter[str]]:
-    flagged = {id(e): "secret" in scan(e.text).categories() for e in examples}
+    categories = {id(e): scan(e.text).categories() for e in examples}
+    flagged = {k: "secret" in c for k, c in categories.items()}
+    leak = {k: bool({"secret", "personal_data"} & set(c)) for k, c in categories.items()}
     pos = [e for e in examples if e.label]
     neg = [e for e in examples if not e.label]
     report = {
         "recall": rate(flagged[id(e)] for e in pos),
         "fpr (hard negatives)": rate(flagged[id(e)] for e in neg),
+        # detect-secrets labels public IPs secrets; the scanner calls them personal_data.
+        "recall, secret or personal_data finding": rate(leak[id(e)] for e in pos),
+        "fpr, secret or personal_data finding": rate(leak[id(e)] for e in neg),
     }
     for source in sorted({e.source for e in examples}):
         report[f"recall {source}"] = rate(flagged[id(e)] for e in pos if e.source == source)
@@ -355,7 +364,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for what, n in fps.most_common():
         print(f"    {n:3d}  {what}")
     for name, report in holdout.items():
-        _print_block(f"Dev holdout (never read while writing rules) — {name}", report)
+        _print_block(f"Dev holdout — {name}", report)
     _print_block("Hand-written agent-style benign texts (out of distribution; see OOD_BENIGN)", ood)
     for t in ood_flagged:
         print(f"    flagged: {t[:70]!r}")

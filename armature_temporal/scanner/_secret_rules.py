@@ -186,7 +186,7 @@ SECRET_RULES: tuple[SecretRule, ...] = (
     ),
     SecretRule(
         "basic-auth-header",
-        re.compile(r"\bAuthorization\s*:\s*Basic\s+(?P<v>[A-Za-z0-9+/]{12,}={0,2})(?![.\w])"),
+        re.compile(r"\bAuthorization\s*:\s*Basic\s+(?P<v>[A-Za-z0-9+/]{4,}={0,2})(?![.\w])"),
         "credential",
         0.85,
     ),

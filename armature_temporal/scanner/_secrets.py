@@ -163,19 +163,21 @@ def _assignment_reason(name: str, value: str) -> str | None:
 
 def _credential_reason(rule: str, value: str) -> str | None:
     if rule == "curl-user":
-        value = value.strip("'\"")
-        if _TEMPLATE.search(value):
+        whole = value.strip("'\"")
+        if whole.startswith("<") and whole.endswith(">"):
             return "template or variable reference"
-        user, sep, password = value.partition(":")
+        user, sep, password = whole.partition(":")
         if not sep:
             return "no password given"
-        parts = [p.strip("'\"{}") for p in (user, password)]
+        parts = [_unbrace(p.strip("'\"")) for p in (user, password)]
+        if any(_TEMPLATE.search(p) for p in parts):
+            return "template or variable reference"
         secret = parts[1] or parts[0]
         if not secret:
             return "empty credentials"
-        if _TEMPLATE.search(user) or _TEMPLATE.search(password):
-            return "template or variable reference"
         value = secret
+    if rule == "basic-auth-header":
+        return _basic_reason(value)
     if rule == "url-credentials" and value.isdigit() and len(value) <= 5:
         return "a port, not a password"
     if rule in ("webhook-url", "gcp-service-account"):
@@ -191,6 +193,30 @@ def _credential_reason(rule: str, value: str) -> str | None:
         if not any(c.isdigit() for c in value):
             return "no digits: prose, not a credential"
     return None
+
+
+_BRACED_VALUE = re.compile(r"^\{([^{}]*\d[^{}]*)\}$")
+
+
+def _unbrace(part: str) -> str:
+    """``{ZqL5kVrX1n8tA2}`` -> the value inside; ``{password}`` stays a template."""
+    m = _BRACED_VALUE.match(part)
+    return m.group(1) if m and not _IDENTIFIER.match(m.group(1)) else part
+
+
+def _basic_reason(value: str) -> str | None:
+    """HTTP Basic credentials are base64 of ``user:password``; either half may be the key."""
+    try:
+        decoded = base64.b64decode(value, validate=True).decode("utf-8", errors="replace")
+    except binascii.Error:
+        return "not base64 of user:password"
+    user, sep, password = decoded.partition(":")
+    if not sep or not decoded.isprintable():
+        return "not base64 of user:password"
+    secret = password or user
+    if not secret.strip():
+        return "empty credentials"
+    return placeholder_reason(secret) or placeholder_reason(user)
 
 
 def _jwt_reason(value: str) -> str | None:

@@ -141,9 +141,12 @@ EntryType = Literal["file", "dir", "symlink", "other"]
 def _entry(root: Path, path: Path) -> dict[str, Any]:
     info = path.lstat()
     kind: EntryType = (
-        "symlink" if stat.S_ISLNK(info.st_mode)
-        else "dir" if stat.S_ISDIR(info.st_mode)
-        else "file" if stat.S_ISREG(info.st_mode)
+        "symlink"
+        if stat.S_ISLNK(info.st_mode)
+        else "dir"
+        if stat.S_ISDIR(info.st_mode)
+        else "file"
+        if stat.S_ISREG(info.st_mode)
         else "other"
     )
     return {"path": path.relative_to(root).as_posix(), "type": kind, "size": info.st_size}

@@ -87,8 +87,10 @@ async def _send(args: HttpRequestArgs, ctx: ToolContext, timeout: float) -> dict
         raise ToolFailure("invalid_args", f"invalid URL {args.url!r}: {exc}") from exc
     _check_url(url, ctx)
     body: dict[str, Any] = (
-        {"content": args.body} if isinstance(args.body, str)
-        else {} if args.body is None
+        {"content": args.body}
+        if isinstance(args.body, str)
+        else {}
+        if args.body is None
         else {"json": args.body}
     )
     async with httpx.AsyncClient(follow_redirects=False, timeout=timeout) as client:

@@ -19,7 +19,11 @@ Reversibility = Literal["full", "partial", "none"]
 #: Why a call failed. ``policy_blocked`` covers both safety rules and the tool's own sandbox
 #: (a path outside the workspace, a host not in the allow-list).
 ToolErrorType = Literal[
-    "tool_error", "timeout", "invalid_args", "postcondition_failed", "policy_blocked",
+    "tool_error",
+    "timeout",
+    "invalid_args",
+    "postcondition_failed",
+    "policy_blocked",
     "unknown_tool",
 ]
 

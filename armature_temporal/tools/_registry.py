@@ -95,8 +95,7 @@ class ToolRegistry:
             )
         if self._sources.get(name, source) != source:
             raise ToolError(
-                f"tool {name!r} is already registered for {self._sources[name]}; "
-                "pick another name"
+                f"tool {name!r} is already registered for {self._sources[name]}; pick another name"
             )
         impl = function_tool(
             fn,
@@ -147,8 +146,11 @@ class ToolRegistry:
             return impl
         fn = getattr(module, function_name, None)
         if not callable(fn):
-            functions = [n for n, v in vars(module).items()
-                         if inspect.isfunction(v) and not n.startswith("_")]
+            functions = [
+                n
+                for n, v in vars(module).items()
+                if inspect.isfunction(v) and not n.startswith("_")
+            ]
             raise ToolError(
                 f"tool {name!r}: module {module_name!r} has no function {function_name!r}; "
                 f"its functions: {sorted(functions)}{did_you_mean(function_name, functions)}"

@@ -24,7 +24,14 @@ __all__ = ["ENV_PASSTHROUGH", "SHELL_TOOL"]
 
 #: Environment variables a command inherits from the worker; everything else is dropped.
 ENV_PASSTHROUGH: tuple[str, ...] = (
-    "PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "SYSTEMROOT",
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "SYSTEMROOT",
 )
 _CHUNK = 65_536
 

@@ -3,6 +3,7 @@ the JSON-lines protocol, the model file and the training code. Pure: no network,
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import subprocess
@@ -142,6 +143,16 @@ CASES = [
         "@db.internal:5432/app",
     ),
     ("secret", "secret-assignment", 'client_secret = "', "9fK2mQ7xLp4Rv8sT1wZb", '"'),
+    # Basic credentials of a key with an empty password (base64 of "sk_live_…:")
+    (
+        "secret",
+        "basic-auth-header",
+        "curl -H 'Authorization: Basic ",
+        base64.b64encode(b"sk_live_4eC39HqLyjWDarjtT1zdp7dc:").decode(),
+        "' https://api.example.com",
+    ),
+    # braces around real values are not a template
+    ("secret", "curl-user", "curl --user ", '"{svc-7f3a}":"{ZqL5kVrX1n8tA2}"', " https://x.io"),
     ("personal_data", "email-address", "write to ", "jane.doe@acme.io", " today"),
     ("personal_data", "phone-number", "call ", "+44 20 7946 0958", " now"),
     ("personal_data", "payment-card", "card ", "4539 1488 0343 6467", " exp 09/27"),
@@ -240,6 +251,10 @@ def test_no_finding_repeats_a_secret_even_one_spanning_the_whole_text() -> None:
         "client_secret=bP88Q~" + "x" * 34,
         "-----BEGIN PRIVATE KEY-----\nanything\n-----END PRIVATE KEY-----",
         "kms_key_id: 555ea4a3-d53a-4412-9c66-3a7cb667b0d6",
+        "curl -u {user}:{password} https://example.org",
+        "curl -u <user:password> https://example.org",
+        "Authorization: Basic Og==",  # base64 of ":": no credentials
+        "Authorization: Basic bm8gY29sb24gaGVyZQ==",  # base64 of text without a colon
     ],
 )
 def test_placeholders_and_identifiers_are_not_secrets(text: str) -> None:
