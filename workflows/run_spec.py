@@ -334,6 +334,7 @@ class RunSpecWorkflow:
         result = self.results[stage.id]
         result.started_at = workflow.now().isoformat()
         variables = self._variables(stage, post_run)
+        evicted = False
         try:
             if self._should_skip(stage, variables):
                 result.status = "skipped"
@@ -379,10 +380,16 @@ class RunSpecWorkflow:
         except asyncio.CancelledError:
             result.status, result.error_type = "cancelled", "cancelled"
             result.error = "cancelled (a sibling stage failed or the run was cancelled)"
+        except GeneratorExit:
+            # Evicted from the worker's cache (e.g. the worker shuts down while the run waits):
+            # the run continues elsewhere from its history, and no workflow API may be called.
+            evicted = True
+            raise
         finally:
-            result.finished_at = workflow.now().isoformat()
-            if result.status != "running":
-                self._trace_stage(stage)
+            if not evicted:
+                result.finished_at = workflow.now().isoformat()
+                if result.status != "running":
+                    self._trace_stage(stage)
         if self.arm_choice or (stage.role is not None and stage.role.type == "judge"):
             await self._auto_rewards(stage)
 
@@ -881,6 +888,7 @@ class RunSpecWorkflow:
             on_timeout=on_timeout,
         )
         self._mark_waiting()
+        evicted = False
         try:
             await workflow.wait_condition(
                 lambda: gate_id in self.decisions,
@@ -899,23 +907,31 @@ class RunSpecWorkflow:
                 comment=f"timed out after {timeout_s:g}s",
                 by="timeout",
             )
+        except GeneratorExit:  # evicted from the cache: see _run_stage
+            evicted = True
+            raise
         finally:
-            self.pending.pop(gate_id, None)
-            decided = self.decisions.get(gate_id)
-            if decided is not None:
-                # Every decided gate — stage gates and tool-call approvals alike — is traced
-                # with who decided, when, and why (gate_decisions table, armature report).
-                self.trace.add(
-                    "gate",
-                    workflow.now().isoformat(),
-                    stage_id=gate_id,
-                    status=decided.decision,
-                    data=decided.model_dump(),
-                )
-            if gate_id in self.results and self.results[gate_id].status == "waiting_gate":
-                self.results[gate_id].status = "running"
-            self._mark_waiting()
+            if not evicted:
+                self._after_gate(gate_id)
         return self.decisions[gate_id]
+
+    def _after_gate(self, gate_id: str) -> None:
+        """A gate stopped waiting: trace its decision, clear it from the status."""
+        self.pending.pop(gate_id, None)
+        decided = self.decisions.get(gate_id)
+        if decided is not None:
+            # Every decided gate — stage gates and tool-call approvals alike — is traced
+            # with who decided, when, and why (gate_decisions table, armature report).
+            self.trace.add(
+                "gate",
+                workflow.now().isoformat(),
+                stage_id=gate_id,
+                status=decided.decision,
+                data=decided.model_dump(),
+            )
+        if gate_id in self.results and self.results[gate_id].status == "waiting_gate":
+            self.results[gate_id].status = "running"
+        self._mark_waiting()
 
     def _mark_waiting(self) -> None:
         waiting = bool(self.pending)
