@@ -50,8 +50,11 @@ def validate(
 ) -> None:
     """Check spec files and report every problem with file:line:column and a fix.
 
-    Exits 0 when all are valid, 2 when any is not.
+    Exits 0 when all are valid, 2 when any is not. Notes (blocks this version accepts but
+    does not act on yet) go to stderr and do not change the exit code.
     """
+    from armature_temporal.compiler import plan_notes
+
     results = []
     for path in specs:
         try:
@@ -72,8 +75,11 @@ def validate(
                 "name": plan.name,
                 "stages": len(plan.stages),
                 "spec_hash": plan.spec_hash,
+                "notes": plan_notes(plan),
             }
         )
+        for note in plan_notes(plan):
+            err.print(note, markup=False, highlight=False)
         if not as_json:
             out.print(
                 f"{path}: ok — {plan.name!r}, {len(plan.stages)} stages, "
@@ -91,12 +97,17 @@ def validate(
 
 
 def _load_or_exit(path: Path) -> Plan:
+    from armature_temporal.compiler import plan_notes
+
     try:
-        return compile_spec(load_spec(path))
+        plan = compile_spec(load_spec(path))
     except SpecError as exc:
         for issue in exc.issues:
             err.print(str(issue), markup=False, highlight=False)
         raise typer.Exit(2) from None
+    for note in plan_notes(plan):
+        err.print(note, markup=False, highlight=False)
+    return plan
 
 
 def _stage_label(stage: PlanStage) -> str:
@@ -477,6 +488,111 @@ def schedule(
     for change in changes:
         cron = f" ({change.cron})" if change.cron else ""
         out.print(f"{change.action} schedule {change.schedule_id}{cron}", markup=False)
+
+
+@app.command()
+def serve(
+    specs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Spec files whose webhook triggers to serve.", show_default=False, metavar="SPEC"
+        ),
+    ],
+    host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="TCP port to listen on.")] = 8787,
+    allow_unauthenticated: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unauthenticated",
+            help="Listen beyond loopback with no $ARMATURE_WEBHOOK_SECRET (anyone who can "
+            "reach the port can start runs).",
+        ),
+    ] = False,
+    address: AddressOpt = None,
+    queue: QueueOpt = None,
+) -> None:
+    """Serve the specs' webhook triggers over HTTP (needs the serve extra).
+
+    Each `triggers: [{type: webhook, path: /hooks/x, inputs: {...}}]` becomes `POST /hooks/x`:
+    the JSON object in the body gives run inputs (over the trigger's inputs and the spec's
+    defaults) and the answer is 202 {"run_id", "ui_url", ...}; 422 names inputs that do not
+    fit. A delivery with an `Idempotency-Key` (or `X-GitHub-Delivery`) header starts at most
+    one run however often it is retried (repeats answer 200 with "duplicate": true).
+    With $ARMATURE_WEBHOOK_SECRET set, requests need `Authorization: Bearer <secret>` or
+    `X-Armature-Signature-256: sha256=<HMAC-SHA256 of the body>`. `GET /` lists the hooks.
+    Example: curl -X POST localhost:8787/hooks/triage -d '{"ticket": "refund please"}'
+    """
+    import asyncio
+    import ipaddress
+    import os
+
+    from armature_temporal.webhooks import WebhookConfigError, collect_hooks, create_app
+
+    plans = [_load_or_exit(path) for path in specs]
+    try:
+        hooks = collect_hooks(plans)
+    except WebhookConfigError as exc:
+        raise _fail(f"error: {exc}", 2) from None
+    secret = os.environ.get("ARMATURE_WEBHOOK_SECRET") or None
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback and not secret and not allow_unauthenticated:
+        raise _fail(
+            f"error: --host {host} would let anyone who can reach port {port} start runs; set "
+            "$ARMATURE_WEBHOOK_SECRET (requests then need it), or pass "
+            "--allow-unauthenticated if something in front of this server authenticates",
+            2,
+        )
+    try:
+        import uvicorn
+    except ImportError:
+        raise _fail(
+            "error: armature serve needs the serve extra: pip install 'armature-temporal[serve]'",
+            2,
+        ) from None
+
+    async def prepare() -> str:
+        from armature_temporal.client import ensure_search_attributes
+
+        client = await _client(address, start_local=True)
+        await ensure_search_attributes(client)
+        return str(client.service_client.config.target_host)
+
+    target = _run(prepare())
+    lock = asyncio.Lock()
+    connected: list[Any] = []
+
+    async def client_for_requests() -> Any:
+        from armature_temporal.client import connect
+
+        async with lock:
+            if not connected:
+                connected.append(await connect(target))
+        return connected[0]
+
+    from armature_temporal.settings import task_queue
+
+    try:
+        web = create_app(
+            hooks, client_for_requests, task_queue=queue or task_queue(), secret=secret
+        )
+    except WebhookConfigError as exc:
+        raise _fail(f"error: {exc}", 2) from None
+    for hook in hooks.values():
+        err.print(
+            f"POST http://{host}:{port}{hook.path} → spec {hook.plan.name!r}",
+            markup=False,
+            highlight=False,
+        )
+    auth = "secret required" if secret else "no authentication"
+    err.print(
+        f"serving {len(hooks)} webhook(s) on Temporal {target} ({auth}); Ctrl-C stops",
+        markup=False,
+        highlight=False,
+    )
+    uvicorn.run(web, host=host, port=port, log_level="info")
 
 
 @app.command()

@@ -24,7 +24,7 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
@@ -131,8 +131,13 @@ async def ensure_search_attributes(client: Client) -> list[str]:
     return sorted(missing)
 
 
-def prepare_inputs(plan: Plan, given: dict[str, Any]) -> dict[str, Any]:
-    """Apply the input schema's defaults, then validate.
+def prepare_inputs(
+    plan: Plan,
+    given: dict[str, Any],
+    *,
+    how: str = "pass them as --input name=value or --inputs file.json",
+) -> dict[str, Any]:
+    """Apply the input schema's defaults, then validate; ``how`` ends the error message.
 
     Raises:
         InputError: naming each problem and the schema's properties.
@@ -154,8 +159,7 @@ def prepare_inputs(plan: Plan, given: dict[str, Any]) -> dict[str, Any]:
         raise InputError(
             f"run inputs for {plan.name!r} are invalid: "
             + "; ".join(lines)
-            + f". Inputs of this spec: {known}; pass them as --input name=value or "
-            "--inputs file.json"
+            + f". Inputs of this spec: {known}; {how}"
         )
     return inputs
 
@@ -172,14 +176,20 @@ async def start_run(
     task_queue: str,
     run_id: str | None = None,
     prior_run: dict[str, Any] | None = None,
+    id_reuse_policy: WorkflowIDReusePolicy | None = None,
 ) -> WorkflowHandle[Any, RunResult]:
-    """Start the interpreter workflow for ``plan``; returns its handle."""
+    """Start the interpreter workflow for ``plan``; returns its handle.
+
+    ``id_reuse_policy=REJECT_DUPLICATE`` makes a given ``run_id`` start at most one run ever
+    (webhook deliveries); the default lets an id be reused once its run has closed.
+    """
     workflow_id = run_id or new_run_id(plan)
     return await client.start_workflow(
         WORKFLOW_NAME,
         RunInput(plan=plan, inputs=inputs, prior_run=prior_run),
         id=workflow_id,
         task_queue=task_queue,
+        id_reuse_policy=id_reuse_policy or WorkflowIDReusePolicy.ALLOW_DUPLICATE,
         result_type=RunResult,
         memo={
             "spec_name": plan.name,

@@ -385,3 +385,22 @@ def _compile_arm(arm: Arm, role: PlanRole) -> PlanArm:
         params=dict(arm.params),
         prompt=arm.description or role.prompt,
     )
+
+
+#: Spec blocks this version validates and keeps in the Plan but does not act on yet.
+NOT_YET_RUN = {
+    "self_improvement": "the improvement loop (ImproveWorkflow) is not in this version yet",
+    "finetune": "the fine-tune loop (FineTuneWorkflow) is not in this version yet",
+}
+
+
+def plan_notes(plan: Plan) -> list[str]:
+    """What a user should know about ``plan`` that is not an error: blocks accepted for
+    forward compatibility that nothing acts on yet (printed by validate, plan and submit)."""
+    notes = []
+    for block, why in NOT_YET_RUN.items():
+        if getattr(plan, block) is not None:
+            notes.append(
+                f"note: {plan.name}: `{block}` is validated and kept, but {why}; runs ignore it"
+            )
+    return notes

@@ -497,8 +497,12 @@ class Spec(_Model):
         None, description="Carry values from the previous run."
     )
     triggers: list[Trigger] = Field(default_factory=list, description="Cron and webhook starts.")
-    self_improvement: SelfImprovement | None = Field(None, description="Improvement loop.")
-    finetune: FinetuneConfig | None = Field(None, description="Fine-tune loop.")
+    self_improvement: SelfImprovement | None = Field(
+        None, description="Improvement loop (validated; not run by this version yet)."
+    )
+    finetune: FinetuneConfig | None = Field(
+        None, description="Fine-tune loop (validated; not run by this version yet)."
+    )
 
     @model_validator(mode="after")
     def _one_inputs(self) -> Spec:

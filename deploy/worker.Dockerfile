@@ -1,4 +1,5 @@
-# The Armature worker image, built from this repository by docker-compose.temporal.yml:
+# The Armature image (workers and the webhook server), built from this repository by
+# docker-compose.temporal.yml:
 #   docker compose -f docker-compose.temporal.yml build armature-worker
 # or on its own (from the repository root):
 #   docker build -f deploy/worker.Dockerfile -t armature-worker .
@@ -12,7 +13,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /app
 # .dockerignore keeps the virtualenv, caches and .git out of the build context.
 COPY . .
-RUN pip install .
+# The serve extra is for the optional armature-webhooks service (`armature serve`).
+RUN pip install '.[serve]'
 
 # Run as an unprivileged user; /data is ARMATURE_HOME (a volume in the compose file; a fresh
 # named volume takes this directory's owner).

@@ -187,6 +187,32 @@ def test_worker_environment_command_and_scaling(services: dict[str, dict[str, An
     assert "container_name" not in worker and "ports" not in worker
 
 
+def test_webhook_server_is_optional_needs_a_secret_and_serves_example_hooks(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    from armature_temporal.compiler import compile_spec
+    from armature_temporal.loader import load_spec
+    from armature_temporal.webhooks import collect_hooks
+
+    hooks = services["armature-webhooks"]
+    assert hooks["profiles"] == ["webhooks"], "it must not start with a plain `up`"
+    argv = _argv(hooks.get("entrypoint")) + _argv(hooks["command"])
+    assert argv[:2] == ["armature", "serve"]
+    port = argv[argv.index("--port") + 1]
+    assert argv[argv.index("--host") + 1] == "0.0.0.0"
+    assert "--allow-unauthenticated" not in argv
+    assert [str(p).rsplit(":", 1)[-1] for p in hooks["ports"]] == [port]
+    env = _env(hooks)
+    # Interpolated from the caller's environment: never a secret written in the file.
+    assert env["ARMATURE_WEBHOOK_SECRET"] == "${ARMATURE_WEBHOOK_SECRET:-}"
+    worker_env = _env(services["armature-worker"])
+    for key in ("TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "ARMATURE_TASK_QUEUE"):
+        assert env[key] == worker_env[key], key
+    assert hooks["build"] == services["armature-worker"]["build"]
+    specs = [a for a in argv[2:] if a.endswith((".yaml", ".yml"))]
+    assert specs and collect_hooks([compile_spec(load_spec(ROOT / s)) for s in specs])
+
+
 def test_worker_db_url_targets_the_database_that_postgres_init_creates(
     services: dict[str, dict[str, Any]],
 ) -> None:
@@ -289,7 +315,10 @@ def test_dockerfile_builds_the_repo_and_runs_the_armature_console_script() -> No
     instructions = _dockerfile_instructions()
     assert instructions[0] == ("FROM", "python:3.11-slim")
     assert ("COPY", ". .") in instructions
-    assert any(k == "RUN" and re.search(r"\bpip install \.(\s|$)", v) for k, v in instructions)
+    assert any(
+        k == "RUN" and re.search(r"\bpip install '?\.(\[serve\])?'?(\s|$)", v)
+        for k, v in instructions
+    )
     entry = [json.loads(v) for k, v in instructions if k == "ENTRYPOINT"]
     cmd = [json.loads(v) for k, v in instructions if k == "CMD"]
     argv = (entry[-1] if entry else []) + (cmd[-1] if cmd else [])
