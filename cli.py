@@ -863,7 +863,11 @@ def gates(
     address: AddressOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """List runs waiting for a person, with each waiting gate and its message."""
+    """List runs waiting for a person, with each waiting gate and its message.
+
+    Runs are found by the ArmatureWaitingGate search attribute and asked for their gates;
+    a run whose workers do not answer within 5 s is listed with that problem instead.
+    """
     from armature_temporal.client import waiting_gates
 
     async def go() -> Any:
@@ -876,7 +880,8 @@ def gates(
                 {
                     "run_id": run.run_id,
                     "spec_name": run.spec_name,
-                    "gates": [g.model_dump() for g in pending],
+                    "gates": [g.model_dump() for g in pending] if isinstance(pending, list) else [],
+                    "problem": pending if isinstance(pending, str) else None,
                 }
                 for run, pending in found
             ]
@@ -886,6 +891,9 @@ def gates(
         out.print("no runs are waiting at a gate", markup=False)
         return
     for run, pending in found:
+        if isinstance(pending, str):
+            out.print(f"{run.run_id}  (gates unknown: {pending})", markup=False, highlight=False)
+            continue
         for gate in pending:
             out.print(
                 f"{run.run_id}  {gate.stage}  since {gate.since[:19]}  "

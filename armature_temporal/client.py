@@ -359,17 +359,37 @@ async def decide_gate(
         raise
 
 
+#: How long `armature gates` waits for a worker to answer one run's status query.
+GATE_QUERY_TIMEOUT_S = 5.0
+
+
 async def waiting_gates(
     client: Client, *, spec: str | None = None, limit: int = 100
-) -> list[tuple[RunSummary, list[GateInfo]]]:
-    """Runs waiting on a human gate (visibility), each with its pending gates (query)."""
-    out = []
-    for run in await list_runs(client, spec=spec, limit=limit, waiting_only=True):
+) -> list[tuple[RunSummary, list[GateInfo] | str]]:
+    """Runs waiting on a human gate (visibility), each with its pending gates (query).
+
+    Runs are queried concurrently, each for at most :data:`GATE_QUERY_TIMEOUT_S`. A run whose
+    status nobody answers (its workers are down) is still listed — the search attribute says
+    it waits — with a sentence saying why its gates are unknown instead of the gates.
+    """
+    import asyncio
+    from datetime import timedelta
+
+    async def gates_of(run: RunSummary) -> list[GateInfo] | str:
         handle = client.get_workflow_handle(run.run_id)
         try:
-            st = await handle.query("status", result_type=RunStatus)
-        except RPCError:
-            continue
-        if st.pending_gates:
-            out.append((run, st.pending_gates))
-    return out
+            st = await handle.query(
+                "status",
+                result_type=RunStatus,
+                rpc_timeout=timedelta(seconds=GATE_QUERY_TIMEOUT_S),
+            )
+        except RPCError as exc:
+            return (
+                f"no worker answered its status query ({exc.message or exc.status.name}); is "
+                "`armature worker` running for its task queue?"
+            )
+        return list(st.pending_gates)
+
+    runs = await list_runs(client, spec=spec, limit=limit, waiting_only=True)
+    answers = await asyncio.gather(*(gates_of(run) for run in runs))
+    return [(run, gates) for run, gates in zip(runs, answers, strict=True) if gates]

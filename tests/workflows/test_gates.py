@@ -39,8 +39,15 @@ async def test_gate_waits_then_approve_lets_the_run_finish(
         assert "Send this reply?" in (status.pending_gates[0].message or "")
         desc = await handle.describe()
         assert desc.typed_search_attributes.get(WAITING_GATE) is True
-        listed = await waiting_gates(client, spec="customer-triage")
-        assert handle.id in [run.run_id for run, _ in listed]
+        for _ in range(100):  # visibility is eventually consistent
+            listed = {
+                run.run_id: g for run, g in await waiting_gates(client, spec="customer-triage")
+            }
+            if handle.id in listed:
+                break
+            await asyncio.sleep(0.1)
+        gates = listed[handle.id]
+        assert isinstance(gates, list) and [g.stage for g in gates] == ["approve_reply"]
         answer = await decide_gate(
             client, handle.id, "approve_reply", "approve", comment="ship it", by="tester"
         )
@@ -148,3 +155,25 @@ stages:
         assert stage.error_type == "timeout" and "nobody decided" in (stage.error or "")
     else:
         assert stage.gate is not None and stage.gate.by == "timeout"
+
+
+async def test_gates_lists_a_waiting_run_whose_workers_are_gone_with_the_reason(
+    client: Client, task_queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import armature_temporal.client as client_module
+
+    monkeypatch.setattr(client_module, "GATE_QUERY_TIMEOUT_S", 1.0)
+    plan = load_plan(SPECS / "customer-triage.yaml")
+    async with build_worker(client, task_queue):
+        handle = await start(client, plan, task_queue)
+        await wait_for_gate(handle, "approve_reply")
+    # The worker is gone: nobody can answer the status query, but the run still waits.
+    for _ in range(100):
+        listed = {run.run_id: g for run, g in await waiting_gates(client, spec="customer-triage")}
+        if handle.id in listed:
+            break
+        await asyncio.sleep(0.1)
+    problem = listed[handle.id]
+    assert isinstance(problem, str) and "no worker answered its status query" in problem
+    assert "armature worker" in problem
+    await handle.terminate("test done")
