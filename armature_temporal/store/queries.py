@@ -6,14 +6,13 @@ new series (see :mod:`armature_temporal.hqs`).
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import func, select
 
+from armature_temporal.stats import percentile
 from armature_temporal.store.schema import RunRow, TraceRow
 
 if TYPE_CHECKING:
@@ -57,16 +56,6 @@ class VersionSummary(BaseModel):
     cost_usd: float
     first_started_at: str
     last_started_at: str
-
-
-def percentile(ordered: Sequence[float], q: float) -> float | None:
-    """The ``q``-th percentile (0-100) of ascending ``ordered`` values, interpolating linearly
-    between closest ranks (PostgreSQL's ``percentile_cont``); ``None`` when there are none."""
-    if not ordered:
-        return None
-    rank = (len(ordered) - 1) * q / 100
-    low, high = math.floor(rank), math.ceil(rank)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 def dashboard_summary(store: TraceStore, spec_name: str) -> list[VersionSummary]:

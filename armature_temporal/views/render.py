@@ -1,0 +1,223 @@
+"""Rich renderables for the report and dashboard models (imported lazily: rich loads only
+when something is rendered)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from armature_temporal.views.dashboard import SpecDashboard, SpecSummary, VersionStats
+from armature_temporal.views.report import RunReport
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+    from rich.table import Table
+
+__all__ = ["render_dashboard", "render_overview", "render_report"]
+
+
+def _short(value: Any, width: int = 60) -> str:
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value / 1000:.2f} s" if value >= 1000 else f"{value:.0f} ms"
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def _table(*columns: str) -> Table:
+    from rich.table import Table
+
+    table = Table(show_edge=False, pad_edge=False)
+    for col in columns:
+        table.add_column(col, overflow="fold")
+    return table
+
+
+def _colour(status: str) -> str:
+    return {"completed": "green", "running": "cyan", "skipped": "dim"}.get(status, "red")
+
+
+def render_report(report: RunReport) -> RenderableType:
+    """Header, stages, every attempt, tool calls and gate decisions."""
+    from rich.console import Group
+    from rich.text import Text
+
+    colour = _colour(report.status)
+    head = Text.assemble(
+        "run ",
+        (report.run_id, "bold"),
+        f" · spec {report.spec_name}"
+        + (f" v{report.spec_version}" if report.spec_version else "")
+        + f" · spec_hash {report.spec_hash[:12]} · ",
+        (report.status, colour),
+    )
+    facts = Text(
+        f"started {report.started_at[:19]} · latency {_ms(report.latency_ms)} · "
+        f"HQS {_num(report.hqs)} · tokens {report.prompt_tokens} prompt + "
+        f"{report.completion_tokens} completion · cost ${report.cost_usd:.4f} · "
+        f"{report.records} trace records"
+    )
+    parts: list[Any] = [head, facts]
+    if report.parent_run_id:
+        parts.append(Text(f"child of {report.parent_run_id}"))
+    if report.reason:
+        parts.append(Text(f"reason: {report.reason}"))
+    stages = _table("stage", "role", "status", "tier", "attempts", "judge", "error / output")
+    for st in report.stages:
+        detail = f"[{st.error_type}] {st.error or ''}" if st.error_type else _short(st.output)
+        role = f"{st.role} ({st.role_type})" if st.role else (st.kind or "")
+        stages.add_row(
+            st.stage_id,
+            role,
+            Text(st.status, style=_colour(st.status)),
+            (st.tier or "") + (" ↑" if st.escalated else ""),
+            str(st.attempts or ""),
+            _num(st.judge_score),
+            Text(_short(detail, 70)),
+        )
+    parts += [Text("\nstages", style="bold"), stages]
+    rows = [a for st in report.stages for a in st.attempt_records]
+    if rows:
+        attempts = _table(
+            "seq", "stage", "iter", "attempt", "tier", "model", "arm", "valid", "latency",
+            "tokens", "cost", "error / output",
+        )  # fmt: skip
+        for a in rows:
+            valid = "—" if a.valid is None else ("yes" if a.valid else "no")
+            attempts.add_row(
+                str(a.seq),
+                a.stage_id,
+                str(a.iteration or ""),
+                str(a.attempt),
+                (a.tier or "") + (" ↑" if a.escalated else ""),
+                a.model or "",
+                a.arm_id or "",
+                Text(valid, style="green" if a.valid else "red"),
+                _ms(a.latency_ms),
+                f"{a.prompt_tokens}+{a.completion_tokens}",
+                f"${a.cost_usd:.4f}",
+                Text(_short(a.error if a.valid is False else a.output, 50)),
+            )
+        parts += [Text(f"\nattempts ({len(rows)})", style="bold"), attempts]
+    calls = [c for st in report.stages for c in st.tool_calls]
+    if calls:
+        tools = _table("seq", "stage", "tool", "status", "policy", "error")
+        for c in calls:
+            policy = (c.policy_action or "") + (" (approved)" if c.approved else "")
+            tools.add_row(
+                str(c.seq), c.stage_id, c.tool or "", c.status or "", policy, _short(c.error)
+            )
+        parts += [Text("\ntool calls", style="bold"), tools]
+    if report.gates:
+        gates = _table("stage", "decision", "by", "at", "comment")
+        for g in report.gates:
+            gates.add_row(g.stage_id, g.decision, g.by or "", g.decided_at[:19], g.comment or "")
+        parts += [Text("\ngate decisions", style="bold"), gates]
+    return Group(*parts)
+
+
+def _version_label(v: VersionStats) -> str:
+    return f"v{v.spec_version or '?'} {v.spec_hash[:8]}"
+
+
+def render_dashboard(board: SpecDashboard, *, columns: int = 3) -> RenderableType:
+    """Panels: HQS per version, failure taxonomy, latency/tokens/cost, configurations."""
+    from rich.console import Group
+    from rich.panel import Panel
+    from rich.text import Text
+
+    title = Text.assemble(
+        ("dashboard ", "bold"),
+        (board.spec_name, "bold cyan"),
+        f" · {board.runs} runs · {len(board.versions)} version(s)",
+    )
+    if not board.versions:
+        return Group(title, Text("no runs of this spec in the trace store yet"))
+    hqs = _table("version", "runs", "completed", "failed", "HQS mean", "last", "trend")
+    spend = _table("version", "p50", "p95", "prompt tokens", "completion tokens", "cost")
+    for v in board.versions:
+        hqs.add_row(
+            _version_label(v),
+            str(v.runs),
+            str(v.completed),
+            str(v.failed),
+            _num(v.hqs.mean),
+            _num(v.hqs.last),
+            Text(v.hqs.sparkline, style="cyan"),
+        )
+        spend.add_row(
+            _version_label(v),
+            _ms(v.latency_p50_ms),
+            _ms(v.latency_p95_ms),
+            str(v.prompt_tokens),
+            str(v.completion_tokens),
+            f"${v.cost_usd:.4f}",
+        )
+    shown = board.versions[-columns:]
+    taxonomy = _table("failure", *[_version_label(v) for v in shown], "all versions")
+    for code, total in sorted(board.taxonomy.items(), key=lambda kv: -kv[1]):
+        if total:
+            taxonomy.add_row(code, *[str(v.taxonomy.get(code, 0)) for v in shown], str(total))
+    newest = board.versions[-1]
+    configs = _table("stage", "role", "tier", "model", "arm", "attempts", "valid", "p50", "cost")
+    for c in newest.configurations:
+        configs.add_row(
+            c.stage_id,
+            c.role or "",
+            c.tier or "",
+            c.model or "",
+            c.arm_id or "",
+            str(c.attempts),
+            "—" if c.valid_rate is None else f"{c.valid_rate:.0%}",
+            _ms(c.latency_p50_ms),
+            f"${c.cost_usd:.4f}",
+        )
+    no_failures = Text("no failures recorded", style="green")
+    return Group(
+        title,
+        Panel(
+            hqs,
+            title="HQS per spec version (0 ▁ … █ 1, oldest → newest)",
+            title_align="left",
+            expand=False,
+        ),
+        Panel(
+            taxonomy if any(board.taxonomy.values()) else no_failures,
+            title="failure taxonomy",
+            title_align="left",
+            expand=False,
+        ),
+        Panel(spend, title="run latency, tokens and cost", title_align="left", expand=False),
+        Panel(
+            configs,
+            title=f"configurations in use ({_version_label(newest)})",
+            title_align="left",
+            expand=False,
+        ),
+    )
+
+
+def render_overview(specs: Sequence[SpecSummary]) -> RenderableType:
+    table = _table("spec", "runs", "versions", "completed", "HQS (newest version)", "trend", "last")
+    for s in specs:
+        table.add_row(
+            s.spec_name,
+            str(s.runs),
+            str(s.versions),
+            str(s.completed),
+            _num(s.hqs_mean),
+            s.sparkline,
+            s.last_started[:19],
+        )
+    return table

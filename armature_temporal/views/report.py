@@ -1,0 +1,280 @@
+"""One run's report (``armature report RUN``): the run as the trace store has it, and the
+models its report is built from.
+
+:func:`load_run` reads a :class:`RunTrace` (and its gate decisions) from a TraceStore;
+:func:`build_report` is a pure function from those to a :class:`RunReport` (what ``--json``
+prints). Rendering is in :mod:`armature_temporal.views.render`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from armature_temporal.traces import TraceRecord
+
+if TYPE_CHECKING:
+    from armature_temporal.store import TraceStore
+    from armature_temporal.store.schema import RunRow
+
+__all__ = [
+    "AttemptView",
+    "GateView",
+    "RunReport",
+    "RunTrace",
+    "StageView",
+    "ToolCallView",
+    "build_report",
+    "load_run",
+]
+
+
+class _View(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class RunTrace(_View):
+    """One run as the store has it: its summary row and its chain of records."""
+
+    run_id: str
+    spec_name: str
+    spec_hash: str
+    spec_version: str | None = None
+    parent_run_id: str | None = None
+    status: str
+    reason: str | None = None
+    started_at: str
+    finished_at: str | None = None
+    latency_ms: float | None = None
+    hqs: float | None = None
+    records: list[TraceRecord] = Field(default_factory=list)
+
+
+# --- one run -------------------------------------------------------------------------------
+
+
+class AttemptView(_View):
+    seq: int
+    stage_id: str
+    iteration: int
+    attempt: int
+    tier: str | None
+    model: str | None
+    arm_id: str | None
+    valid: bool | None
+    escalated: bool
+    error_type: str | None
+    error: str | None
+    latency_ms: float
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    output: Any = None
+
+
+class ToolCallView(_View):
+    seq: int
+    stage_id: str
+    tool: str | None
+    status: str | None
+    policy_action: str | None
+    approved: bool
+    error_type: str | None
+    error: str | None
+
+
+class StageView(_View):
+    stage_id: str
+    kind: str | None = None
+    role: str | None = None
+    role_type: str | None = None
+    status: str
+    tier: str | None = None
+    attempts: int = 0
+    iterations: int = 0
+    escalated: bool = False
+    error_type: str | None = None
+    error: str | None = None
+    judge_score: float | None = None
+    output: Any = None
+    attempt_records: list[AttemptView] = Field(default_factory=list)
+    tool_calls: list[ToolCallView] = Field(default_factory=list)
+
+
+class GateView(_View):
+    stage_id: str
+    decision: str
+    by: str | None = None
+    comment: str | None = None
+    decided_at: str
+
+
+class RunReport(_View):
+    """Everything ``armature report RUN`` prints."""
+
+    run_id: str
+    spec_name: str
+    spec_version: str | None
+    spec_hash: str
+    parent_run_id: str | None
+    status: str
+    reason: str | None
+    started_at: str
+    finished_at: str | None
+    latency_ms: float | None
+    hqs: float | None
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    records: int
+    stages: list[StageView]
+    gates: list[GateView]
+
+
+def _attempt_view(r: TraceRecord) -> AttemptView:
+    return AttemptView(
+        seq=r.seq,
+        stage_id=r.stage_id or "",
+        iteration=r.iteration,
+        attempt=r.attempt,
+        tier=r.tier,
+        model=r.model,
+        arm_id=r.arm_id,
+        valid=r.output_valid,
+        escalated=r.escalated,
+        error_type=r.error_type,
+        error=r.error,
+        latency_ms=r.latency_ms,
+        prompt_tokens=r.prompt_tokens,
+        completion_tokens=r.completion_tokens,
+        cost_usd=r.cost_usd,
+        output=r.output,
+    )
+
+
+def build_report(trace: RunTrace, gates: Sequence[GateView] = ()) -> RunReport:
+    """A run's report: each stage with every one of its attempts and tool calls."""
+    order: list[str] = []
+    attempts: dict[str, list[AttemptView]] = defaultdict(list)
+    tools: dict[str, list[ToolCallView]] = defaultdict(list)
+    finished: dict[str, TraceRecord] = {}
+    for r in trace.records:
+        if r.stage_id is None or r.kind not in ("attempt", "tool", "stage"):
+            continue
+        if r.stage_id not in order:
+            order.append(r.stage_id)
+        if r.kind == "attempt":
+            attempts[r.stage_id].append(_attempt_view(r))
+        elif r.kind == "tool":
+            tools[r.stage_id].append(
+                ToolCallView(
+                    seq=r.seq,
+                    stage_id=r.stage_id,
+                    tool=r.data.get("tool"),
+                    status=r.status,
+                    policy_action=r.data.get("policy_action"),
+                    approved=bool(r.data.get("approved")),
+                    error_type=r.error_type,
+                    error=r.error,
+                )
+            )
+        else:
+            finished[r.stage_id] = r
+    stages = []
+    for sid in order:
+        end = finished.get(sid)
+        tried = attempts[sid]
+        last = tried[-1] if tried else None
+        stages.append(
+            StageView(
+                stage_id=sid,
+                kind=end.data.get("kind") if end else ("llm" if tried else None),
+                role=end.role if end else None,
+                role_type=end.role_type if end else None,
+                status=(end.status or "unknown") if end else "running",
+                tier=end.tier if end else (last.tier if last else None),
+                attempts=end.attempt if end else len(tried),
+                iterations=end.iteration if end else 0,
+                escalated=end.escalated if end else bool(last and last.escalated),
+                error_type=end.error_type if end else None,
+                error=end.error if end else None,
+                judge_score=end.judge_score if end else None,
+                output=end.output if end else None,
+                attempt_records=tried,
+                tool_calls=tools[sid],
+            )
+        )
+    made = [r for r in trace.records if r.kind == "attempt"]
+    return RunReport(
+        run_id=trace.run_id,
+        spec_name=trace.spec_name,
+        spec_version=trace.spec_version,
+        spec_hash=trace.spec_hash,
+        parent_run_id=trace.parent_run_id,
+        status=trace.status,
+        reason=trace.reason,
+        started_at=trace.started_at,
+        finished_at=trace.finished_at,
+        latency_ms=trace.latency_ms,
+        hqs=trace.hqs,
+        prompt_tokens=sum(r.prompt_tokens for r in made),
+        completion_tokens=sum(r.completion_tokens for r in made),
+        cost_usd=sum(r.cost_usd for r in made),
+        records=len(trace.records),
+        stages=stages,
+        gates=list(gates),
+    )
+
+
+# --- reading the store ---------------------------------------------------------------------
+
+
+def _trace(row: RunRow, records: list[TraceRecord]) -> RunTrace:
+    return RunTrace(
+        run_id=row.run_id,
+        spec_name=row.spec_name,
+        spec_hash=row.spec_hash,
+        spec_version=row.spec_version,
+        parent_run_id=row.parent_run_id,
+        status=row.status,
+        reason=row.reason,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        latency_ms=row.latency_ms,
+        hqs=row.hqs,
+        records=records,
+    )
+
+
+def load_run(store: TraceStore, run_id: str) -> tuple[RunTrace, list[GateView]] | None:
+    """A run with its records and gate decisions, or None when the store has neither."""
+    records = store.records(run_id)
+    row = store.run(run_id)
+    if row is None:
+        if not records:
+            return None
+        first, last = records[0], records[-1]
+        trace = RunTrace(
+            run_id=run_id,
+            spec_name=first.spec_name,
+            spec_hash=first.spec_hash,
+            status=(last.status or "unknown") if last.kind == "run_end" else "running",
+            started_at=first.recorded_at,
+            records=records,
+        )
+    else:
+        trace = _trace(row, records)
+    gates = [
+        GateView(
+            stage_id=g.stage_id,
+            decision=g.decision,
+            by=g.decided_by,
+            comment=g.comment,
+            decided_at=g.decided_at,
+        )
+        for g in store.gate_decisions(run_id)
+    ]
+    return trace, gates
