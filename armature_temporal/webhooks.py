@@ -231,13 +231,22 @@ def create_app(
     async def healthz() -> dict[str, Any]:
         return {"ok": True, "hooks": len(hooks)}
 
-    async def deliver(request: Request) -> JSONResponse:
-        # A plain Starlette route: FastAPI's parameter inference is not wanted here.
+    def lookup(request: Request) -> tuple[str, Hook | JSONResponse]:
+        """The hook a request addresses, or the 404 answer listing the ones there are."""
         route = "/" + str(request.path_params["path"])
         hook = hooks.get(route)
         if hook is None:
             known = ", ".join(sorted(hooks)) or "none"
-            return error(404, f"no webhook at POST {route}; this server has: {known}")
+            return route, error(
+                404, f"no webhook at {request.method} {route}; this server has: {known}"
+            )
+        return route, hook
+
+    # Plain Starlette routes below: FastAPI's parameter inference is not wanted here.
+    async def deliver(request: Request) -> JSONResponse:
+        _, hook = lookup(request)
+        if isinstance(hook, JSONResponse):
+            return hook
         headers = {k.lower(): v for k, v in request.headers.items()}
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
@@ -291,5 +300,23 @@ def create_app(
             status_code=202,
         )
 
+    async def describe(request: Request) -> JSONResponse:
+        # GET on a hook (someone trying the URL in a browser): say how to use it.
+        route, hook = lookup(request)
+        if isinstance(hook, JSONResponse):
+            return hook
+        return JSONResponse(
+            {
+                "error": f"{route} starts runs of spec {hook.plan.name!r} on POST, with a JSON "
+                "object of run inputs as the body, e.g. curl -X POST <this url> -d "
+                '\'{"name": "value"}\'',
+                "inputs_schema": hook.plan.inputs_schema,
+                "trigger_inputs": dict(hook.inputs),
+            },
+            status_code=405,
+            headers={"Allow": "POST"},
+        )
+
     app.router.add_route("/{path:path}", deliver, methods=["POST"])
+    app.router.add_route("/{path:path}", describe, methods=["GET"])
     return app

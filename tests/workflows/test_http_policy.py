@@ -19,8 +19,6 @@ from armature_temporal.runtime_models import RunResult
 from tests.fakes import plan_from, start
 from worker import build_worker
 
-pytestmark = pytest.mark.asyncio(loop_scope="session")
-
 
 @pytest.fixture
 def local_http() -> Iterator[int]:

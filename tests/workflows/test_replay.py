@@ -23,8 +23,6 @@ from tests.fakes import SPECS, plan_from, start, wait_for_gate
 from tests.workflows.changed_interpreter import ChangedInterpreter
 from worker import WORKFLOWS, build_worker, workflow_runner
 
-pytestmark = pytest.mark.asyncio(loop_scope="session")
-
 GOLDEN = Path(__file__).parent / "histories"
 
 LOOP_SPEC = """\

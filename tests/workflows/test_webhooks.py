@@ -156,6 +156,17 @@ async def test_bad_requests_start_nothing_and_say_why(
     await client.get_workflow_handle(sentinel.json()["run_id"]).terminate("test done")
 
 
+async def test_a_get_on_a_hook_says_how_to_post(client: Client, task_queue: str) -> None:
+    async with served(client, task_queue) as http:
+        hook = await http.get("/hooks/ticket")
+        missing = await http.get("/hooks/other")
+    assert hook.status_code == 405 and hook.headers["allow"] == "POST"
+    assert "starts runs of spec 'hooked' on POST" in hook.json()["error"]
+    assert hook.json()["inputs_schema"]["required"] == ["ticket"]
+    assert hook.json()["trigger_inputs"] == {"tier": "pro"}
+    assert missing.status_code == 404 and "/hooks/ticket" in missing.json()["error"]
+
+
 async def test_a_body_over_the_limit_is_refused(client: Client, task_queue: str) -> None:
     async with served(client, task_queue) as http:
         answer = await http.post("/hooks/ticket", content=b"{" + b" " * (1024 * 1024 + 1) + b"}")
