@@ -17,7 +17,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from armature_temporal.compiler import Plan, PlanStage, compile_spec
-from armature_temporal.errors import SpecError
+from armature_temporal.errors import SpecError, did_you_mean
 from armature_temporal.loader import load_spec
 from armature_temporal.starter import starter_spec
 
@@ -467,7 +467,9 @@ def schedule(
 ) -> None:
     """Turn the spec's cron triggers into Temporal Schedules (created or updated in place,
     overlap policy SKIP); schedules of removed triggers are deleted. A spec with arms also gets
-    an hourly bandit-maintenance schedule (evolution, retirement, learning-curve snapshots)."""
+    an hourly bandit-maintenance schedule (evolution, retirement, learning-curve snapshots), and
+    one with self_improvement an improvement-loop schedule (`armature improve` on its cron,
+    with the spec text as it is now: apply again after editing the spec)."""
     compiled = _load_or_exit(spec)
 
     async def go() -> Any:
@@ -477,7 +479,14 @@ def schedule(
 
         client = await _client(address, start_local=True)
         await ensure_search_attributes(client)
-        return await apply_triggers(client, compiled, queue or task_queue(), delete=delete)
+        return await apply_triggers(
+            client,
+            compiled,
+            queue or task_queue(),
+            delete=delete,
+            spec_text=spec.read_text(encoding="utf-8"),
+            spec_path=str(spec),
+        )
 
     changes = _run(go())
     if as_json:
@@ -488,6 +497,266 @@ def schedule(
     for change in changes:
         cron = f" ({change.cron})" if change.cron else ""
         out.print(f"{change.action} schedule {change.schedule_id}{cron}", markup=False)
+
+
+@app.command()
+def improve(
+    spec: Annotated[
+        Path, typer.Argument(help="The spec file.", show_default=False, metavar="SPEC")
+    ],
+    verify_runs: Annotated[
+        int | None,
+        typer.Option(
+            "--verify-runs",
+            min=2,
+            max=100,
+            help="Recent inputs to run each version on (default: the spec's "
+            "self_improvement.verify_runs).",
+        ),
+    ] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait/--no-wait", help="Wait for the round and print it.")
+    ] = True,
+    address: AddressOpt = None,
+    queue: QueueOpt = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Run one round of the improvement loop on a spec now.
+
+    Diagnoses the spec's current version from its traces, proposes single changes on its
+    self_improvement.editable_surfaces (model tier, temperature, max_tokens, description),
+    and verifies each by running it and the current spec on the same recent inputs (gates
+    approve themselves, tool approvals are refused, bandits are not rewarded). Verified
+    changes are kept as proposals: nothing is written to the spec until you run
+    `armature proposals apply`. `armature schedule SPEC` runs rounds on the block's schedule.
+    Exits 0 when the round finished (whatever it found), 1 when it failed, 2 on a spec
+    without a self_improvement block.
+    """
+    import uuid
+
+    compiled = _load_or_exit(spec)
+    if compiled.self_improvement is None:
+        raise _fail(
+            f"error: {spec}: spec {compiled.name!r} has no self_improvement block, so the loop "
+            "may change nothing; add one, e.g.\n  self_improvement:\n    editable_surfaces: "
+            f"[{compiled.stages[0].id}.model_tier]",
+            2,
+        )
+    text = spec.read_text(encoding="utf-8")
+    workflow_id = f"improve-{compiled.name}-{uuid.uuid4().hex[:8]}"
+
+    async def go() -> Any:
+        import asyncio
+
+        from armature_temporal.client import ensure_search_attributes
+        from armature_temporal.improve.models import ImproveInput, ImproveResult
+        from armature_temporal.settings import task_queue, ui_url
+
+        client = await _client(address, start_local=True)
+        await ensure_search_attributes(client)
+        handle = await client.start_workflow(
+            "Improve",
+            ImproveInput(spec_text=text, spec_path=str(spec), verify_runs=verify_runs),
+            id=workflow_id,
+            task_queue=queue or task_queue(),
+            result_type=ImproveResult,
+            static_summary=f"improvement round for spec {compiled.name!r}",
+        )
+        link = ui_url(handle.id, handle.result_run_id)
+        if not wait:
+            return {"improve_id": handle.id, "ui_url": link}
+        err.print(f"started {handle.id} — {link}", markup=False, highlight=False)
+        result_task = asyncio.ensure_future(handle.result())
+        said = ""
+        while not result_task.done():
+            try:
+                progress = await handle.query("progress", result_type=dict)
+            except Exception:  # not started yet, or done between polls
+                progress = {}
+            phase = progress.get("phase", "")
+            line = phase + (
+                f" ({progress.get('runs_done')}/{progress.get('runs_total')} verification runs)"
+                if phase == "verifying"
+                else ""
+            )
+            if line and line != said:
+                err.print(f"  {line}", markup=False, highlight=False)
+                said = line
+            await asyncio.wait({result_task}, timeout=1.0)
+        return result_task.result()
+
+    from temporalio.client import WorkflowFailureError
+
+    try:
+        result = _run(go())
+    except WorkflowFailureError as exc:
+        raise _fail(f"error: improvement round {workflow_id} failed: {exc.cause}", 1) from None
+    if isinstance(result, dict):
+        if as_json:
+            _print_json(result)
+        else:
+            out.print(f"started {result['improve_id']}", markup=False)
+            out.print(f"Web UI: {result['ui_url']}", markup=False)
+        return
+    if as_json:
+        _print_json({"improve_id": workflow_id, **result.model_dump(mode="json")})
+        return
+    from armature_temporal.improve.render import render_result
+
+    out.print(render_result(result))
+
+
+proposals_app = typer.Typer(
+    help="Review the improvement loop's proposals, and apply or dismiss them.",
+    no_args_is_help=True,
+)
+app.add_typer(proposals_app, name="proposals")
+
+
+def _proposal_or_exit(store: Any, proposal_id: str) -> Any:
+    found = store.proposal(proposal_id)
+    if found is None:
+        known = [p.id for p in store.proposals(limit=200)]
+        raise _fail(
+            f"error: no proposal {proposal_id!r}; list them with `armature proposals list`"
+            + did_you_mean(proposal_id, known),
+            2,
+        )
+    return found
+
+
+@proposals_app.command("list")
+def proposals_list(
+    spec: Annotated[str | None, typer.Option("--spec", help="Only this spec's.")] = None,
+    status: Annotated[
+        str | None, typer.Option("--status", help="proposed, applied or dismissed.")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 50,
+    as_json: JsonFlag = False,
+) -> None:
+    """List proposals, newest first, with their verdict and measured HQS change."""
+    if status is not None and status not in ("proposed", "applied", "dismissed"):
+        raise _fail(f"error: --status {status!r}: use proposed, applied or dismissed", 2)
+    store, where = _store()
+    try:
+        found = store.proposals(spec=spec, status=status, limit=limit)
+    finally:
+        store.close()
+    if as_json:
+        _print_json(
+            [p.model_dump(mode="json", exclude={"spec_text", "base_spec_text"}) for p in found]
+        )
+        return
+    if not found:
+        out.print(
+            f"no proposals in the store at {where}; `armature improve SPEC` makes some",
+            markup=False,
+        )
+        return
+    from armature_temporal.improve.render import render_proposals
+
+    out.print(render_proposals(found))
+
+
+@proposals_app.command("show")
+def proposals_show(
+    proposal_id: Annotated[str, typer.Argument(help="The proposal id.", metavar="ID")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Show a proposal: the change, the evidence behind it, the paired scores and the diff."""
+    store, _ = _store()
+    try:
+        found = _proposal_or_exit(store, proposal_id)
+    finally:
+        store.close()
+    if as_json:
+        _print_json(found.model_dump(mode="json"))
+        return
+    from armature_temporal.improve.render import render_proposal
+
+    out.print(render_proposal(found))
+
+
+@proposals_app.command("apply")
+def proposals_apply(
+    proposal_id: Annotated[str, typer.Argument(help="The proposal id.", metavar="ID")],
+    spec: Annotated[
+        Path,
+        typer.Argument(help="The spec file to write it to.", show_default=False, metavar="SPEC"),
+    ],
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Apply a proposal whose change was not verified."),
+    ] = False,
+) -> None:
+    """Write a proposal's change into the spec file (only if the file is exactly the text the
+    proposal was made from), and mark it applied. Runs after this are a new spec version."""
+    import os
+
+    from armature_temporal.errors import ArmatureError
+
+    store, _ = _store()
+    try:
+        found = _proposal_or_exit(store, proposal_id)
+        if found.status != "proposed":
+            raise _fail(
+                f"error: proposal {proposal_id} is already {found.status}; nothing changed", 2
+            )
+        if found.verdict != "verified" and not force:
+            raise _fail(
+                f"error: proposal {proposal_id} was not verified ({found.verdict}: "
+                f"{found.detail}); pass --force to apply it anyway",
+                2,
+            )
+        try:
+            current = spec.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise _fail(f"error: cannot read {spec}: {exc.strerror}", 2) from None
+        if current != found.base_spec_text:
+            raise _fail(
+                f"error: {spec} is not the text proposal {proposal_id} was made from (spec "
+                f"{found.spec_name!r}, spec_hash {found.base_spec_hash[:12]}): it changed since, "
+                "or it is another file. Run `armature improve` on it again; nothing was written",
+                2,
+            )
+        tmp = spec.with_name(f".{spec.name}.armature-tmp")
+        tmp.write_text(found.spec_text, encoding="utf-8")
+        os.replace(tmp, spec)
+        try:
+            store.set_proposal_status(proposal_id, "applied")
+        except ArmatureError as exc:
+            tmp.write_text(current, encoding="utf-8")
+            os.replace(tmp, spec)
+            raise _fail(f"error: {exc}; {spec} left as it was", 1) from None
+    finally:
+        store.close()
+    for change in found.changes:
+        from armature_temporal.improve.render import change_label
+
+        out.print(f"applied {proposal_id} to {spec}: {change_label(change)}", markup=False)
+    out.print(
+        f"spec_hash {found.candidate_spec_hash[:12]}: runs from now on are a new version",
+        markup=False,
+    )
+
+
+@proposals_app.command("dismiss")
+def proposals_dismiss(
+    proposal_id: Annotated[str, typer.Argument(help="The proposal id.", metavar="ID")],
+) -> None:
+    """Mark a proposal dismissed (kept in the store, no longer offered)."""
+    from armature_temporal.errors import ArmatureError
+
+    store, _ = _store()
+    try:
+        _proposal_or_exit(store, proposal_id)
+        try:
+            store.set_proposal_status(proposal_id, "dismissed")
+        except ArmatureError as exc:
+            raise _fail(f"error: {exc}", 2) from None
+    finally:
+        store.close()
+    out.print(f"dismissed {proposal_id}", markup=False)
 
 
 @app.command()

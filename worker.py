@@ -14,15 +14,17 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.bandit import bandit_maintenance, bandit_reward, bandit_select
+from activities.improve import improve_prepare, improve_record
 from activities.llm import llm_call
 from activities.tools import tool_call
 from activities.traces import load_prior_run, record_traces
+from workflows.improve import ImproveWorkflow
 from workflows.maintenance import BanditMaintenanceWorkflow
 from workflows.run_spec import RunSpecWorkflow
 
 __all__ = ["ACTIVITIES", "WORKFLOWS", "build_worker", "workflow_runner"]
 
-WORKFLOWS: list[type] = [RunSpecWorkflow, BanditMaintenanceWorkflow]
+WORKFLOWS: list[type] = [RunSpecWorkflow, BanditMaintenanceWorkflow, ImproveWorkflow]
 ACTIVITIES: list[Any] = [
     llm_call,
     tool_call,
@@ -31,6 +33,8 @@ ACTIVITIES: list[Any] = [
     bandit_select,
     bandit_reward,
     bandit_maintenance,
+    improve_prepare,
+    improve_record,
 ]
 
 #: Pure modules the sandbox may share across workflow runs instead of re-importing.

@@ -122,6 +122,7 @@ async def llm_call(inp: LLMCallInput) -> LLMCallResult:
         cost_usd=completion.cost_usd,
         latency_ms=completion.latency_ms,
         simulated_quality=completion.simulated_quality,
+        finish_reason=completion.finish_reason,
     )
     if completion.tool_calls:
         # Intermediate turns of a tool loop: the transcript is already in the workflow; echoing

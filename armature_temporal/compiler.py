@@ -389,7 +389,6 @@ def _compile_arm(arm: Arm, role: PlanRole) -> PlanArm:
 
 #: Spec blocks this version validates and keeps in the Plan but does not act on yet.
 NOT_YET_RUN = {
-    "self_improvement": "the improvement loop (ImproveWorkflow) is not in this version yet",
     "finetune": "the fine-tune loop (FineTuneWorkflow) is not in this version yet",
 }
 

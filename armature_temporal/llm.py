@@ -59,6 +59,7 @@ class Completion(BaseModel):
     latency_ms: float = 0.0
     simulated_quality: float | None = None
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    finish_reason: str | None = None  # the provider's ("length": cut off by max_tokens)
 
 
 def import_litellm() -> Any:
@@ -211,6 +212,7 @@ async def _litellm(
         raise _classify(exc, tier) from exc
     latency = (time.monotonic() - started) * 1000
     choice = response.choices[0].message
+    finish_reason = getattr(response.choices[0], "finish_reason", None)
     calls = []
     for call in getattr(choice, "tool_calls", None) or []:
         import json
@@ -233,6 +235,7 @@ async def _litellm(
         cost_usd=cost,
         latency_ms=latency,
         tool_calls=calls,
+        finish_reason=finish_reason if isinstance(finish_reason, str) else None,
     )
 
 

@@ -74,6 +74,10 @@ class RunInput(_Model):
     prior_run: dict[str, Any] | None = None
     parent_run_id: str | None = None
     outer_policies: list[PolicySet] = Field(default_factory=list)
+    # A verification run of the improvement loop: gates decide themselves (stage gates
+    # approve, tool and model-call approvals reject: nothing irreversible runs unattended)
+    # and no bandit is rewarded.
+    verification: bool = False
 
 
 class GateInfo(_Model):
@@ -164,6 +168,7 @@ class LLMCallResult(_Model):
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
     hooks: dict[str, Any] = Field(default_factory=dict)
     needs_approval: str | None = None
+    finish_reason: str | None = None
 
 
 class ToolCallInput(_Model):

@@ -33,7 +33,14 @@ from armature_temporal.compiler import Plan
 from armature_temporal.runtime_models import BanditMaintenanceInput, RunInput
 from armature_temporal.search_attributes import SPEC_HASH, SPEC_NAME, WAITING_GATE
 
-__all__ = ["MAX_TRIGGERS", "ScheduleChange", "apply_triggers", "bandit_names", "schedule_id"]
+__all__ = [
+    "MAX_TRIGGERS",
+    "ScheduleChange",
+    "apply_triggers",
+    "bandit_names",
+    "improve_schedule_id",
+    "schedule_id",
+]
 
 #: How many trigger slots beyond the current ones are checked for stale schedules.
 MAX_TRIGGERS = 16
@@ -51,6 +58,33 @@ class ScheduleChange(BaseModel):
 MAINTENANCE_EVERY = timedelta(hours=1)
 
 
+async def _upsert(
+    client: Client, sid: str, schedule: Schedule, label: str | None
+) -> ScheduleChange:
+    """Create the schedule, or replace the existing one with this id in place."""
+    try:
+        await client.create_schedule(sid, schedule)
+        return ScheduleChange(schedule_id=sid, action="created", cron=label)
+    except ScheduleAlreadyRunningError:
+
+        def replace(_: ScheduleUpdateInput, new: Schedule = schedule) -> ScheduleUpdate:
+            return ScheduleUpdate(schedule=new)
+
+        await client.get_schedule_handle(sid).update(replace)
+        return ScheduleChange(schedule_id=sid, action="updated", cron=label)
+
+
+async def _delete(client: Client, sid: str) -> list[ScheduleChange]:
+    """Delete the schedule if it exists."""
+    try:
+        await client.get_schedule_handle(sid).delete()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return []
+        raise
+    return [ScheduleChange(schedule_id=sid, action="deleted")]
+
+
 def bandit_names(plan: Plan) -> list[str]:
     """The bandits of a spec: one per stage with arms, named ``<spec>:<stage>``."""
     return [f"{plan.name}:{s.id}" for s in plan.stages if s.arms]
@@ -62,13 +96,7 @@ async def _apply_maintenance(
     sid = f"{plan.name}-bandit-maintenance"
     names = [] if delete else bandit_names(plan)
     if not names:
-        try:
-            await client.get_schedule_handle(sid).delete()
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND:
-                return []
-            raise
-        return [ScheduleChange(schedule_id=sid, action="deleted")]
+        return await _delete(client, sid)
     schedule = Schedule(
         action=ScheduleActionStartWorkflow(
             "BanditMaintenance",
@@ -80,16 +108,42 @@ async def _apply_maintenance(
         spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=MAINTENANCE_EVERY)]),
         policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
     )
-    try:
-        await client.create_schedule(sid, schedule)
-        return [ScheduleChange(schedule_id=sid, action="created", cron="every 1h")]
-    except ScheduleAlreadyRunningError:
+    return [await _upsert(client, sid, schedule, "every 1h")]
 
-        def replace(_: ScheduleUpdateInput, new: Schedule = schedule) -> ScheduleUpdate:
-            return ScheduleUpdate(schedule=new)
 
-        await client.get_schedule_handle(sid).update(replace)
-        return [ScheduleChange(schedule_id=sid, action="updated", cron="every 1h")]
+def improve_schedule_id(plan: Plan) -> str:
+    return f"{plan.name}-improve"
+
+
+async def _apply_improvement(
+    client: Client,
+    plan: Plan,
+    task_queue: str,
+    spec_text: str | None,
+    spec_path: str,
+    *,
+    delete: bool,
+) -> list[ScheduleChange]:
+    """The improvement loop's schedule, from ``self_improvement.schedule``. It carries the
+    spec text as applied: edit the spec, apply again."""
+    sid = improve_schedule_id(plan)
+    si = plan.self_improvement
+    if delete or si is None or spec_text is None:
+        return await _delete(client, sid)
+    from armature_temporal.improve.models import ImproveInput
+
+    schedule = Schedule(
+        action=ScheduleActionStartWorkflow(
+            "Improve",
+            ImproveInput(spec_text=spec_text, spec_path=spec_path),
+            id=f"improve-{plan.name}",  # Temporal appends the scheduled time
+            task_queue=task_queue,
+            static_summary=f"improvement round for spec {plan.name!r}",
+        ),
+        spec=ScheduleSpec(cron_expressions=[si.schedule]),
+        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
+    )
+    return [await _upsert(client, sid, schedule, si.schedule)]
 
 
 def schedule_id(plan: Plan, index: int) -> str:
@@ -126,11 +180,21 @@ def _schedule(
 
 
 async def apply_triggers(
-    client: Client, plan: Plan, task_queue: str, *, delete: bool = False
+    client: Client,
+    plan: Plan,
+    task_queue: str,
+    *,
+    delete: bool = False,
+    spec_text: str | None = None,
+    spec_path: str = "<spec>",
 ) -> list[ScheduleChange]:
     """Create or update one Schedule per cron trigger; delete schedules of removed triggers
     (all of them with ``delete=True``). Raises InputError on trigger inputs that do not
-    satisfy the spec's input schema."""
+    satisfy the spec's input schema.
+
+    Also the spec's recurring loops: hourly bandit maintenance when it has arms, and the
+    improvement loop on ``self_improvement.schedule`` when it has that block and
+    ``spec_text`` (the source the loop edits) is given."""
     crons = [] if delete else [t for t in plan.triggers if t.type == "cron"]
     wanted = {schedule_id(plan, i): (i, t) for i, t in enumerate(crons)}
     changes: list[ScheduleChange] = []
@@ -139,17 +203,11 @@ async def apply_triggers(
         schedule = _schedule(
             plan, index, trigger.schedule, prepare_inputs(plan, dict(trigger.inputs)), task_queue
         )
-        try:
-            await client.create_schedule(sid, schedule)
-            changes.append(ScheduleChange(schedule_id=sid, action="created", cron=trigger.schedule))
-        except ScheduleAlreadyRunningError:
-
-            def replace(_: ScheduleUpdateInput, new: Schedule = schedule) -> ScheduleUpdate:
-                return ScheduleUpdate(schedule=new)
-
-            await client.get_schedule_handle(sid).update(replace)
-            changes.append(ScheduleChange(schedule_id=sid, action="updated", cron=trigger.schedule))
+        changes.append(await _upsert(client, sid, schedule, trigger.schedule))
     changes += await _apply_maintenance(client, plan, task_queue, delete=delete)
+    changes += await _apply_improvement(
+        client, plan, task_queue, spec_text, spec_path, delete=delete
+    )
     prefix = f"{plan.name}-cron-"
     # Visibility lists schedules eventually; also try the next ids directly, so a trigger
     # removed a moment ago is still found.
@@ -158,11 +216,5 @@ async def apply_triggers(
         if listed.id.startswith(prefix):
             stale.add(listed.id)
     for sid in sorted(stale - set(wanted)):
-        try:
-            await client.get_schedule_handle(sid).delete()
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND:
-                continue
-            raise
-        changes.append(ScheduleChange(schedule_id=sid, action="deleted"))
+        changes += await _delete(client, sid)
     return changes

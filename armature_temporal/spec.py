@@ -418,6 +418,13 @@ class SelfImprovement(_Model):
     target_hqs: float = Field(0.9, ge=0, le=1, description="HQS at which it stops proposing.")
     min_traces: int = Field(20, ge=1, description="Runs needed before it proposes anything.")
     schedule: str = Field("0 3 * * *", description="Cron schedule of the improvement loop.")
+    verify_runs: int = Field(
+        10,
+        ge=2,
+        le=100,
+        description="Recent inputs each candidate and the current spec are run on to verify "
+        "a change (paired HQS).",
+    )
 
 
 class FinetuneConfig(_Model):
@@ -498,7 +505,9 @@ class Spec(_Model):
     )
     triggers: list[Trigger] = Field(default_factory=list, description="Cron and webhook starts.")
     self_improvement: SelfImprovement | None = Field(
-        None, description="Improvement loop (validated; not run by this version yet)."
+        None,
+        description="Improvement loop: `armature improve`, or on its schedule once "
+        "`armature schedule` applied it.",
     )
     finetune: FinetuneConfig | None = Field(
         None, description="Fine-tune loop (validated; not run by this version yet)."

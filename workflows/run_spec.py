@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -87,6 +87,7 @@ class RunSpecWorkflow:
         self.prior_run = inp.prior_run
         self.prior_run_id: str | None = None
         self.outer_policies = list(inp.outer_policies)
+        self.verification = inp.verification
         self.arm_choice: dict[str, tuple[str, str]] = {}
         self.rewarded: dict[str, tuple[float, str]] = {}
         self.last_quality: dict[str, float] = {}
@@ -353,6 +354,7 @@ class RunSpecWorkflow:
                     self._gate_message(stage, variables, output),
                     stage.gate.timeout_s,
                     stage.gate.on_timeout,
+                    unattended="approve",
                 )
                 result.gate = decision
                 if decision.decision == "reject":
@@ -535,7 +537,7 @@ class RunSpecWorkflow:
 
     async def _reward(self, stage_id: str, reward: float, source: str) -> None:
         choice = self.arm_choice.get(stage_id)
-        if choice is None or stage_id in self.rewarded:
+        if choice is None or stage_id in self.rewarded or self.verification:
             return
         self.rewarded[stage_id] = (reward, source)
         try:
@@ -664,6 +666,7 @@ class RunSpecWorkflow:
             data={
                 "messages": llm.messages,
                 "simulated_quality": llm.simulated_quality,
+                **({"finish_reason": llm.finish_reason} if llm.finish_reason else {}),
                 # The raw reply of an invalid attempt (its output may be None): DPO's "rejected".
                 **({} if llm.valid else {"text": llm.text[:20000]}),
             },
@@ -875,8 +878,23 @@ class RunSpecWorkflow:
             return f"{stage.gate.message} (could not render: {exc})"
 
     async def _wait_gate(
-        self, gate_id: str, message: str, timeout_s: float | None, on_timeout: str
+        self,
+        gate_id: str,
+        message: str,
+        timeout_s: float | None,
+        on_timeout: str,
+        *,
+        unattended: Literal["approve", "reject"] = "reject",
     ) -> GateDecision:
+        """Wait durably for a person's decision on ``gate_id``. In a verification run nobody
+        is asked: the gate takes its ``unattended`` decision at once."""
+        if self.verification:
+            self.decisions[gate_id] = GateDecision(
+                stage=gate_id,
+                decision=unattended,
+                comment=f"decided automatically ({unattended}): a verification run",
+                by="armature improve",
+            )
         if gate_id in self.results:
             self.results[gate_id].status = "waiting_gate"
         await self._flush()  # a waiting run's trace so far is visible in the store
@@ -979,6 +997,7 @@ class RunSpecWorkflow:
                     inputs=child_inputs[i],
                     parent_run_id=run_id,
                     outer_policies=[*self.outer_policies, self._own_policy()],
+                    verification=self.verification,
                 ),
                 id=child_id,
                 result_type=RunResult,

@@ -122,11 +122,43 @@ def _v3_latency_window_index(conn: Connection) -> None:
     conn.execute(text("CREATE INDEX ix_runs_hash_started ON runs (spec_hash, started_at)"))
 
 
+def _v4_improvement_proposals(conn: Connection) -> None:
+    """The improvement loop's proposals: a verified spec change set, kept until it is applied
+    or dismissed (``armature proposals``)."""
+    meta = MetaData()
+    Table(
+        "improvement_proposals",
+        meta,
+        Column("id", String(200), primary_key=True),
+        Column("spec_name", String(100), nullable=False, index=True),
+        Column("improve_run_id", String(200), nullable=False),
+        Column("created_at", String(40), nullable=False),
+        Column("base_spec_hash", String(64)),
+        Column("candidate_spec_hash", String(64)),
+        Column("changes", JSON),
+        Column("baseline_hqs", JSON),
+        Column("candidate_hqs", JSON),
+        Column("delta", Float),
+        Column("ci_low", Float),
+        Column("ci_high", Float),
+        Column("verdict", String(20)),
+        Column("detail", Text),
+        Column("diff", Text),
+        Column("spec_text", Text),
+        Column("base_spec_text", Text),
+        Column("status", String(20), nullable=False, server_default="proposed"),
+        Column("status_changed_at", String(40)),
+        Index("ix_proposals_spec_created", "spec_name", "created_at"),
+    )
+    meta.create_all(conn)
+
+
 #: (version, name, function), in order.
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "initial", _v1_initial),
     (2, "run_quality", _v2_run_quality),
     (3, "latency_window_index", _v3_latency_window_index),
+    (4, "improvement_proposals", _v4_improvement_proposals),
 ]
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import JSON, Float, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["Base", "GateDecisionRow", "RunRow", "TraceRow"]
+__all__ = ["Base", "GateDecisionRow", "ProposalRow", "RunRow", "TraceRow"]
 
 
 class Base(DeclarativeBase):
@@ -105,3 +105,32 @@ class GateDecisionRow(Base):
     decided_at: Mapped[str] = mapped_column(String(40))
 
     __table_args__ = (UniqueConstraint("run_id", "stage_id", name="uq_gate_run_stage"),)
+
+
+class ProposalRow(Base):
+    """An improvement proposal (:class:`~armature_temporal.improve.models.Proposal`) and when
+    its status last changed."""
+
+    __tablename__ = "improvement_proposals"
+
+    id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    spec_name: Mapped[str] = mapped_column(String(100), index=True)
+    improve_run_id: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[str] = mapped_column(String(40))
+    base_spec_hash: Mapped[str | None] = mapped_column(String(64))
+    candidate_spec_hash: Mapped[str | None] = mapped_column(String(64))
+    changes: Mapped[Any] = mapped_column(JSON, nullable=True)
+    baseline_hqs: Mapped[Any] = mapped_column(JSON, nullable=True)
+    candidate_hqs: Mapped[Any] = mapped_column(JSON, nullable=True)
+    delta: Mapped[float | None] = mapped_column(Float)
+    ci_low: Mapped[float | None] = mapped_column(Float)
+    ci_high: Mapped[float | None] = mapped_column(Float)
+    verdict: Mapped[str | None] = mapped_column(String(20))
+    detail: Mapped[str | None] = mapped_column(Text)
+    diff: Mapped[str | None] = mapped_column(Text)
+    spec_text: Mapped[str | None] = mapped_column(Text)
+    base_spec_text: Mapped[str | None] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(20), default="proposed", server_default="proposed")
+    status_changed_at: Mapped[str | None] = mapped_column(String(40))
+
+    __table_args__ = (Index("ix_proposals_spec_created", "spec_name", "created_at"),)

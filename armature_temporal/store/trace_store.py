@@ -8,7 +8,8 @@ workflow, so writers never read-modify-write a shared row).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Literal
 
 from sqlalchemy import (
     JSON,
@@ -27,16 +28,40 @@ from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlalchemy.orm import Session
 
 from armature_temporal.hqs import median, run_hqs
+from armature_temporal.improve.models import Proposal
 from armature_temporal.store.engine import StoreError, database_url, make_engine
 from armature_temporal.store.migrations import migrate
-from armature_temporal.store.schema import Base, GateDecisionRow, RunRow, TraceRow
+from armature_temporal.store.schema import Base, GateDecisionRow, ProposalRow, RunRow, TraceRow
 from armature_temporal.traces import ChainBreak, TraceRecord, verify_chain
 
-__all__ = ["LATENCY_WINDOW", "TraceStore", "check_run"]
+__all__ = ["LATENCY_WINDOW", "ProposalError", "TraceStore", "check_run"]
 
 #: Runs of the same spec version that make up the rolling latency baseline.
 LATENCY_WINDOW = 50
 _RECORD_FIELDS = [name for name in TraceRecord.model_fields]
+_PROPOSAL_FIELDS = [name for name in Proposal.model_fields]
+
+
+class ProposalError(StoreError):
+    """A proposal's status cannot be changed: there is no such proposal, or its status is not
+    the one the caller expected (someone applied or dismissed it first).
+
+    ``status`` is the proposal's status now (``None``: no such proposal), ``changed_at`` when
+    it last changed.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        proposal_id: str,
+        status: str | None = None,
+        changed_at: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.proposal_id = proposal_id
+        self.status = status
+        self.changed_at = changed_at
 
 
 class TraceStore:
@@ -69,6 +94,12 @@ class TraceStore:
             .limit(LATENCY_WINDOW)
         )
         self._update_run = update(runs).where(runs.c.run_id == bindparam("b_run_id"))
+        proposals = _table(ProposalRow)
+        self._insert_proposals = (
+            insert(proposals)
+            .on_conflict_do_nothing(index_elements=["id"])
+            .returning(proposals.c.id)
+        )
 
     def _safe_url(self) -> str:
         return self.engine.url.render_as_string(hide_password=True)
@@ -154,6 +185,85 @@ class TraceStore:
                 "chain_head": end.hash,
             },
         )
+
+    # --- improvement proposals -----------------------------------------------------------------
+
+    def save_proposals(self, proposals: Sequence[Proposal]) -> int:
+        """Insert proposals, leaving any whose id is already stored as it is (a retried
+        activity re-sends the same ids; an applied or dismissed one keeps its status). Returns
+        the number of new proposals."""
+        unique: dict[str, Proposal] = {}
+        for proposal in proposals:
+            unique.setdefault(proposal.id, proposal)
+        if not unique:
+            return 0
+        rows = [p.model_dump(mode="json") for p in unique.values()]
+        with self.engine.begin() as conn:
+            return len(conn.execute(self._insert_proposals, rows).all())
+
+    def proposals(
+        self, *, spec: str | None = None, status: str | None = None, limit: int = 50
+    ) -> list[Proposal]:
+        """Proposals, newest first; of one spec and/or in one status if given."""
+        table = _table(ProposalRow)
+        query = (
+            select(*[table.c[f] for f in _PROPOSAL_FIELDS])
+            .order_by(table.c.created_at.desc(), table.c.id.desc())
+            .limit(limit)
+        )
+        if spec is not None:
+            query = query.where(table.c.spec_name == spec)
+        if status is not None:
+            query = query.where(table.c.status == status)
+        with self.engine.connect() as conn:
+            return [_to_proposal(row) for row in conn.execute(query).mappings()]
+
+    def proposal(self, proposal_id: str) -> Proposal | None:
+        table = _table(ProposalRow)
+        query = select(*[table.c[f] for f in _PROPOSAL_FIELDS]).where(table.c.id == proposal_id)
+        with self.engine.connect() as conn:
+            row = conn.execute(query).mappings().first()
+        return None if row is None else _to_proposal(row)
+
+    def set_proposal_status(
+        self,
+        proposal_id: str,
+        status: Literal["applied", "dismissed"],
+        *,
+        expected: str = "proposed",
+    ) -> Proposal:
+        """Move a proposal from ``expected`` to ``status`` and record when; returns it updated.
+
+        One conditional ``UPDATE``, so of two concurrent callers exactly one succeeds. Raises
+        :class:`ProposalError` if there is no such proposal or its status is not ``expected``
+        (nothing is changed then).
+        """
+        table = _table(ProposalRow)
+        changed = (
+            update(table)
+            .where(table.c.id == proposal_id, table.c.status == expected)
+            .values(status=status, status_changed_at=datetime.now(UTC).isoformat())
+            .returning(*[table.c[f] for f in _PROPOSAL_FIELDS])
+        )
+        with self.engine.begin() as conn:
+            row = conn.execute(changed).mappings().first()
+            if row is not None:
+                return _to_proposal(row)
+            now = conn.execute(
+                select(table.c.status, table.c.status_changed_at).where(table.c.id == proposal_id)
+            ).first()
+        if now is None:
+            raise ProposalError(
+                f"no proposal {proposal_id!r}; list them with `armature proposals`",
+                proposal_id=proposal_id,
+            )
+        current, since = now
+        if current != "proposed":
+            when = f" (since {since})" if since else ""
+            message = f"proposal {proposal_id} is already {current}{when}; nothing changed"
+        else:
+            message = f"proposal {proposal_id} is {current}, not {expected}; nothing changed"
+        raise ProposalError(message, proposal_id=proposal_id, status=current, changed_at=since)
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -340,6 +450,10 @@ def _gate_row(record: TraceRecord) -> dict[str, Any]:
         "comment": record.data.get("comment"),
         "decided_at": record.recorded_at,
     }
+
+
+def _to_proposal(values: Any) -> Proposal:
+    return Proposal.model_validate({f: values[f] for f in _PROPOSAL_FIELDS})
 
 
 def _to_record(values: Any) -> TraceRecord:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from armature_temporal.stats import percentile
 from armature_temporal.traces import FAILURE_TAXONOMY, TraceRecord
-from armature_temporal.views.report import RunTrace, _trace, _View
+from armature_temporal.views.report import VERIFICATION_PREFIX, RunTrace, _trace, _View
 
 if TYPE_CHECKING:
     from armature_temporal.store import TraceStore
@@ -253,9 +253,16 @@ def build_overview(runs: Sequence[RunTrace]) -> list[SpecSummary]:
 
 
 def load_runs(
-    store: TraceStore, *, spec: str | None = None, limit: int = 500, records: bool = True
+    store: TraceStore,
+    *,
+    spec: str | None = None,
+    limit: int = 500,
+    records: bool = True,
+    verification: bool = False,
 ) -> list[RunTrace]:
     """The newest ``limit`` runs (of ``spec``, if given), oldest first; with their records
-    unless ``records`` is False."""
+    unless ``records`` is False; improvement rounds' verification runs only if asked."""
     rows = store.runs(spec=spec, limit=limit)
+    if not verification:
+        rows = [r for r in rows if not (r.parent_run_id or "").startswith(VERIFICATION_PREFIX)]
     return [_trace(row, store.records(row.run_id) if records else []) for row in reversed(rows)]

@@ -36,6 +36,12 @@ class _View(BaseModel):
     model_config = ConfigDict(frozen=True)
 
 
+#: Improvement rounds' workflow ids start with this; their verification runs name one as
+#: parent. Those runs replay recent inputs with gates deciding themselves, so dashboards,
+#: exports and diagnoses leave them out.
+VERIFICATION_PREFIX = "improve-"
+
+
 class RunTrace(_View):
     """One run as the store has it: its summary row and its chain of records."""
 
@@ -51,6 +57,11 @@ class RunTrace(_View):
     latency_ms: float | None = None
     hqs: float | None = None
     records: list[TraceRecord] = Field(default_factory=list)
+
+    @property
+    def verification(self) -> bool:
+        """A verification run of an improvement round (its parent is the round)."""
+        return (self.parent_run_id or "").startswith(VERIFICATION_PREFIX)
 
 
 # --- one run -------------------------------------------------------------------------------

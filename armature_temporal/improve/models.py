@@ -1,0 +1,145 @@
+"""The improvement loop's data: what it changes in a spec, what it measured, what it proposes.
+
+Pure pydantic models, shared by the core (diagnosis, proposals, verification), the activities,
+the ImproveWorkflow (they travel through Temporal) and the trace store (proposals are kept).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from armature_temporal.compiler import Plan
+
+__all__ = [
+    "Candidate",
+    "Diagnosis",
+    "EditableField",
+    "ImproveInput",
+    "ImproveResult",
+    "Prepared",
+    "Proposal",
+    "RecordInput",
+    "SpecChange",
+    "StageStats",
+]
+
+EditableField = Literal["description", "model_tier", "temperature", "max_tokens"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SpecChange(_Model):
+    """One edit to one stage's role: ``stages[id == stage].role.<field>`` from old to new."""
+
+    stage: str
+    field: EditableField
+    old: Any = None  # the value in the spec text now (None: not set there)
+    new: Any
+    why: str  # the evidence from the traces, in one sentence
+
+    @property
+    def surface(self) -> str:
+        return f"{self.stage}.{self.field}"
+
+
+class StageStats(_Model):
+    """What one LLM stage's traces say, over the runs of one spec version."""
+
+    stage: str
+    runs: int  # runs in which the stage finished (completed or failed)
+    attempts: int  # model attempts, all tiers
+    invalid_rate: float  # share of attempts whose output did not parse / meet the schema
+    escalation_rate: float  # share of runs in which the stage moved up a tier
+    failure_rate: float  # share of runs in which the stage failed
+    first_try_rate: float  # share of runs it completed on its first attempt, no escalation
+    judge_score: float | None = None  # mean score judges gave this stage, where judged
+    tiers: dict[str, int] = Field(default_factory=dict)  # attempts per tier
+    finished_tiers: dict[str, int] = Field(default_factory=dict)  # tier that completed it
+    error_types: dict[str, int] = Field(default_factory=dict)  # failure taxonomy counts
+    truncated: int = 0  # attempts cut off by the token limit
+    mean_cost_usd: float = 0.0
+    mean_latency_ms: float = 0.0
+
+
+class Diagnosis(_Model):
+    """A spec version's record, from the trace store."""
+
+    spec_name: str
+    spec_hash: str
+    runs: int  # finished runs of this version (verification runs excluded)
+    mean_hqs: float | None
+    stages: list[StageStats]
+    sample_inputs: list[dict[str, Any]]  # recent runs' inputs, newest first, deduplicated
+
+
+class Proposal(_Model):
+    """A spec change set, verified by running both versions on the same inputs."""
+
+    id: str
+    spec_name: str
+    improve_run_id: str
+    created_at: str
+    base_spec_hash: str
+    candidate_spec_hash: str
+    changes: list[SpecChange]
+    baseline_hqs: list[float]  # one per verification input, same order as candidate_hqs
+    candidate_hqs: list[float]
+    delta: float  # mean(candidate - baseline)
+    ci_low: float  # 95% interval of the mean paired difference
+    ci_high: float
+    verdict: Literal["verified", "not_better", "failed"]
+    detail: str  # one sentence: why this verdict
+    diff: str  # unified diff of the spec text
+    spec_text: str  # the improved spec text, to write back with `armature proposals apply`
+    base_spec_text: str  # the text it was made from (apply refuses if the file differs)
+    status: Literal["proposed", "applied", "dismissed"] = "proposed"
+
+
+class ImproveResult(_Model):
+    status: Literal["proposed", "nothing_better", "at_target", "too_few_traces", "no_candidates"]
+    detail: str
+    diagnosis: Diagnosis | None = None
+    proposals: list[Proposal] = Field(default_factory=list)
+
+
+class ImproveInput(_Model):
+    """Start one improvement round (``armature improve`` or the spec's schedule)."""
+
+    spec_text: str
+    spec_path: str  # for messages and subagent paths; the workflow itself never reads it
+    verify_runs: int | None = None  # None: the spec's self_improvement.verify_runs
+    max_candidates: int = 3
+
+
+class Candidate(_Model):
+    """One change, the spec text and plan it makes, and the diff."""
+
+    change: SpecChange
+    spec_text: str
+    plan: Plan
+    diff: str
+
+
+class Prepared(_Model):
+    """What ``improve_prepare`` found: either a reason to stop, or what to verify."""
+
+    stop: ImproveResult | None = None
+    plan: Plan | None = None
+    diagnosis: Diagnosis | None = None
+    candidates: list[Candidate] = Field(default_factory=list)
+    inputs: list[dict[str, Any]] = Field(default_factory=list)  # one verification run each
+
+
+class RecordInput(_Model):
+    """``improve_record``: the verification runs' scores, to turn into proposals."""
+
+    improve_run_id: str
+    created_at: str
+    spec_text: str
+    prepared: Prepared
+    baseline_runs: list[str]
+    candidate_runs: list[list[str]]  # per candidate, aligned with baseline_runs

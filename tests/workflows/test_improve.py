@@ -1,0 +1,201 @@
+"""The improvement loop on a real Temporal dev server: traces from real runs, a diagnosis, a
+candidate change verified by paired runs of both versions, a proposal kept in the store, and
+`armature proposals apply` writing it back to the spec file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from temporalio.client import Client
+
+from armature_temporal.client import run_outcome
+from armature_temporal.compiler import compile_spec
+from armature_temporal.improve.models import ImproveInput, ImproveResult
+from armature_temporal.improve.propose import JSON_INSTRUCTION
+from armature_temporal.loader import load_spec
+from armature_temporal.runtime_models import RunInput, RunResult
+from armature_temporal.store import TraceStore
+from armature_temporal.store.engine import database_url
+from tests.fakes import SPECS, plan_from, run_armature, start
+from worker import build_worker
+
+SPEC = """\
+# A drafting stage on a tier that is often invalid, escalating to a better one.
+name: drafty
+model_tiers:
+  small: {provider: simulate, valid_rate: 0.4, quality: 0.5}
+  frontier: {provider: simulate, valid_rate: 1.0, quality: 0.95}
+inputs:
+  type: object
+  properties: {topic: {type: string, default: tides}}
+self_improvement:
+  editable_surfaces: [draft.model_tier, draft.description]
+  min_traces: 8
+  target_hqs: 0.99
+  verify_runs: 8
+stages:
+  - id: draft
+    role:
+      name: Drafter
+      model_tier: small
+      description: |
+        Write a headline about {{ inputs.topic }}.
+    output_mode: json
+    output_schema:
+      type: object
+      properties: {headline: {type: string}}
+      required: [headline]
+    on_fail:
+      loop: {max: 2}
+      escalate: true
+"""
+
+
+async def _history(client: Client, task_queue: str, text: str, runs: int) -> None:
+    plan = plan_from(text)
+    for i in range(runs):
+        handle = await start(
+            client, plan, task_queue, {"topic": f"topic {i}"}, run_id=f"drafty-hist-{i}"
+        )
+        await handle.result()
+
+
+async def _improve(
+    client: Client, task_queue: str, text: str, path: Path, wid: str
+) -> ImproveResult:
+    return await client.execute_workflow(
+        "Improve",
+        ImproveInput(spec_text=text, spec_path=str(path)),
+        id=wid,
+        task_queue=task_queue,
+        result_type=ImproveResult,
+    )
+
+
+async def test_a_round_waits_for_traces_then_verifies_a_tier_change_that_helps(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "drafty.yaml"
+    path.write_text(SPEC)
+    async with build_worker(client, task_queue):
+        await _history(client, task_queue, SPEC, 3)
+        early = await _improve(client, task_queue, SPEC, path, "improve-drafty-early")
+        assert early.status == "too_few_traces"
+        assert "3 finished runs" in early.detail and "min_traces = 8" in early.detail
+        await _history(client, task_queue, SPEC, 10)
+        # This round through the CLI, as a user runs it.
+        addr = str(client.service_client.config.target_host)
+        done = await run_armature(
+            "improve", str(path), "--json", "--address", addr, "--task-queue", task_queue
+        )
+        assert done.returncode == 0, done.stderr
+        as_json = json.loads(done.stdout)
+        round_id = as_json.pop("improve_id")
+        assert round_id.startswith("improve-drafty-")
+        assert done.stderr.startswith(f"started {round_id} — ")  # progress goes to stderr
+        result = ImproveResult.model_validate(as_json)
+
+    diag = result.diagnosis
+    assert diag is not None and diag.runs == 10  # the early round's runs are older ids
+    (draft,) = diag.stages
+    assert draft.invalid_rate > 0.2 and draft.escalation_rate > 0.2
+    assert result.status == "proposed", result.detail
+    by_field = {p.changes[0].field: p for p in result.proposals}
+    tier = by_field["model_tier"]
+    assert tier.changes[0].old == "small" and tier.changes[0].new == "frontier"
+    assert tier.verdict == "verified", tier.detail
+    assert tier.ci_low > 0 and len(tier.baseline_hqs) == len(tier.candidate_hqs) == 8
+    removed = [ln for ln in tier.diff.splitlines() if ln.startswith("-") and "model_tier" in ln]
+    added = [ln for ln in tier.diff.splitlines() if ln.startswith("+") and "model_tier" in ln]
+    assert [ln.split(":", 1)[1].strip() for ln in removed + added] == ["small", "frontier"]
+    # The description change is real text (scanned before it is proposed); the simulator
+    # ignores prompts, so only chance could verify it — but it was run and scored.
+    described = by_field["description"]
+    assert described.changes[0].new.endswith(JSON_INSTRUCTION + "\n")
+    assert described.verdict != "failed" and len(described.candidate_hqs) == 8
+
+    # Verification runs are children of the round, recorded but left out of the diagnosis.
+    store = TraceStore(database_url())
+    try:
+        children = [r for r in store.runs(spec="drafty", limit=500) if r.parent_run_id]
+        assert {r.parent_run_id for r in children} == {round_id}
+        assert len(children) == 8 * (1 + len(result.proposals))
+        kept = store.proposal(tier.id)
+        assert kept is not None and kept.verdict == "verified" and kept.status == "proposed"
+    finally:
+        store.close()
+
+    # Applied through the CLI, the file becomes the candidate and still compiles.
+    applied = await run_armature("proposals", "apply", tier.id, str(path))
+    assert applied.returncode == 0, applied.stderr
+    assert "draft.model_tier: small → frontier" in applied.stdout
+    new_plan = compile_spec(load_spec(path))
+    assert new_plan.stage("draft").role is not None
+    assert new_plan.stage("draft").role.model_tier == "frontier"
+    assert new_plan.spec_hash == tier.candidate_spec_hash
+    again = await run_armature("proposals", "apply", tier.id, str(path))
+    assert again.returncode == 2 and "already applied" in again.stderr
+
+
+async def test_a_round_at_target_or_without_surfaces_stops_with_the_reason(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    good = (
+        SPEC.replace("valid_rate: 0.4, quality: 0.5", "valid_rate: 1.0, quality: 0.99")
+        .replace("target_hqs: 0.99", "target_hqs: 0.5")
+        .replace("name: drafty", "name: drafty-good")
+    )
+    path = tmp_path / "good.yaml"
+    path.write_text(good)
+    async with build_worker(client, task_queue):
+        plan = plan_from(good)
+        for i in range(8):
+            await (await start(client, plan, task_queue, run_id=f"good-{i}")).result()
+        at_target = await _improve(client, task_queue, good, path, "improve-good-1")
+        bare_text = good.replace("  editable_surfaces: [draft.model_tier, draft.description]\n", "")
+        bare = await _improve(client, task_queue, bare_text, path, "improve-good-2")
+    assert at_target.status == "at_target" and "target_hqs 0.5" in at_target.detail
+    assert bare.status == "no_candidates" and "editable_surfaces" in bare.detail
+
+
+async def test_verification_runs_decide_gates_themselves_and_refuse_tool_approvals(
+    client: Client, task_queue: str
+) -> None:
+    triage = compile_spec(load_spec(SPECS / "customer-triage.yaml"))
+    shell = compile_spec(load_spec(SPECS / "safe-shell.yaml"))
+    async with build_worker(client, task_queue):
+        gated = await client.execute_workflow(
+            "RunSpec",
+            RunInput(
+                plan=triage, inputs={"ticket": "refund", "customer_tier": "pro"}, verification=True
+            ),
+            id="verify-gates-1",
+            task_queue=task_queue,
+            result_type=RunResult,
+        )
+        handle = await client.start_workflow(
+            "RunSpec",
+            RunInput(plan=shell, inputs={"command": "ls", "note": "n"}, verification=True),
+            id="verify-gates-2",
+            task_queue=task_queue,
+            result_type=RunResult,
+        )
+        tooled = await run_outcome(handle)
+    assert tooled is not None
+    gate = gated.stages["approve_reply"].gate
+    assert gated.state == "completed"
+    assert gate is not None and gate.decision == "approve" and gate.by == "armature improve"
+    assert tooled.stages["archive"].status == "failed"
+    assert tooled.stages["archive"].error_type == "policy_blocked"
+    assert "decided automatically (reject): a verification run" in (
+        tooled.stages["archive"].error or ""
+    )
+
+
+async def test_improve_cli_refuses_a_spec_without_the_block() -> None:
+    done = await run_armature("improve", "specs/quickstart.yaml")
+    assert done.returncode == 2
+    assert "has no self_improvement block" in done.stderr
+    assert "editable_surfaces" in done.stderr
+    assert "started the local Temporal dev server" not in done.stderr

@@ -1,0 +1,129 @@
+"""The improvement loop, one round: diagnose a spec from its traces, propose single changes on
+its editable surfaces, verify each by running it and the current spec on the same recent
+inputs (child runs of the interpreter, in verification mode), and keep the proposals.
+
+Run on demand (``armature improve SPEC``) or by the Temporal Schedule that ``armature schedule
+SPEC`` creates from ``self_improvement.schedule``. Nothing is applied to the spec file here: a
+person reads a proposal's evidence and diff and runs ``armature proposals apply``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ChildWorkflowError
+
+with workflow.unsafe.imports_passed_through():
+    from armature_temporal.compiler import Plan
+    from armature_temporal.improve.models import (
+        ImproveInput,
+        ImproveResult,
+        Prepared,
+        Proposal,
+        RecordInput,
+    )
+    from armature_temporal.runtime_models import RunInput, RunResult
+
+__all__ = ["IMPROVE_WORKFLOW", "ImproveWorkflow"]
+
+IMPROVE_WORKFLOW = "Improve"
+RUN_SPEC = "RunSpec"
+STORE_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=2))
+
+
+@workflow.defn(name=IMPROVE_WORKFLOW)
+class ImproveWorkflow:
+    """One improvement round. Its ``progress`` query says which phase it is in."""
+
+    def __init__(self) -> None:
+        self.phase = "diagnosing"
+        self.runs_done = 0
+        self.runs_total = 0
+
+    @workflow.query(name="progress")
+    def progress(self) -> dict[str, object]:
+        return {"phase": self.phase, "runs_done": self.runs_done, "runs_total": self.runs_total}
+
+    async def _verify(self, label: str, plan: Plan, index: int, inputs: dict[str, object]) -> str:
+        """One verification run; its id. A failed run still scores (success is part of HQS)."""
+        run_id = f"{workflow.info().workflow_id}/{label}/{index}"
+        try:
+            await workflow.execute_child_workflow(
+                RUN_SPEC,
+                RunInput(
+                    plan=plan,
+                    inputs=dict(inputs),
+                    parent_run_id=workflow.info().workflow_id,
+                    verification=True,
+                ),
+                id=run_id,
+                result_type=RunResult,
+                static_summary=f"verification run {index + 1} of {label}: {plan.name}",
+            )
+        except ChildWorkflowError as exc:
+            workflow.logger.info("verification run %s ended badly: %s", run_id, exc)
+        self.runs_done += 1
+        return run_id
+
+    @workflow.run
+    async def run(self, inp: ImproveInput) -> ImproveResult:
+        prepared: Prepared = await workflow.execute_activity(
+            "improve_prepare",
+            inp,
+            result_type=Prepared,
+            start_to_close_timeout=timedelta(minutes=5),
+            retry_policy=STORE_RETRY,
+            summary="diagnose the spec from its traces; propose changes",
+        )
+        if prepared.stop is not None:
+            return prepared.stop
+        assert prepared.plan is not None and prepared.diagnosis is not None
+        self.phase = "verifying"
+        versions = [("baseline", prepared.plan)] + [
+            (f"candidate-{k + 1}", c.plan) for k, c in enumerate(prepared.candidates)
+        ]
+        self.runs_total = len(versions) * len(prepared.inputs)
+        ids = await asyncio.gather(
+            *(
+                self._verify(label, plan, i, inputs)
+                for label, plan in versions
+                for i, inputs in enumerate(prepared.inputs)
+            )
+        )
+        n = len(prepared.inputs)
+        self.phase = "recording"
+        proposals: list[Proposal] = await workflow.execute_activity(
+            "improve_record",
+            RecordInput(
+                improve_run_id=workflow.info().workflow_id,
+                created_at=workflow.now().isoformat(),
+                spec_text=inp.spec_text,
+                prepared=prepared,
+                baseline_runs=list(ids[:n]),
+                candidate_runs=[
+                    list(ids[(k + 1) * n : (k + 2) * n]) for k in range(len(versions) - 1)
+                ],
+            ),
+            result_type=list[Proposal],
+            start_to_close_timeout=timedelta(minutes=2),
+            retry_policy=STORE_RETRY,
+            summary="score the verification runs; keep the proposals",
+        )
+        self.phase = "done"
+        verified = [p for p in proposals if p.verdict == "verified"]
+        if verified:
+            detail = (
+                f"{len(verified)} of {len(proposals)} candidate changes verified on {n} paired "
+                "runs; review with `armature proposals show <id>`"
+            )
+        else:
+            detail = f"none of {len(proposals)} candidate changes did better on {n} paired runs"
+        return ImproveResult(
+            status="proposed" if verified else "nothing_better",
+            detail=detail,
+            diagnosis=prepared.diagnosis,
+            proposals=proposals,
+        )
