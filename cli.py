@@ -50,11 +50,8 @@ def validate(
 ) -> None:
     """Check spec files and report every problem with file:line:column and a fix.
 
-    Exits 0 when all are valid, 2 when any is not. Notes (blocks this version accepts but
-    does not act on yet) go to stderr and do not change the exit code.
+    Exits 0 when all are valid, 2 when any is not.
     """
-    from armature_temporal.compiler import plan_notes
-
     results = []
     for path in specs:
         try:
@@ -75,11 +72,8 @@ def validate(
                 "name": plan.name,
                 "stages": len(plan.stages),
                 "spec_hash": plan.spec_hash,
-                "notes": plan_notes(plan),
             }
         )
-        for note in plan_notes(plan):
-            err.print(note, markup=False, highlight=False)
         if not as_json:
             out.print(
                 f"{path}: ok — {plan.name!r}, {len(plan.stages)} stages, "
@@ -97,17 +91,12 @@ def validate(
 
 
 def _load_or_exit(path: Path) -> Plan:
-    from armature_temporal.compiler import plan_notes
-
     try:
-        plan = compile_spec(load_spec(path))
+        return compile_spec(load_spec(path))
     except SpecError as exc:
         for issue in exc.issues:
             err.print(str(issue), markup=False, highlight=False)
         raise typer.Exit(2) from None
-    for note in plan_notes(plan):
-        err.print(note, markup=False, highlight=False)
-    return plan
 
 
 def _stage_label(stage: PlanStage) -> str:
@@ -542,29 +531,74 @@ def improve(
             f"[{compiled.stages[0].id}.model_tier]",
             2,
         )
-    text = spec.read_text(encoding="utf-8")
-    workflow_id = f"improve-{compiled.name}-{uuid.uuid4().hex[:8]}"
+    from armature_temporal.improve.models import ImproveInput, ImproveResult
+
+    result = _run_round(
+        "Improve",
+        ImproveInput(
+            spec_text=spec.read_text(encoding="utf-8"), spec_path=str(spec), verify_runs=verify_runs
+        ),
+        ImproveResult,
+        f"improve-{compiled.name}-{uuid.uuid4().hex[:8]}",
+        f"improvement round for spec {compiled.name!r}",
+        wait=wait,
+        address=address,
+        queue=queue,
+        as_json=as_json,
+    )
+    if result is None:
+        return
+    from armature_temporal.improve.render import render_result
+
+    out.print(render_result(result))
+
+
+def _progress_line(progress: dict[str, Any]) -> str:
+    phase = str(progress.get("phase", ""))
+    if phase == "verifying":
+        return (
+            f"{phase} ({progress.get('runs_done')}/{progress.get('runs_total')} verification runs)"
+        )
+    return phase
+
+
+def _run_round(
+    workflow: str,
+    payload: Any,
+    result_type: type,
+    workflow_id: str,
+    summary: str,
+    *,
+    wait: bool,
+    address: str | None,
+    queue: str | None,
+    as_json: bool,
+) -> Any:
+    """Start one round of a loop workflow (Improve, Finetune), ``workflow_id`` being
+    ``<kind>-<spec>-<hex>``. Without ``wait`` it prints the id and link; with ``--json`` the
+    result as JSON; both return None. Otherwise it returns the result for the caller to show.
+    Phases go to stderr from the round's ``progress`` query. Exits 1 when the round fails."""
+    from temporalio.client import WorkflowFailureError
 
     async def go() -> Any:
         import asyncio
 
         from armature_temporal.client import ensure_search_attributes
-        from armature_temporal.improve.models import ImproveInput, ImproveResult
         from armature_temporal.settings import task_queue, ui_url
 
         client = await _client(address, start_local=True)
         await ensure_search_attributes(client)
         handle = await client.start_workflow(
-            "Improve",
-            ImproveInput(spec_text=text, spec_path=str(spec), verify_runs=verify_runs),
+            workflow,
+            payload,
             id=workflow_id,
             task_queue=queue or task_queue(),
-            result_type=ImproveResult,
-            static_summary=f"improvement round for spec {compiled.name!r}",
+            result_type=result_type,
+            static_summary=summary,
         )
         link = ui_url(handle.id, handle.result_run_id)
         if not wait:
-            return {"improve_id": handle.id, "ui_url": link}
+            return {"id": handle.id, "ui_url": link}
         err.print(f"started {handle.id} — {link}", markup=False, highlight=False)
         result_task = asyncio.ensure_future(handle.result())
         said = ""
@@ -573,37 +607,142 @@ def improve(
                 progress = await handle.query("progress", result_type=dict)
             except Exception:  # not started yet, or done between polls
                 progress = {}
-            phase = progress.get("phase", "")
-            line = phase + (
-                f" ({progress.get('runs_done')}/{progress.get('runs_total')} verification runs)"
-                if phase == "verifying"
-                else ""
-            )
+            line = _progress_line(progress)
             if line and line != said:
                 err.print(f"  {line}", markup=False, highlight=False)
                 said = line
             await asyncio.wait({result_task}, timeout=1.0)
         return result_task.result()
 
-    from temporalio.client import WorkflowFailureError
-
     try:
         result = _run(go())
     except WorkflowFailureError as exc:
-        raise _fail(f"error: improvement round {workflow_id} failed: {exc.cause}", 1) from None
+        raise _fail(f"error: {workflow_id} failed: {exc.cause}", 1) from None
+    key = workflow_id.split("-", 1)[0] + "_id"
     if isinstance(result, dict):
         if as_json:
-            _print_json(result)
+            _print_json({key: result["id"], "ui_url": result["ui_url"]})
         else:
-            out.print(f"started {result['improve_id']}", markup=False)
+            out.print(f"started {result['id']}", markup=False)
             out.print(f"Web UI: {result['ui_url']}", markup=False)
-        return
+        return None
     if as_json:
-        _print_json({"improve_id": workflow_id, **result.model_dump(mode="json")})
-        return
-    from armature_temporal.improve.render import render_result
+        _print_json({key: workflow_id, **result.model_dump(mode="json")})
+        return None
+    return result
 
-    out.print(render_result(result))
+
+@app.command()
+def finetune(
+    spec: Annotated[
+        Path, typer.Argument(help="The spec file.", show_default=False, metavar="SPEC")
+    ],
+    wait: Annotated[
+        bool, typer.Option("--wait/--no-wait", help="Wait for the round and print it.")
+    ] = True,
+    address: AddressOpt = None,
+    queue: QueueOpt = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Run one round of the fine-tune loop on a spec now (needs the finetune extra on the
+    worker).
+
+    For each finetune.target_stages stage (default: every LLM stage) with at least
+    min_examples distinct successful replies in the trace store, trains a LoRA adapter of
+    finetune.lora_rank on finetune.base_model (a local directory; nothing is downloaded) for
+    max_steps steps, and measures the reply loss on held-out examples before and after:
+    verified when it went down. A tier `{provider: local, model: <base>, adapter: latest}`
+    then uses the newest verified adapter of the calling stage. `armature schedule SPEC` runs
+    rounds on finetune.schedule. Exits 0 when the round finished, 1 when it failed, 2 on a
+    spec without a finetune block.
+    """
+    import uuid
+
+    from armature_temporal.finetune.models import FinetuneInput, FinetuneResult
+
+    compiled = _load_or_exit(spec)
+    if compiled.finetune is None:
+        raise _fail(
+            f"error: {spec}: spec {compiled.name!r} has no finetune block; add one, e.g.\n"
+            "  finetune:\n    base_model: models/my-small-model   # a local transformers "
+            "model directory",
+            2,
+        )
+    result = _run_round(
+        "Finetune",
+        FinetuneInput(spec_text=spec.read_text(encoding="utf-8"), spec_path=str(spec)),
+        FinetuneResult,
+        f"finetune-{compiled.name}-{uuid.uuid4().hex[:8]}",
+        f"fine-tune round for spec {compiled.name!r}",
+        wait=wait,
+        address=address,
+        queue=queue,
+        as_json=as_json,
+    )
+    if result is None:
+        return
+    out.print(f"{result.status}: {result.detail}", markup=False, highlight=False)
+    for adapter in result.adapters:
+        out.print(
+            f"  {adapter.id}  {adapter.verdict}  {adapter.detail}", markup=False, highlight=False
+        )
+        out.print(f"    {adapter.path}", markup=False, highlight=False)
+
+
+adapters_app = typer.Typer(
+    help="The LoRA adapters the fine-tune loop trained.", no_args_is_help=True
+)
+app.add_typer(adapters_app, name="adapters")
+
+
+@adapters_app.command("list")
+def adapters_list(
+    spec: Annotated[str | None, typer.Option("--spec", help="Only this spec's.")] = None,
+    stage: Annotated[str | None, typer.Option("--stage", help="Only this stage's.")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 50,
+    as_json: JsonFlag = False,
+) -> None:
+    """List adapters, newest first: verdict, held-out loss before → after, where it is. The
+    one `adapter: latest` loads for a stage is its newest verified active one."""
+    store, where = _store()
+    try:
+        found = store.adapters(spec=spec, stage=stage, limit=limit)
+    finally:
+        store.close()
+    if as_json:
+        _print_json([a.model_dump(mode="json") for a in found])
+        return
+    if not found:
+        out.print(
+            f"no adapters in the store at {where}; `armature finetune SPEC` trains some",
+            markup=False,
+        )
+        return
+    for a in found:
+        out.print(
+            f"{a.id}  {a.status}  {a.verdict}  loss {a.report.eval_loss_before:.3f} → "
+            f"{a.report.eval_loss_after:.3f}  {a.examples} examples  {a.created_at[:19]}",
+            markup=False,
+            highlight=False,
+        )
+        out.print(f"    {a.path}", markup=False, highlight=False)
+
+
+@adapters_app.command("retire")
+def adapters_retire(
+    adapter_id: Annotated[str, typer.Argument(help="The adapter id.", metavar="ID")],
+) -> None:
+    """Stop offering an adapter to `adapter: latest` (the files stay where they are)."""
+    from armature_temporal.errors import ArmatureError
+
+    store, _ = _store()
+    try:
+        store.set_adapter_status(adapter_id, "retired", expected="active")
+    except ArmatureError as exc:
+        raise _fail(f"error: {exc}", 2) from None
+    finally:
+        store.close()
+    out.print(f"retired {adapter_id}", markup=False)
 
 
 proposals_app = typer.Typer(

@@ -14,17 +14,24 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.bandit import bandit_maintenance, bandit_reward, bandit_select
+from activities.finetune import finetune_prepare, finetune_record, finetune_train
 from activities.improve import improve_prepare, improve_record
 from activities.llm import llm_call
 from activities.tools import tool_call
 from activities.traces import load_prior_run, record_traces
+from workflows.finetune import FinetuneWorkflow
 from workflows.improve import ImproveWorkflow
 from workflows.maintenance import BanditMaintenanceWorkflow
 from workflows.run_spec import RunSpecWorkflow
 
 __all__ = ["ACTIVITIES", "WORKFLOWS", "build_worker", "workflow_runner"]
 
-WORKFLOWS: list[type] = [RunSpecWorkflow, BanditMaintenanceWorkflow, ImproveWorkflow]
+WORKFLOWS: list[type] = [
+    RunSpecWorkflow,
+    BanditMaintenanceWorkflow,
+    ImproveWorkflow,
+    FinetuneWorkflow,
+]
 ACTIVITIES: list[Any] = [
     llm_call,
     tool_call,
@@ -35,6 +42,9 @@ ACTIVITIES: list[Any] = [
     bandit_maintenance,
     improve_prepare,
     improve_record,
+    finetune_prepare,
+    finetune_train,
+    finetune_record,
 ]
 
 #: Pure modules the sandbox may share across workflow runs instead of re-importing.

@@ -28,6 +28,22 @@ from armature_temporal.tools import ToolError, get_tool_spec
 __all__ = ["llm_call"]
 
 
+async def _adapter_for(inp: LLMCallInput) -> str | None:
+    """The adapter directory a local tier loads: its own, or with ``adapter: latest`` the
+    newest verified active adapter the fine-tune loop trained for this spec and stage (none
+    yet: the base model alone)."""
+    if inp.tier.adapter != "latest":
+        return inp.tier.adapter
+    import asyncio
+
+    from activities.traces import store_for
+    from armature_temporal.store.engine import database_url
+
+    store = store_for(database_url())
+    found = await asyncio.to_thread(store.latest_adapter, inp.spec_name, inp.stage.id)
+    return found.path if found is not None else None
+
+
 @activity.defn(name="llm_call")
 async def llm_call(inp: LLMCallInput) -> LLMCallResult:
     """One model call for one attempt (or one turn of a tool loop) of an LLM stage."""
@@ -83,6 +99,7 @@ async def llm_call(inp: LLMCallInput) -> LLMCallResult:
             f"stage {stage.id!r}: {exc}", type="unknown_tool", non_retryable=True
         ) from exc
     seed = f"{inp.run_id}/{stage.id}/{inp.attempt}/{inp.tier.name}"
+    adapter = await _adapter_for(inp) if inp.tier.provider == "local" else None
     try:
         async with heartbeating():
             completion = await complete(
@@ -100,6 +117,7 @@ async def llm_call(inp: LLMCallInput) -> LLMCallResult:
                 tools=tools or None,
                 turn=inp.turn,
                 max_turns=stage.role.max_turns,
+                adapter=adapter,
             )
     except ProviderError as exc:
         delay = timedelta(seconds=exc.retry_after) if exc.retry_after else None

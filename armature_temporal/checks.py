@@ -174,6 +174,13 @@ def _check_tiers(spec: Spec) -> Iterator[Problem]:
             return None
         return f"unknown tier {tier!r}; defined tiers: {tiers}{did_you_mean(tier, tiers)}"
 
+    for name, declared in (spec.model_tiers or {}).items():
+        if declared.adapter is not None and declared.provider != "local":
+            yield (
+                ("model_tiers", name, "adapter"),
+                f"adapter {declared.adapter!r} applies to provider: local only (this tier's "
+                f"provider is {declared.provider!r}); remove it or use provider: local",
+            )
     for rtype, default in spec.role_type_defaults.items():
         if msg := bad(default.model_tier):
             yield ("role_type_defaults", rtype, "model_tier"), msg

@@ -94,6 +94,7 @@ class ResolvedTier(_Frozen):
     valid_rate: float = 1.0
     quality: float = 0.8
     latency_ms: float = 0.0
+    adapter: str | None = None
 
 
 class PlanRole(_Frozen):
@@ -211,7 +212,8 @@ def compile_spec(loaded: LoadedSpec) -> Plan:
     """Compile a loaded spec (and its subagent specs) into a Plan."""
     spec = loaded.spec
     children = {sid: compile_spec(child) for sid, child in loaded.children.items()}
-    tiers = _resolve_tiers(spec)
+    source = Path(loaded.source)
+    tiers = _resolve_tiers(spec, source.parent if source.is_file() else None)
     ladder = tier_names(spec)
     order = _topological_order(spec)
     stages = [_compile_stage(spec, spec_stage, ladder) for spec_stage in order]
@@ -248,7 +250,9 @@ def compile_spec(loaded: LoadedSpec) -> Plan:
     )
 
 
-def _resolve_tiers(spec: Spec) -> dict[str, ResolvedTier]:
+def _resolve_tiers(spec: Spec, base_dir: Path | None = None) -> dict[str, ResolvedTier]:
+    """Every tier with defaults filled in; a ``local`` tier's model and adapter directories
+    relative to the spec's directory (``base_dir``) become absolute."""
     if spec.model_tiers:
         declared = spec.model_tiers
     else:
@@ -259,6 +263,11 @@ def _resolve_tiers(spec: Spec) -> dict[str, ResolvedTier]:
     out = {}
     for name, tier in declared.items():
         values = tier.model_dump(exclude_none=True)
+        if tier.provider == "local" and base_dir is not None:
+            for key in ("model", "adapter"):
+                value = values.get(key)
+                if value and value != "latest" and not Path(value).is_absolute():
+                    values[key] = str((base_dir / value).resolve())
         out[name] = ResolvedTier(name=name, **values)
     return out
 
@@ -385,21 +394,3 @@ def _compile_arm(arm: Arm, role: PlanRole) -> PlanArm:
         params=dict(arm.params),
         prompt=arm.description or role.prompt,
     )
-
-
-#: Spec blocks this version validates and keeps in the Plan but does not act on yet.
-NOT_YET_RUN = {
-    "finetune": "the fine-tune loop (FineTuneWorkflow) is not in this version yet",
-}
-
-
-def plan_notes(plan: Plan) -> list[str]:
-    """What a user should know about ``plan`` that is not an error: blocks accepted for
-    forward compatibility that nothing acts on yet (printed by validate, plan and submit)."""
-    notes = []
-    for block, why in NOT_YET_RUN.items():
-        if getattr(plan, block) is not None:
-            notes.append(
-                f"note: {plan.name}: `{block}` is validated and kept, but {why}; runs ignore it"
-            )
-    return notes

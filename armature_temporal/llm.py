@@ -85,8 +85,12 @@ async def complete(
     tools: list[dict[str, Any]] | None = None,
     turn: int = 0,
     max_turns: int = 1,
+    adapter: str | None = None,
 ) -> Completion:
     """Call the tier's model once. Raises ProviderError on provider failure.
+
+    ``adapter`` (``local`` tiers) is a LoRA adapter directory, already resolved by the caller
+    (a tier's ``adapter: latest`` names the newest verified one for the calling stage).
 
     ``seed`` names the conversation (run/stage/attempt/tier) for the simulate provider; each
     turn of a tool loop is seeded from it and ``turn``.
@@ -96,13 +100,7 @@ async def complete(
             tier, messages, seed, role_type, output_mode, output_schema, tools, turn, max_turns
         )
     if tier.provider == "local":
-        raise ProviderError(
-            f"tier {tier.name!r}: provider 'local' (a transformers model at {tier.model!r}) needs "
-            "the finetune extra: pip install 'armature-temporal[finetune]'; it is not wired into "
-            "llm_call yet — use provider: simulate or a litellm provider for now",
-            retryable=False,
-            kind="unsupported_provider",
-        )
+        return await _local(tier, messages, seed, temperature, max_tokens, adapter)
     return await _litellm(
         tier, messages, output_mode, output_schema, temperature, max_tokens, params or {}, tools
     )
@@ -236,6 +234,50 @@ async def _litellm(
         latency_ms=latency,
         tool_calls=calls,
         finish_reason=finish_reason if isinstance(finish_reason, str) else None,
+    )
+
+
+async def _local(
+    tier: ResolvedTier,
+    messages: list[dict[str, Any]],
+    seed: str,
+    temperature: float | None,
+    max_tokens: int | None,
+    adapter: str | None,
+) -> Completion:
+    """A transformers model from a local directory, with a LoRA adapter if given; run in a
+    thread (generation blocks). Tool calls are not supported by this provider."""
+    import asyncio
+    import hashlib
+
+    from armature_temporal.errors import ArmatureError
+    from armature_temporal.finetune.local import generate  # torch is imported on first use
+
+    started = time.monotonic()
+    try:
+        out = await asyncio.to_thread(
+            generate,
+            tier.model or "",
+            [
+                {"role": m.get("role", "user"), "content": str(m.get("content") or "")}
+                for m in messages
+            ],
+            adapter=adapter,
+            max_tokens=max_tokens or tier.max_tokens or 256,
+            temperature=temperature if temperature is not None else tier.temperature,
+            seed=int(hashlib.sha256(seed.encode()).hexdigest()[:8], 16),
+        )
+    except ArmatureError as exc:
+        raise ProviderError(
+            f"tier {tier.name!r} (local): {exc}", retryable=False, kind="local_model"
+        ) from exc
+    return Completion(
+        text=out.text,
+        model=f"local:{tier.model}" + (f"+{adapter}" if adapter else ""),
+        prompt_tokens=out.prompt_tokens,
+        completion_tokens=out.completion_tokens,
+        latency_ms=(time.monotonic() - started) * 1000,
+        finish_reason=out.finish_reason,
     )
 
 

@@ -38,6 +38,7 @@ __all__ = [
     "ScheduleChange",
     "apply_triggers",
     "bandit_names",
+    "finetune_schedule_id",
     "improve_schedule_id",
     "schedule_id",
 ]
@@ -115,7 +116,11 @@ def improve_schedule_id(plan: Plan) -> str:
     return f"{plan.name}-improve"
 
 
-async def _apply_improvement(
+def finetune_schedule_id(plan: Plan) -> str:
+    return f"{plan.name}-finetune"
+
+
+async def _apply_loops(
     client: Client,
     plan: Plan,
     task_queue: str,
@@ -124,26 +129,33 @@ async def _apply_improvement(
     *,
     delete: bool,
 ) -> list[ScheduleChange]:
-    """The improvement loop's schedule, from ``self_improvement.schedule``. It carries the
-    spec text as applied: edit the spec, apply again."""
-    sid = improve_schedule_id(plan)
-    si = plan.self_improvement
-    if delete or si is None or spec_text is None:
-        return await _delete(client, sid)
+    """The improvement and fine-tune loops' schedules, from ``self_improvement.schedule`` and
+    ``finetune.schedule``. They carry the spec text as applied: edit the spec, apply again."""
+    from armature_temporal.finetune.models import FinetuneInput
     from armature_temporal.improve.models import ImproveInput
 
-    schedule = Schedule(
-        action=ScheduleActionStartWorkflow(
-            "Improve",
-            ImproveInput(spec_text=spec_text, spec_path=spec_path),
-            id=f"improve-{plan.name}",  # Temporal appends the scheduled time
-            task_queue=task_queue,
-            static_summary=f"improvement round for spec {plan.name!r}",
-        ),
-        spec=ScheduleSpec(cron_expressions=[si.schedule]),
-        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
-    )
-    return [await _upsert(client, sid, schedule, si.schedule)]
+    loops = [
+        ("Improve", "improve", improve_schedule_id(plan), plan.self_improvement, ImproveInput),
+        ("Finetune", "finetune", finetune_schedule_id(plan), plan.finetune, FinetuneInput),
+    ]
+    changes: list[ScheduleChange] = []
+    for workflow, prefix, sid, block, make_input in loops:
+        if delete or block is None or spec_text is None:
+            changes += await _delete(client, sid)
+            continue
+        schedule = Schedule(
+            action=ScheduleActionStartWorkflow(
+                workflow,
+                make_input(spec_text=spec_text, spec_path=spec_path),
+                id=f"{prefix}-{plan.name}",  # Temporal appends the scheduled time
+                task_queue=task_queue,
+                static_summary=f"{prefix} round for spec {plan.name!r}",
+            ),
+            spec=ScheduleSpec(cron_expressions=[block.schedule]),
+            policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
+        )
+        changes.append(await _upsert(client, sid, schedule, block.schedule))
+    return changes
 
 
 def schedule_id(plan: Plan, index: int) -> str:
@@ -192,9 +204,9 @@ async def apply_triggers(
     (all of them with ``delete=True``). Raises InputError on trigger inputs that do not
     satisfy the spec's input schema.
 
-    Also the spec's recurring loops: hourly bandit maintenance when it has arms, and the
-    improvement loop on ``self_improvement.schedule`` when it has that block and
-    ``spec_text`` (the source the loop edits) is given."""
+    Also the spec's recurring loops: hourly bandit maintenance when it has arms, the
+    improvement loop on ``self_improvement.schedule`` and the fine-tune loop on
+    ``finetune.schedule`` when it has those blocks and ``spec_text`` is given."""
     crons = [] if delete else [t for t in plan.triggers if t.type == "cron"]
     wanted = {schedule_id(plan, i): (i, t) for i, t in enumerate(crons)}
     changes: list[ScheduleChange] = []
@@ -205,9 +217,7 @@ async def apply_triggers(
         )
         changes.append(await _upsert(client, sid, schedule, trigger.schedule))
     changes += await _apply_maintenance(client, plan, task_queue, delete=delete)
-    changes += await _apply_improvement(
-        client, plan, task_queue, spec_text, spec_path, delete=delete
-    )
+    changes += await _apply_loops(client, plan, task_queue, spec_text, spec_path, delete=delete)
     prefix = f"{plan.name}-cron-"
     # Visibility lists schedules eventually; also try the next ids directly, so a trigger
     # removed a moment ago is still found.

@@ -94,6 +94,11 @@ class ModelTier(_Model):
     params: dict[str, Any] = Field(
         default_factory=dict, description="Extra keyword arguments passed to the provider."
     )
+    adapter: str | None = Field(
+        None,
+        description="'local' only: a LoRA adapter directory, or 'latest' for the newest "
+        "verified adapter the fine-tune loop trained for the calling stage.",
+    )
     valid_rate: float | None = Field(
         None,
         ge=0,
@@ -122,6 +127,11 @@ class ModelTier(_Model):
         if self.provider in ("simulate",) and self.model is not None:
             raise ValueError(
                 "provider 'simulate' takes no model; remove model or name a real provider"
+            )
+        if self.provider == "local" and not self.model:
+            raise ValueError(
+                "provider 'local' needs model: the directory of a transformers model (relative "
+                "to this spec's directory, or absolute)"
             )
         if self.provider not in ("simulate",) and not self.model:
             raise ValueError(
@@ -431,10 +441,21 @@ class FinetuneConfig(_Model):
     """The fine-tune loop: distil traces into LoRA adapters for a small model."""
 
     schedule: str = Field("0 4 * * 0", description="Cron schedule of the fine-tune loop.")
-    base_model: str = Field(..., min_length=1, description="Local path or name of the base model.")
-    target_stages: StrList = Field(
-        default_factory=list, description="Stages whose traces train the adapter."
+    base_model: str = Field(
+        ...,
+        min_length=1,
+        description="Local directory of the base transformers model (relative to the spec's "
+        "directory, or absolute); nothing is downloaded.",
     )
+    target_stages: StrList = Field(
+        default_factory=list,
+        description="LLM stages whose successful replies train an adapter each (default: all).",
+    )
+    min_examples: int = Field(
+        20, ge=2, description="Distinct successful replies a stage needs before it is trained."
+    )
+    max_steps: int = Field(100, ge=1, le=100_000, description="Optimiser steps per adapter.")
+    lora_rank: int = Field(8, ge=1, le=256, description="LoRA rank (r) of the adapters.")
 
 
 def _inputs_shorthand(value: Any) -> Any:
@@ -510,7 +531,9 @@ class Spec(_Model):
         "`armature schedule` applied it.",
     )
     finetune: FinetuneConfig | None = Field(
-        None, description="Fine-tune loop (validated; not run by this version yet)."
+        None,
+        description="Fine-tune loop: `armature finetune`, or on its schedule once "
+        "`armature schedule` applied it.",
     )
 
     @model_validator(mode="after")

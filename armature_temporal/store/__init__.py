@@ -5,6 +5,14 @@ This package does I/O; it never imports temporalio.
 
 from armature_temporal.store.engine import StoreError, database_url
 from armature_temporal.store.migrations import MIGRATIONS, migrate
-from armature_temporal.store.trace_store import ProposalError, TraceStore
+from armature_temporal.store.trace_store import AdapterError, ProposalError, TraceStore
 
-__all__ = ["MIGRATIONS", "ProposalError", "StoreError", "TraceStore", "database_url", "migrate"]
+__all__ = [
+    "MIGRATIONS",
+    "AdapterError",
+    "ProposalError",
+    "StoreError",
+    "TraceStore",
+    "database_url",
+    "migrate",
+]

@@ -153,12 +153,39 @@ def _v4_improvement_proposals(conn: Connection) -> None:
     meta.create_all(conn)
 
 
+def _v5_adapters(conn: Connection) -> None:
+    """The fine-tune loop's adapters: a LoRA adapter trained for one stage of one spec, with
+    what training measured; ``provider: local`` tiers with ``adapter: latest`` load the newest
+    verified, active one (``armature adapters``)."""
+    meta = MetaData()
+    Table(
+        "adapters",
+        meta,
+        Column("id", String(200), primary_key=True),
+        Column("spec_name", String(100), nullable=False),
+        Column("stage_id", String(100), nullable=False),
+        Column("base_model", Text, nullable=False),
+        Column("path", Text, nullable=False),
+        Column("created_at", String(40), nullable=False),
+        Column("finetune_run_id", String(200), nullable=False),
+        Column("examples", Integer),
+        Column("report", JSON),
+        Column("verdict", String(20)),
+        Column("detail", Text),
+        Column("status", String(20), nullable=False, server_default="active"),
+        Column("status_changed_at", String(40)),
+        Index("ix_adapters_spec_stage_created", "spec_name", "stage_id", "created_at"),
+    )
+    meta.create_all(conn)
+
+
 #: (version, name, function), in order.
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "initial", _v1_initial),
     (2, "run_quality", _v2_run_quality),
     (3, "latency_window_index", _v3_latency_window_index),
     (4, "improvement_proposals", _v4_improvement_proposals),
+    (5, "adapters", _v5_adapters),
 ]
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import JSON, Float, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["Base", "GateDecisionRow", "ProposalRow", "RunRow", "TraceRow"]
+__all__ = ["AdapterRow", "Base", "GateDecisionRow", "ProposalRow", "RunRow", "TraceRow"]
 
 
 class Base(DeclarativeBase):
@@ -134,3 +134,28 @@ class ProposalRow(Base):
     status_changed_at: Mapped[str | None] = mapped_column(String(40))
 
     __table_args__ = (Index("ix_proposals_spec_created", "spec_name", "created_at"),)
+
+
+class AdapterRow(Base):
+    """A trained adapter (:class:`~armature_temporal.finetune.models.Adapter`; its ``stage`` is
+    the ``stage_id`` column) and when its status last changed."""
+
+    __tablename__ = "adapters"
+
+    id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    spec_name: Mapped[str] = mapped_column(String(100))
+    stage_id: Mapped[str] = mapped_column(String(100))
+    base_model: Mapped[str] = mapped_column(Text)
+    path: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[str] = mapped_column(String(40))
+    finetune_run_id: Mapped[str] = mapped_column(String(200))
+    examples: Mapped[int | None] = mapped_column(Integer)
+    report: Mapped[Any] = mapped_column(JSON, nullable=True)
+    verdict: Mapped[str | None] = mapped_column(String(20))
+    detail: Mapped[str | None] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(20), default="active", server_default="active")
+    status_changed_at: Mapped[str | None] = mapped_column(String(40))
+
+    __table_args__ = (
+        Index("ix_adapters_spec_stage_created", "spec_name", "stage_id", "created_at"),
+    )

@@ -27,19 +27,30 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlalchemy.orm import Session
 
+from armature_temporal.finetune.models import Adapter
 from armature_temporal.hqs import median, run_hqs
 from armature_temporal.improve.models import Proposal
 from armature_temporal.store.engine import StoreError, database_url, make_engine
 from armature_temporal.store.migrations import migrate
-from armature_temporal.store.schema import Base, GateDecisionRow, ProposalRow, RunRow, TraceRow
+from armature_temporal.store.schema import (
+    AdapterRow,
+    Base,
+    GateDecisionRow,
+    ProposalRow,
+    RunRow,
+    TraceRow,
+)
 from armature_temporal.traces import ChainBreak, TraceRecord, verify_chain
 
-__all__ = ["LATENCY_WINDOW", "ProposalError", "TraceStore", "check_run"]
+__all__ = ["LATENCY_WINDOW", "AdapterError", "ProposalError", "TraceStore", "check_run"]
 
 #: Runs of the same spec version that make up the rolling latency baseline.
 LATENCY_WINDOW = 50
 _RECORD_FIELDS = [name for name in TraceRecord.model_fields]
 _PROPOSAL_FIELDS = [name for name in Proposal.model_fields]
+_ADAPTER_FIELDS = [name for name in Adapter.model_fields]
+#: Adapter fields stored under another column name.
+_ADAPTER_COLUMNS = {"stage": "stage_id"}
 
 
 class ProposalError(StoreError):
@@ -60,6 +71,28 @@ class ProposalError(StoreError):
     ) -> None:
         super().__init__(message)
         self.proposal_id = proposal_id
+        self.status = status
+        self.changed_at = changed_at
+
+
+class AdapterError(StoreError):
+    """An adapter's status cannot be changed: there is no such adapter, or its status is not
+    the one the caller expected (someone retired or reactivated it first).
+
+    ``status`` is the adapter's status now (``None``: no such adapter), ``changed_at`` when it
+    last changed.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        adapter_id: str,
+        status: str | None = None,
+        changed_at: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.adapter_id = adapter_id
         self.status = status
         self.changed_at = changed_at
 
@@ -99,6 +132,10 @@ class TraceStore:
             insert(proposals)
             .on_conflict_do_nothing(index_elements=["id"])
             .returning(proposals.c.id)
+        )
+        adapters = _table(AdapterRow)
+        self._insert_adapters = (
+            insert(adapters).on_conflict_do_nothing(index_elements=["id"]).returning(adapters.c.id)
         )
 
     def _safe_url(self) -> str:
@@ -264,6 +301,115 @@ class TraceStore:
         else:
             message = f"proposal {proposal_id} is {current}, not {expected}; nothing changed"
         raise ProposalError(message, proposal_id=proposal_id, status=current, changed_at=since)
+
+    # --- fine-tune adapters ------------------------------------------------------------------
+
+    def save_adapters(self, adapters: Sequence[Adapter]) -> int:
+        """Insert adapters, leaving any whose id is already stored as it is (a retried activity
+        re-sends the same ids; a retired one stays retired). Returns the number of new
+        adapters."""
+        unique: dict[str, Adapter] = {}
+        for adapter in adapters:
+            unique.setdefault(adapter.id, adapter)
+        if not unique:
+            return 0
+        rows = [_adapter_row(a) for a in unique.values()]
+        with self.engine.begin() as conn:
+            return len(conn.execute(self._insert_adapters, rows).all())
+
+    def adapters(
+        self,
+        *,
+        spec: str | None = None,
+        stage: str | None = None,
+        status: str | None = None,
+        limit: int = 50,
+    ) -> list[Adapter]:
+        """Adapters, newest first; of one spec, one stage and/or in one status if given."""
+        table = _table(AdapterRow)
+        query = (
+            select(*_adapter_columns(table))
+            .order_by(table.c.created_at.desc(), table.c.id.desc())
+            .limit(limit)
+        )
+        if spec is not None:
+            query = query.where(table.c.spec_name == spec)
+        if stage is not None:
+            query = query.where(table.c.stage_id == stage)
+        if status is not None:
+            query = query.where(table.c.status == status)
+        with self.engine.connect() as conn:
+            return [_to_adapter(row) for row in conn.execute(query).mappings()]
+
+    def adapter(self, adapter_id: str) -> Adapter | None:
+        table = _table(AdapterRow)
+        query = select(*_adapter_columns(table)).where(table.c.id == adapter_id)
+        with self.engine.connect() as conn:
+            row = conn.execute(query).mappings().first()
+        return None if row is None else _to_adapter(row)
+
+    def latest_adapter(self, spec: str, stage: str) -> Adapter | None:
+        """The newest verified, active adapter trained for ``stage`` of ``spec`` (what a
+        ``provider: local`` tier with ``adapter: latest`` loads), or ``None``."""
+        table = _table(AdapterRow)
+        query = (
+            select(*_adapter_columns(table))
+            .where(
+                table.c.spec_name == spec,
+                table.c.stage_id == stage,
+                table.c.verdict == "verified",
+                table.c.status == "active",
+            )
+            .order_by(table.c.created_at.desc(), table.c.id.desc())
+            .limit(1)
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(query).mappings().first()
+        return None if row is None else _to_adapter(row)
+
+    def set_adapter_status(
+        self,
+        adapter_id: str,
+        status: Literal["active", "retired"],
+        *,
+        expected: str,
+    ) -> Adapter:
+        """Move an adapter from ``expected`` to ``status`` and record when; returns it updated.
+
+        One conditional ``UPDATE``, so of two concurrent callers exactly one succeeds. Raises
+        :class:`AdapterError` if there is no such adapter, its status is not ``expected``, or
+        it is already ``status`` (nothing is changed then).
+        """
+        table = _table(AdapterRow)
+        changed = (
+            update(table)
+            .where(
+                table.c.id == adapter_id,
+                table.c.status == expected,
+                table.c.status != status,
+            )
+            .values(status=status, status_changed_at=datetime.now(UTC).isoformat())
+            .returning(*_adapter_columns(table))
+        )
+        with self.engine.begin() as conn:
+            row = conn.execute(changed).mappings().first()
+            if row is not None:
+                return _to_adapter(row)
+            now = conn.execute(
+                select(table.c.status, table.c.status_changed_at).where(table.c.id == adapter_id)
+            ).first()
+        if now is None:
+            raise AdapterError(
+                f"no adapter {adapter_id!r}; list them with `armature adapters list`",
+                adapter_id=adapter_id,
+            )
+        current, since = now
+        if current == status:
+            when = f" (since {since})" if since else ""
+            message = f"adapter {adapter_id} is already {current}{when}; nothing changed"
+        else:
+            message = f"adapter {adapter_id} is {current}, not {expected}; nothing changed"
+        raise AdapterError(message, adapter_id=adapter_id, status=current, changed_at=since)
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -454,6 +600,22 @@ def _gate_row(record: TraceRecord) -> dict[str, Any]:
 
 def _to_proposal(values: Any) -> Proposal:
     return Proposal.model_validate({f: values[f] for f in _PROPOSAL_FIELDS})
+
+
+def _adapter_columns(table: Table) -> list[Any]:
+    """The adapters table's columns as :class:`Adapter`'s fields (``stage_id AS stage``)."""
+    return [
+        table.c[_ADAPTER_COLUMNS[f]].label(f) if f in _ADAPTER_COLUMNS else table.c[f]
+        for f in _ADAPTER_FIELDS
+    ]
+
+
+def _adapter_row(adapter: Adapter) -> dict[str, Any]:
+    return {_ADAPTER_COLUMNS.get(f, f): v for f, v in adapter.model_dump(mode="json").items()}
+
+
+def _to_adapter(values: Any) -> Adapter:
+    return Adapter.model_validate({f: values[f] for f in _ADAPTER_FIELDS})
 
 
 def _to_record(values: Any) -> TraceRecord:

@@ -37,25 +37,6 @@ def test_validate_invalid_exits_2_with_all_errors_on_stderr(tmp_path: Path) -> N
     assert "quickstart.yaml: ok" in result.stdout
 
 
-def test_blocks_not_run_yet_are_valid_but_noted_on_stderr(tmp_path: Path) -> None:
-    spec = tmp_path / "later.yaml"
-    spec.write_text(
-        "name: later\nmodel_tiers: {small: {provider: simulate}}\n"
-        "self_improvement: {editable_surfaces: [s.description]}\n"
-        "finetune: {base_model: ./models/tiny}\n"
-        "stages: [{id: s, role: {name: S, description: hi}}]\n"
-    )
-    result = runner.invoke(app, ["validate", str(spec)])
-    assert result.exit_code == 0, result.output
-    assert "note: later: `finetune` is validated and kept" in result.stderr
-    assert "self_improvement" not in result.stderr  # that loop runs: `armature improve`
-    as_json = runner.invoke(app, ["validate", "--json", str(spec)])
-    (entry,) = json.loads(as_json.stdout)
-    assert [n.split("`")[1] for n in entry["notes"]] == ["finetune"]
-    plain = runner.invoke(app, ["validate", str(SPECS / "quickstart.yaml")])
-    assert "note:" not in plain.stderr
-
-
 def test_validate_json_lists_errors(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: bad\nstages:\n  - id: a\n    depends_on: [a]\n    gate: human\n")

@@ -329,3 +329,41 @@ def test_contracts_inputs_alternative_is_accepted() -> None:
     text = MINIMAL.replace("hello", "'{{ inputs.q }}'") + "contracts:\n  inputs: [q]\n"
     spec = load_spec_text(text).spec
     assert spec.inputs_schema["required"] == ["q"]
+
+
+@pytest.mark.parametrize(
+    ("tier", "words"),
+    [
+        (
+            "{provider: openai, model: gpt-4o-mini, adapter: latest}",
+            "applies to provider: local only",
+        ),
+        ("{provider: local}", "provider 'local' needs model: the directory of a transformers"),
+    ],
+    ids=["adapter-on-litellm", "local-without-model"],
+)
+def test_local_tier_fields_are_checked(tier: str, words: str) -> None:
+    text = (
+        f"name: x\nmodel_tiers:\n  small: {tier}\n"
+        "stages:\n  - {id: a, role: {name: A, description: x}}\n"
+    )
+    (issue,) = issues_of(text)
+    assert words in issue and "model_tiers.small" in issue
+
+
+def test_local_model_and_adapter_paths_resolve_against_the_spec_directory(tmp_path: Path) -> None:
+    from armature_temporal.compiler import compile_spec
+    from armature_temporal.loader import load_spec
+
+    spec = tmp_path / "specs" / "s.yaml"
+    spec.parent.mkdir()
+    spec.write_text(
+        "name: x\nmodel_tiers:\n"
+        "  pinned: {provider: local, model: ../models/base, adapter: adapters/v1}\n"
+        "  newest: {provider: local, model: /abs/base, adapter: latest}\n"
+        "stages:\n  - {id: a, role: {name: A, model_tier: pinned, description: x}}\n"
+    )
+    tiers = compile_spec(load_spec(spec)).tiers
+    assert tiers["pinned"].model == str((tmp_path / "models" / "base").resolve())
+    assert tiers["pinned"].adapter == str((tmp_path / "specs" / "adapters" / "v1").resolve())
+    assert tiers["newest"].model == "/abs/base" and tiers["newest"].adapter == "latest"

@@ -90,6 +90,7 @@ self_improvement:
   editable_surfaces: [s.model_tier]
   schedule: "30 2 * * 1"
   min_traces: 50
+finetune: {base_model: ./models/none-yet, schedule: "0 5 * * 0"}
 stages:
   - {id: s, role: {name: S, model_tier: small, description: hi}}
 """
@@ -103,8 +104,11 @@ async def test_self_improvement_becomes_a_schedule_that_starts_improvement_round
         client, plan, task_queue, spec_text=IMPROVING, spec_path="improving.yaml"
     )
     assert [(c.schedule_id, c.action, c.cron) for c in created] == [
-        ("improving-improve", "created", "30 2 * * 1")
+        ("improving-improve", "created", "30 2 * * 1"),
+        ("improving-finetune", "created", "0 5 * * 0"),
     ]
+    finetune = await client.get_schedule_handle("improving-finetune").describe()
+    assert finetune.schedule.action.workflow == "Finetune"
     handle = client.get_schedule_handle("improving-improve")
     desc = await handle.describe()
     assert desc.schedule.policy.overlap == ScheduleOverlapPolicy.SKIP
@@ -127,6 +131,7 @@ async def test_self_improvement_becomes_a_schedule_that_starts_improvement_round
         task_queue,
         spec_text="irrelevant",
     )
-    assert ("improving-improve", "deleted") in {(c.schedule_id, c.action) for c in removed}
+    actions = {(c.schedule_id, c.action) for c in removed}
+    assert {("improving-improve", "deleted"), ("improving-finetune", "deleted")} <= actions
     with pytest.raises(RPCError):
         await handle.describe()

@@ -1,0 +1,190 @@
+"""Fine-tune loop activities: distil a spec's traces into training examples, train one LoRA
+adapter per stage (heartbeating: it can take a while), and keep the adapters in the store.
+
+Adapters are written under ``$ARMATURE_HOME/adapters/<spec>/<stage>/<round>`` on the worker
+that trains; on a cluster make that directory shared storage (as for large payloads), so the
+workers that serve ``provider: local`` tiers can load them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.heartbeat import heartbeating
+from activities.traces import store_for
+from armature_temporal.compiler import compile_spec
+from armature_temporal.errors import SpecError
+from armature_temporal.export import sft_rows
+from armature_temporal.finetune.models import (
+    Adapter,
+    Example,
+    FinetuneInput,
+    FinetunePrepared,
+    FinetuneRecordInput,
+    FinetuneResult,
+    StageJob,
+    TrainReport,
+    TrainRequest,
+)
+from armature_temporal.loader import load_spec_text
+from armature_temporal.settings import armature_home
+from armature_temporal.store.engine import database_url
+from armature_temporal.views import load_runs
+
+__all__ = ["finetune_prepare", "finetune_record", "finetune_train"]
+
+#: Runs of the spec read from the store for training data (newest first).
+HISTORY = 5000
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") or "x"
+
+
+def _examples(rows: list[dict[str, Any]], stage: str) -> list[Example]:
+    out = []
+    for row in rows:
+        messages = [
+            {"role": str(m.get("role", "user")), "content": str(m.get("content") or "")}
+            for m in row["messages"]
+        ]
+        out.append(Example(messages=messages, reply=row["output"], stage=stage))
+    return out
+
+
+def _prepare(inp: FinetuneInput, round_id: str) -> FinetunePrepared:
+    spec_dir = Path(inp.spec_path).parent
+    try:
+        plan = compile_spec(load_spec_text(inp.spec_text, inp.spec_path, base_dir=spec_dir))
+    except SpecError as exc:
+        raise ApplicationError(
+            f"the spec given to the fine-tune loop is invalid: {exc}",
+            type="invalid_spec",
+            non_retryable=True,
+        ) from None
+    ft = plan.finetune
+    if ft is None:
+        return FinetunePrepared(
+            stop=FinetuneResult(
+                status="not_configured",
+                detail=f"{plan.name}: no finetune block; add one with base_model",
+            )
+        )
+    base = Path(ft.base_model)
+    base = base if base.is_absolute() else (spec_dir / base).resolve()
+    if not base.is_dir():
+        raise ApplicationError(
+            f"finetune.base_model {ft.base_model!r} is not a directory on this worker "
+            f"(looked at {base}); put a transformers model there with save_pretrained — "
+            "nothing is downloaded",
+            type="finetune_base_model",
+            non_retryable=True,
+        )
+    stages = list(ft.target_stages) or [s.id for s in plan.stages if s.role is not None]
+    runs = load_runs(store_for(database_url()), spec=plan.name, limit=HISTORY)
+    jobs: list[StageJob] = []
+    skipped: dict[str, str] = {}
+    for stage in stages:
+        rows, _ = sft_rows(runs, spec=plan.name, stage=stage)
+        examples = _examples(rows, stage)
+        if len(examples) < ft.min_examples:
+            skipped[stage] = (
+                f"{len(examples)} distinct successful replies, fewer than min_examples = "
+                f"{ft.min_examples}"
+            )
+            continue
+        out_dir = armature_home() / "adapters" / _safe(plan.name) / _safe(stage) / _safe(round_id)
+        jobs.append(
+            StageJob(
+                stage=stage,
+                request=TrainRequest(
+                    base_model=str(base),
+                    examples=examples,
+                    out_dir=str(out_dir),
+                    rank=ft.lora_rank,
+                    max_steps=ft.max_steps,
+                ),
+            )
+        )
+    if not jobs:
+        detail = "; ".join(f"{s}: {why}" for s, why in skipped.items()) or "no LLM stages"
+        return FinetunePrepared(
+            stop=FinetuneResult(status="too_few_examples", detail=detail), skipped=skipped
+        )
+    return FinetunePrepared(spec_name=plan.name, base_model=str(base), jobs=jobs, skipped=skipped)
+
+
+@activity.defn(name="finetune_prepare")
+async def finetune_prepare(inp: FinetuneInput) -> FinetunePrepared:
+    """Training examples per target stage from the store; stop when none has enough."""
+    round_id = activity.info().workflow_id or "finetune"
+    return await asyncio.to_thread(_prepare, inp, round_id)
+
+
+@activity.defn(name="finetune_train")
+async def finetune_train(request: TrainRequest) -> TrainReport:
+    """Train one LoRA adapter (in a thread, heartbeating). A retry after a crash starts over
+    in a fresh directory next to the unfinished one."""
+    from armature_temporal.errors import ArmatureError
+    from armature_temporal.finetune.train import FinetuneUnavailable, train_lora
+
+    attempt = activity.info().attempt
+    if attempt > 1:
+        request = request.model_copy(update={"out_dir": f"{request.out_dir}~{attempt}"})
+    try:
+        async with heartbeating(5.0):
+            return await asyncio.to_thread(train_lora, request)
+    except FinetuneUnavailable as exc:
+        raise ApplicationError(str(exc), type="finetune_unavailable", non_retryable=True) from exc
+    except ArmatureError as exc:
+        raise ApplicationError(str(exc), type="finetune_error", non_retryable=True) from exc
+
+
+def _record(inp: FinetuneRecordInput) -> list[Adapter]:
+    adapters = []
+    for job, report in zip(inp.prepared.jobs, inp.reports, strict=True):
+        better = report.eval_loss_after < report.eval_loss_before
+        detail = (
+            f"held-out reply loss {report.eval_loss_before:.3f} → {report.eval_loss_after:.3f} "
+            f"on {report.eval_examples} examples ({report.train_examples} trained, "
+            f"{report.steps} steps, {report.seconds:.0f} s on {report.device})"
+        )
+        digest = hashlib.sha256(f"{inp.finetune_run_id}/{job.stage}".encode()).hexdigest()[:10]
+        adapters.append(
+            Adapter(
+                id=f"{inp.prepared.spec_name}-{job.stage}-a{digest}",
+                spec_name=inp.prepared.spec_name,
+                stage=job.stage,
+                base_model=inp.prepared.base_model,
+                path=report.adapter_dir,
+                created_at=inp.created_at,
+                finetune_run_id=inp.finetune_run_id,
+                examples=len(job.request.examples),
+                report=report,
+                verdict="verified" if better else "not_better",
+                detail=detail + ("" if better else ": not better than the base model"),
+            )
+        )
+    store_for(database_url()).save_adapters(adapters)
+    for adapter in adapters:
+        meta = Path(adapter.path) / "armature.json"
+        if meta.is_file():
+            data = json.loads(meta.read_text(encoding="utf-8"))
+            data["adapter_id"] = adapter.id
+            data["verdict"] = adapter.verdict
+            meta.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    return adapters
+
+
+@activity.defn(name="finetune_record")
+async def finetune_record(inp: FinetuneRecordInput) -> list[Adapter]:
+    """Decide each adapter (held-out loss down: verified) and keep it in the store."""
+    return await asyncio.to_thread(_record, inp)

@@ -1,0 +1,116 @@
+"""The fine-tune loop's data: training examples distilled from traces, what a training round
+measured, and the adapters it keeps. Pure pydantic models (they travel through Temporal and
+are stored), importable without torch."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "Adapter",
+    "Example",
+    "FinetuneInput",
+    "FinetunePrepared",
+    "FinetuneRecordInput",
+    "FinetuneResult",
+    "StageJob",
+    "TrainReport",
+    "TrainRequest",
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Example(_Model):
+    """One supervised example: the messages a stage sent and the reply that succeeded."""
+
+    messages: list[dict[str, Any]]  # [{"role": "system"|"user"|"assistant", "content": str}]
+    reply: str
+    run_id: str = ""
+    stage: str = ""
+
+
+class TrainRequest(_Model):
+    """One LoRA training job (the ``finetune_train`` activity)."""
+
+    base_model: str  # a local directory with a transformers causal LM and its tokenizer
+    examples: list[Example]
+    out_dir: str  # where the adapter is written (created; must not exist yet)
+    rank: int = 8
+    max_steps: int = 100
+    learning_rate: float = 5e-4
+    eval_share: float = 0.2  # held out by a hash of the example, never trained on
+    seed: int = 0
+
+
+class TrainReport(_Model):
+    """What training measured. Losses are mean token cross-entropy on the replies."""
+
+    adapter_dir: str
+    steps: int
+    train_examples: int
+    eval_examples: int
+    train_loss_first: float
+    train_loss_last: float
+    eval_loss_before: float  # the base model on the held-out examples
+    eval_loss_after: float  # base + adapter on the same examples
+    seconds: float
+    device: str  # "cpu", "cuda", ...
+
+
+class Adapter(_Model):
+    """A trained adapter, kept in the store; ``provider: local`` tiers may load it."""
+
+    id: str
+    spec_name: str
+    stage: str
+    base_model: str
+    path: str
+    created_at: str
+    finetune_run_id: str
+    examples: int
+    report: TrainReport
+    verdict: Literal["verified", "not_better"]  # held-out loss went down, or not
+    detail: str
+    status: Literal["active", "retired"] = "active"
+
+
+class FinetuneInput(_Model):
+    """Start one fine-tune round (``armature finetune SPEC`` or the spec's schedule)."""
+
+    spec_text: str
+    spec_path: str
+
+
+class FinetuneResult(_Model):
+    status: Literal["trained", "too_few_examples", "not_configured"]
+    detail: str
+    adapters: list[Adapter] = Field(default_factory=list)
+
+
+class StageJob(_Model):
+    """One stage to train: its examples and where its adapter goes."""
+
+    stage: str
+    request: TrainRequest
+
+
+class FinetunePrepared(_Model):
+    """What ``finetune_prepare`` found: a reason to stop, or the stages to train."""
+
+    stop: FinetuneResult | None = None
+    spec_name: str = ""
+    base_model: str = ""
+    jobs: list[StageJob] = Field(default_factory=list)
+    skipped: dict[str, str] = Field(default_factory=dict)  # stage: why it is not trained
+
+
+class FinetuneRecordInput(_Model):
+    finetune_run_id: str
+    created_at: str
+    prepared: FinetunePrepared
+    reports: list[TrainReport]  # aligned with prepared.jobs

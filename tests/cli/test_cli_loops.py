@@ -1,0 +1,115 @@
+"""`armature proposals` and `armature adapters`, run as a user runs them, over a store seeded
+with what the improvement and fine-tune loops keep (the loops themselves are tested end to end
+in tests/workflows)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from armature_temporal.finetune.models import Adapter, TrainReport
+from armature_temporal.improve.models import Proposal, SpecChange
+from armature_temporal.store import TraceStore
+from armature_temporal.store.engine import database_url
+from cli import app
+
+runner = CliRunner()
+BASE = "name: s\nstages: [{id: a, role: {name: A, model_tier: small, description: x}}]\n"
+
+
+def _seed(tmp_path: Path) -> None:
+    proposal = Proposal(
+        id="s-p1",
+        spec_name="s",
+        improve_run_id="improve-s-1",
+        created_at="2026-11-30T08:00:00+00:00",
+        base_spec_hash="a" * 64,
+        candidate_spec_hash="b" * 64,
+        changes=[SpecChange(stage="a", field="model_tier", old="small", new="frontier", why="w")],
+        baseline_hqs=[0.5, 0.6],
+        candidate_hqs=[0.5, 0.55],
+        delta=-0.025,
+        ci_low=-0.05,
+        ci_high=0.0,
+        verdict="not_better",
+        detail="not shown to help",
+        diff="--- a/s.yaml\n+++ b/s.yaml\n",
+        spec_text=BASE.replace("small", "frontier"),
+        base_spec_text=BASE,
+    )
+    report = TrainReport(
+        adapter_dir=str(tmp_path / "ad"),
+        steps=10,
+        train_examples=8,
+        eval_examples=2,
+        train_loss_first=5.0,
+        train_loss_last=2.0,
+        eval_loss_before=5.0,
+        eval_loss_after=2.5,
+        seconds=1.0,
+        device="cpu",
+    )
+    adapter = Adapter(
+        id="s-a-a1",
+        spec_name="s",
+        stage="a",
+        base_model="/m",
+        path=str(tmp_path / "ad"),
+        created_at="2026-11-30T08:00:00+00:00",
+        finetune_run_id="finetune-s-1",
+        examples=10,
+        report=report,
+        verdict="verified",
+        detail="d",
+    )
+    store = TraceStore(database_url())
+    try:
+        store.save_proposals([proposal])
+        store.save_adapters([adapter])
+    finally:
+        store.close()
+
+
+def test_proposals_list_show_refuse_an_unverified_apply_and_dismiss(tmp_path: Path) -> None:
+    _seed(tmp_path)
+    spec = tmp_path / "s.yaml"
+    spec.write_text(BASE)
+    listed = runner.invoke(app, ["proposals", "list"])
+    assert listed.exit_code == 0 and "s-p1" in listed.stdout and "not_better" in listed.stdout
+    as_json = json.loads(runner.invoke(app, ["proposals", "list", "--json"]).stdout)
+    assert [p["id"] for p in as_json] == ["s-p1"] and "spec_text" not in as_json[0]
+    shown = runner.invoke(app, ["proposals", "show", "s-p1"])
+    assert "a.model_tier: small → frontier" in shown.stdout and "0.50→0.50" in shown.stdout
+    refused = runner.invoke(app, ["proposals", "apply", "s-p1", str(spec)])
+    assert refused.exit_code == 2 and "was not verified (not_better" in refused.stderr
+    assert spec.read_text() == BASE, "a refused apply writes nothing"
+    spec.write_text(BASE + "# edited since\n")
+    moved = runner.invoke(app, ["proposals", "apply", "s-p1", str(spec), "--force"])
+    assert moved.exit_code == 2 and "is not the text proposal s-p1 was made from" in moved.stderr
+    assert runner.invoke(app, ["proposals", "dismiss", "s-p1"]).exit_code == 0
+    again = runner.invoke(app, ["proposals", "dismiss", "s-p1"])
+    assert again.exit_code == 2 and "already dismissed" in again.stderr
+    unknown = runner.invoke(app, ["proposals", "show", "s-p2"])
+    assert unknown.exit_code == 2 and "no proposal 's-p2'" in unknown.stderr
+    assert "did you mean 's-p1'?" in unknown.stderr
+    bad = runner.invoke(app, ["proposals", "list", "--status", "maybe"])
+    assert bad.exit_code == 2 and "use proposed, applied or dismissed" in bad.stderr
+
+
+def test_adapters_list_and_retire(tmp_path: Path) -> None:
+    _seed(tmp_path)
+    listed = runner.invoke(app, ["adapters", "list", "--spec", "s"])
+    assert listed.exit_code == 0
+    assert "s-a-a1  active  verified  loss 5.000 → 2.500  10 examples" in listed.stdout
+    assert runner.invoke(app, ["adapters", "retire", "s-a-a1"]).exit_code == 0
+    store = TraceStore(database_url())
+    try:
+        assert store.latest_adapter("s", "a") is None  # `adapter: latest` no longer picks it
+    finally:
+        store.close()
+    again = runner.invoke(app, ["adapters", "retire", "s-a-a1"])
+    assert again.exit_code == 2 and "already retired" in again.stderr
+    none = runner.invoke(app, ["adapters", "list", "--spec", "other"])
+    assert "no adapters in the store" in none.stdout
