@@ -13,8 +13,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /app
 # .dockerignore keeps the virtualenv, caches and .git out of the build context.
 COPY . .
-# The serve extra is for the optional armature-webhooks service (`armature serve`).
-RUN pip install '.[serve]'
+# Extras: `serve` for the optional armature-webhooks service (`armature serve`). Workers that
+# run the fine-tune loop or serve `provider: local` tiers need `finetune` too (torch: large):
+#   docker compose -f docker-compose.temporal.yml build --build-arg EXTRAS=serve,finetune
+ARG EXTRAS=serve
+RUN pip install ".[${EXTRAS}]"
 
 # Run as an unprivileged user; /data is ARMATURE_HOME (a volume in the compose file; a fresh
 # named volume takes this directory's owner).
