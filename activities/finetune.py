@@ -154,7 +154,8 @@ def _record(inp: FinetuneRecordInput) -> list[Adapter]:
         better = report.eval_loss_after < report.eval_loss_before
         detail = (
             f"held-out reply loss {report.eval_loss_before:.3f} → {report.eval_loss_after:.3f} "
-            f"on {report.eval_examples} examples ({report.train_examples} trained, "
+            f"on {report.eval_examples} example{'s' * (report.eval_examples != 1)} "
+            f"({report.train_examples} trained, "
             f"{report.steps} steps, {report.seconds:.0f} s on {report.device})"
         )
         digest = hashlib.sha256(f"{inp.finetune_run_id}/{job.stage}".encode()).hexdigest()[:10]

@@ -30,17 +30,19 @@ __all__ = ["llm_call"]
 
 async def _adapter_for(inp: LLMCallInput) -> str | None:
     """The adapter directory a local tier loads: its own, or with ``adapter: latest`` the
-    newest verified active adapter the fine-tune loop trained for this spec and stage (none
-    yet: the base model alone)."""
-    if inp.tier.adapter != "latest":
-        return inp.tier.adapter
+    newest verified active adapter the fine-tune loop trained for this spec and stage
+    (``latest:<stage>``: for that stage instead); none yet: the base model alone."""
+    adapter = inp.tier.adapter
+    if adapter is None or not (adapter == "latest" or adapter.startswith("latest:")):
+        return adapter
+    stage = adapter.partition(":")[2] or inp.stage.id
     import asyncio
 
     from activities.traces import store_for
     from armature_temporal.store.engine import database_url
 
     store = store_for(database_url())
-    found = await asyncio.to_thread(store.latest_adapter, inp.spec_name, inp.stage.id)
+    found = await asyncio.to_thread(store.latest_adapter, inp.spec_name, stage)
     return found.path if found is not None else None
 
 

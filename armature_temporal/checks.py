@@ -181,6 +181,18 @@ def _check_tiers(spec: Spec) -> Iterator[Problem]:
                 f"adapter {declared.adapter!r} applies to provider: local only (this tier's "
                 f"provider is {declared.provider!r}); remove it or use provider: local",
             )
+        named = (declared.adapter or "").partition("latest:")[2]
+        if (
+            declared.adapter
+            and declared.adapter.startswith("latest:")
+            and named not in {s.id for s in spec.stages}
+        ):
+            ids = [s.id for s in spec.stages]
+            yield (
+                ("model_tiers", name, "adapter"),
+                f"{declared.adapter!r} names no stage of this spec; stages: {ids}"
+                + did_you_mean(named, ids),
+            )
     for rtype, default in spec.role_type_defaults.items():
         if msg := bad(default.model_tier):
             yield ("role_type_defaults", rtype, "model_tier"), msg

@@ -266,7 +266,10 @@ def _resolve_tiers(spec: Spec, base_dir: Path | None = None) -> dict[str, Resolv
         if tier.provider == "local" and base_dir is not None:
             for key in ("model", "adapter"):
                 value = values.get(key)
-                if value and value != "latest" and not Path(value).is_absolute():
+                latest = key == "adapter" and (
+                    value == "latest" or str(value).startswith("latest:")
+                )
+                if value and not latest and not Path(value).is_absolute():
                     values[key] = str((base_dir / value).resolve())
         out[name] = ResolvedTier(name=name, **values)
     return out

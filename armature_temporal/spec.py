@@ -96,8 +96,9 @@ class ModelTier(_Model):
     )
     adapter: str | None = Field(
         None,
-        description="'local' only: a LoRA adapter directory, or 'latest' for the newest "
-        "verified adapter the fine-tune loop trained for the calling stage.",
+        description="'local' only: a LoRA adapter directory; 'latest' for the newest "
+        "verified adapter the fine-tune loop trained for the calling stage; 'latest:<stage>' "
+        "for that stage's.",
     )
     valid_rate: float | None = Field(
         None,

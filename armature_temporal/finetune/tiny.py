@@ -137,3 +137,32 @@ def create_tiny_model(path: Path, *, seed: int = 0) -> Path:
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m armature_temporal.finetune.tiny DIR``: write the tiny model to DIR."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1 or args[0].startswith("-"):
+        print("usage: python -m armature_temporal.finetune.tiny DIR", file=sys.stderr)
+        return 2
+    target = Path(args[0])
+    if target.exists() and any(target.iterdir()):
+        print(f"error: {target} exists and is not empty; choose a new directory", file=sys.stderr)
+        return 2
+    try:
+        create_tiny_model(target)
+    except ImportError as exc:
+        print(
+            f"error: {exc}; the tiny model needs the finetune extra: pip install torch "
+            "transformers peft",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"wrote a tiny untrained model to {target} (replies are noise until trained)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -316,7 +316,7 @@ def test_dockerfile_builds_the_repo_and_runs_the_armature_console_script() -> No
     # The extras default to the webhook server; each named extra exists in pyproject.
     (default,) = [v for k, v in instructions if k == "ARG" and v.startswith("EXTRAS=")]
     extras = (ROOT / "pyproject.toml").read_text()
-    for extra in default.removeprefix("EXTRAS=").split(",") + ["finetune"]:
+    for extra in [*default.removeprefix("EXTRAS=").split(","), "finetune"]:
         assert re.search(rf"^{extra} = \[", extras, flags=re.M), extra
     assert instructions[0] == ("FROM", "python:3.11-slim")
     assert ("COPY", ". .") in instructions

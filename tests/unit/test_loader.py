@@ -339,8 +339,12 @@ def test_contracts_inputs_alternative_is_accepted() -> None:
             "applies to provider: local only",
         ),
         ("{provider: local}", "provider 'local' needs model: the directory of a transformers"),
+        (
+            "{provider: local, model: /m, adapter: 'latest:aa'}",
+            "'latest:aa' names no stage of this spec; stages: ['a'] (did you mean 'a'?)",
+        ),
     ],
-    ids=["adapter-on-litellm", "local-without-model"],
+    ids=["adapter-on-litellm", "local-without-model", "latest-of-no-stage"],
 )
 def test_local_tier_fields_are_checked(tier: str, words: str) -> None:
     text = (
@@ -361,9 +365,11 @@ def test_local_model_and_adapter_paths_resolve_against_the_spec_directory(tmp_pa
         "name: x\nmodel_tiers:\n"
         "  pinned: {provider: local, model: ../models/base, adapter: adapters/v1}\n"
         "  newest: {provider: local, model: /abs/base, adapter: latest}\n"
+        "  other: {provider: local, model: base, adapter: 'latest:a'}\n"
         "stages:\n  - {id: a, role: {name: A, model_tier: pinned, description: x}}\n"
     )
     tiers = compile_spec(load_spec(spec)).tiers
     assert tiers["pinned"].model == str((tmp_path / "models" / "base").resolve())
     assert tiers["pinned"].adapter == str((tmp_path / "specs" / "adapters" / "v1").resolve())
     assert tiers["newest"].model == "/abs/base" and tiers["newest"].adapter == "latest"
+    assert tiers["other"].adapter == "latest:a"

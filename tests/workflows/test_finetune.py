@@ -5,6 +5,8 @@ held-out loss, and a `provider: local` tier with `adapter: latest` serves the st
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,68 +16,65 @@ pytest.importorskip("torch", reason="needs the finetune extra: pip install torch
 pytest.importorskip("transformers", reason="needs the finetune extra")
 pytest.importorskip("peft", reason="needs the finetune extra")
 
+from armature_temporal.compiler import compile_spec
 from armature_temporal.finetune.models import FinetuneInput, FinetuneResult
-from armature_temporal.finetune.tiny import create_tiny_model
+from armature_temporal.loader import load_spec
 from armature_temporal.runtime_models import RunResult
 from armature_temporal.store import TraceStore
 from armature_temporal.store.engine import database_url
-from tests.fakes import plan_from, run_armature, start
+from tests.fakes import SPECS, run_armature, start
 from worker import build_worker
 
-SPEC = """\
-name: echoer
-model_tiers:
-  small: {{provider: simulate, quality: 0.8}}
-  mine: {{provider: local, model: {model}, adapter: latest, max_tokens: 24}}
-inputs:
-  type: object
-  properties: {{word: {{type: string, default: reef}}}}
-finetune:
-  base_model: {model}
-  target_stages: [answer]
-  min_examples: 8
-  max_steps: 40
-  lora_rank: 4
-stages:
-  - id: answer
-    role:
-      name: Echo
-      model_tier: {tier}
-      description: "Say something about {{{{ inputs.word }}}}."
-"""
+
+@pytest.fixture
+def distill(tmp_path: Path) -> tuple[Path, Path]:
+    """specs/distill.yaml as a user runs it: the spec in specs/, the tiny model it names at
+    ../models/tiny (written offline by armature_temporal.finetune.tiny)."""
+    spec = tmp_path / "specs" / "distill.yaml"
+    spec.parent.mkdir()
+    spec.write_text((SPECS / "distill.yaml").read_text())
+    made = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "armature_temporal.finetune.tiny",
+            str(tmp_path / "models" / "tiny"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr
+    return spec, tmp_path / "models" / "tiny"
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return create_tiny_model(tmp_path_factory.mktemp("models") / "tiny")
-
-
-async def test_a_round_trains_a_verified_adapter_that_a_local_tier_then_uses(
-    client: Client, task_queue: str, tiny: Path, tmp_path: Path
+async def test_the_distill_example_trains_an_adapter_that_its_local_tier_then_serves(
+    client: Client, task_queue: str, distill: tuple[Path, Path]
 ) -> None:
-    collect = SPEC.format(model=tiny, tier="small")
-    path = tmp_path / "echoer.yaml"
-    path.write_text(collect)
-    plan = plan_from(collect)
+    spec, tiny = distill
+    text = spec.read_text()
+    plan = compile_spec(load_spec(spec))
     async with build_worker(client, task_queue):
         for i in range(3):
-            await (await start(client, plan, task_queue, {"word": f"w{i}"})).result()
+            await (await start(client, plan, task_queue, {"topic": f"t{i}"})).result()
         early = await client.execute_workflow(
             "Finetune",
-            FinetuneInput(spec_text=collect, spec_path=str(path)),
-            id="finetune-echoer-early",
+            FinetuneInput(spec_text=text, spec_path=str(spec)),
+            id="finetune-distill-early",
             task_queue=task_queue,
             result_type=FinetuneResult,
         )
         assert early.status == "too_few_examples"
-        assert "answer: 3 distinct successful replies, fewer than min_examples = 8" in early.detail
-        for i in range(3, 14):
-            await (await start(client, plan, task_queue, {"word": f"w{i}"})).result()
+        assert "summary: 3 distinct successful replies, fewer than min_examples = 8" in (
+            early.detail
+        )
+        for i in range(3, 12):
+            await (await start(client, plan, task_queue, {"topic": f"t{i}"})).result()
 
         addr = str(client.service_client.config.target_host)
         done = await run_armature(
             "finetune",
-            str(path),
+            str(spec),
             "--json",
             "--address",
             addr,
@@ -89,29 +88,28 @@ async def test_a_round_trains_a_verified_adapter_that_a_local_tier_then_uses(
         )
         assert result.status == "trained", result.detail
         (adapter,) = result.adapters
-        assert adapter.stage == "answer" and adapter.examples == 14
-        assert adapter.report.steps == 40
+        assert adapter.stage == "summary" and adapter.examples == 12
+        assert adapter.report.steps == 60  # finetune.max_steps
         assert adapter.report.eval_loss_after < adapter.report.eval_loss_before
         assert adapter.verdict == "verified"
         config = json.loads((Path(adapter.path) / "adapter_config.json").read_text())
-        assert config["r"] == 4  # finetune.lora_rank
-        assert json.loads((Path(adapter.path) / "armature.json").read_text())["adapter_id"] == (
-            adapter.id
-        )
+        assert config["r"] == 8  # finetune.lora_rank
+        meta = json.loads((Path(adapter.path) / "armature.json").read_text())
+        assert meta["adapter_id"] == adapter.id
 
-        # The same spec with the stage on the local tier: `adapter: latest` loads it.
-        serve = SPEC.format(model=tiny, tier="mine")
-        served = await start(client, plan_from(serve), task_queue, {"word": "kelp"})
+        # tier=mine: summary_local runs on the local model plus `latest:summary`.
+        served = await start(client, plan, task_queue, {"topic": "kelp", "tier": "mine"})
         outcome: RunResult = await served.result()
-    assert outcome.stages["answer"].status == "completed"
+    assert outcome.stages["summary"].status == "skipped"
+    assert outcome.stages["summary_local"].status == "completed"
     store = TraceStore(database_url())
     try:
         (attempt,) = [r for r in store.records(served.id) if r.kind == "attempt"]
-        assert attempt.model == f"local:{tiny}+{adapter.path}"
-        assert store.latest_adapter("echoer", "answer") == adapter
+        assert attempt.model == f"local:{tiny.resolve()}+{adapter.path}"
+        assert store.latest_adapter("distill", "summary") == adapter
     finally:
         store.close()
-    listed = await run_armature("adapters", "list", "--spec", "echoer")
+    listed = await run_armature("adapters", "list", "--spec", "distill")
     assert adapter.id in listed.stdout and "verified" in listed.stdout
 
 

@@ -1,0 +1,45 @@
+"""Every example spec in specs/ runs to its end on a real Temporal dev server, unattended: as
+verification runs (stage gates approve themselves, tool approvals are refused), with the
+spec's default inputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from armature_temporal.client import prepare_inputs, run_outcome
+from armature_temporal.compiler import compile_spec
+from armature_temporal.loader import load_spec
+from armature_temporal.runtime_models import RunInput, RunResult
+from tests.fakes import SPECS
+from worker import build_worker
+
+#: How each example ends when nobody is there: safe-shell's irreversible `archive` call needs
+#: a person, so unattended it is refused (the policy working), and the run fails there.
+EXPECTED = {
+    "safe-shell.yaml": ("failed", {"archive": "policy_blocked", "summarize": "dependency_failed"})
+}
+#: Inputs for specs with required ones (researcher.yaml is research-fanout's subagent).
+INPUTS = {"researcher.yaml": {"partition": ["Why do tides happen?"], "index": 0, "count": 1}}
+
+
+@pytest.mark.parametrize("path", sorted(SPECS.glob("*.yaml")), ids=lambda p: p.name)
+async def test_example_spec_runs_to_its_end(client: Client, task_queue: str, path: Path) -> None:
+    plan = compile_spec(load_spec(path))
+    async with build_worker(client, task_queue):
+        handle = await client.start_workflow(
+            "RunSpec",
+            RunInput(
+                plan=plan, inputs=prepare_inputs(plan, INPUTS.get(path.name, {})), verification=True
+            ),
+            id=f"example-{path.stem}",
+            task_queue=task_queue,
+            result_type=RunResult,
+        )
+        result = await run_outcome(handle)
+    assert result is not None
+    state, errors = EXPECTED.get(path.name, ("completed", {}))
+    assert result.state == state, (result.reason, {k: v.error for k, v in result.stages.items()})
+    assert {k: v.error_type for k, v in result.stages.items() if v.error_type} == errors
