@@ -617,7 +617,12 @@ def _run_round(
     try:
         result = _run(go())
     except WorkflowFailureError as exc:
-        raise _fail(f"error: {workflow_id} failed: {exc.cause}", 1) from None
+        # The useful sentence is the innermost cause (an activity's ApplicationError).
+        cause: BaseException | None = exc.cause
+        while cause is not None and cause.__cause__ is not None:
+            cause = cause.__cause__
+        message = getattr(cause, "message", None) or str(cause)
+        raise _fail(f"error: {workflow_id} failed: {message}", 1) from None
     key = workflow_id.split("-", 1)[0] + "_id"
     if isinstance(result, dict):
         if as_json:

@@ -117,3 +117,23 @@ async def test_finetune_cli_refuses_a_spec_without_the_block() -> None:
     done = await run_armature("finetune", "specs/quickstart.yaml")
     assert done.returncode == 2
     assert "has no finetune block" in done.stderr and "base_model" in done.stderr
+
+
+async def test_a_missing_base_model_fails_the_round_with_the_path_and_the_fix(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    spec = tmp_path / "nobase.yaml"
+    spec.write_text(
+        "name: nobase\nfinetune: {base_model: ./no-such-model}\n"
+        "stages: [{id: a, role: {name: A, description: x}}]\n"
+    )
+    addr = str(client.service_client.config.target_host)
+    async with build_worker(client, task_queue):
+        done = await run_armature(
+            "finetune", str(spec), "--address", addr, "--task-queue", task_queue
+        )
+    assert done.returncode == 1
+    assert "finetune.base_model './no-such-model' is not a directory on this worker" in (
+        done.stderr
+    )
+    assert "nothing is downloaded" in done.stderr
