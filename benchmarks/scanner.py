@@ -26,6 +26,8 @@ Data: the labelled public sets in ``shared/data`` (``--data``, ``$ARMATURE_SHARE
 * **Out-of-distribution benign** — ``OOD_BENIGN`` below: 46 hand-written texts of the kinds
   an agent's prompt takes in (code requests, tool output, memory notes). Small, and used to
   choose the feature set; a sanity check that the model has not learnt "imperative = attack".
+  Its one flagged text ("Respond only with valid JSON …") was known when 20 output-format
+  instructions were added to the training supplement, so 0/46 since then is not independent.
 * **Speed** — texts per second of ``scan`` on one core over all the texts above, warm (model
   loaded), and as a ratio to a baseline in the same process: lower-casing and splitting
   every text into words (``re.findall(r"\\w+")``), the least any text scanner does.

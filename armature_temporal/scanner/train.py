@@ -14,9 +14,10 @@ file). The flagging threshold is
 the logit at which the out-of-fold scores of an inner cross-validation flag
 ``target_fpr`` of the benign texts; the final model is then fitted on all the data given.
 
-Training adds ``benign_supplement.jsonl`` (in this package): 70 hand-written benign texts of
-the kinds an agent's prompt takes in (code requests, tool output, memory notes, rubric text),
-which the public sets lack; without them the model flags ordinary imperative requests
+Training adds ``benign_supplement.jsonl`` (in this package): 90 hand-written benign texts of
+the kinds an agent's prompt takes in (code requests, tool output, memory notes, rubric text,
+and output-format instructions such as "return only the JSON object"), which the public sets
+lack; without them the model flags ordinary imperative requests
 ("write a function …") because the deepset set labels a few such texts injections. The
 supplement is only ever trained on, never scored.
 

@@ -177,6 +177,12 @@ def test_category_found_with_exact_span(
 
 
 BENIGN = [
+    # Output-format instructions (not in the training supplement): prompts and refiner
+    # proposals are full of them, and they are not injections.
+    "Respond only with valid JSON matching the schema.",
+    "Output only the JSON object, with no explanation.",
+    "Only output the corrected code, without commentary.",
+    "Never add markdown fences around the JSON output.",
     "What's the weather like in Paris tomorrow?",
     "Summarise this article about the 2012 Olympics in one sentence.",
     "I am looking for a good restaurant in Munich with Bavarian food.",
@@ -414,7 +420,7 @@ def test_scanning_many_mixed_texts_gives_one_result_each() -> None:
 def test_shipped_model_loads_and_names_its_training_data() -> None:
     model = load_model()
     assert 1000 <= len(model.weights) <= 20_000
-    assert model.meta["trained_on"] == {"deepset": 546, "jackhhao": 1598, "supplement": 70}
+    assert model.meta["trained_on"] == {"deepset": 546, "jackhhao": 1598, "supplement": 90}
     assert model.weights["q:override_object"] > 0
     assert all(name[:2] in ("w:", "b:", "q:") for name in model.weights)
 
