@@ -474,7 +474,7 @@ def schedule(
             queue or task_queue(),
             delete=delete,
             spec_text=spec.read_text(encoding="utf-8"),
-            spec_path=str(spec),
+            spec_path=str(spec.resolve()),
         )
 
     changes = _run(go())
@@ -536,7 +536,9 @@ def improve(
     result = _run_round(
         "Improve",
         ImproveInput(
-            spec_text=spec.read_text(encoding="utf-8"), spec_path=str(spec), verify_runs=verify_runs
+            spec_text=spec.read_text(encoding="utf-8"),
+            spec_path=str(spec.resolve()),
+            verify_runs=verify_runs,
         ),
         ImproveResult,
         f"improve-{compiled.name}-{uuid.uuid4().hex[:8]}",
@@ -633,6 +635,8 @@ def _run_round(
         return None
     if as_json:
         _print_json({key: workflow_id, **result.model_dump(mode="json")})
+        if getattr(result, "status", None) == "failed":
+            raise typer.Exit(1)
         return None
     return result
 
@@ -675,7 +679,7 @@ def finetune(
         )
     result = _run_round(
         "Finetune",
-        FinetuneInput(spec_text=spec.read_text(encoding="utf-8"), spec_path=str(spec)),
+        FinetuneInput(spec_text=spec.read_text(encoding="utf-8"), spec_path=str(spec.resolve())),
         FinetuneResult,
         f"finetune-{compiled.name}-{uuid.uuid4().hex[:8]}",
         f"fine-tune round for spec {compiled.name!r}",
@@ -687,6 +691,8 @@ def finetune(
     if result is None:
         return
     out.print(f"{result.status}: {result.detail}", markup=False, highlight=False)
+    if result.status == "failed":
+        raise typer.Exit(1)
     for adapter in result.adapters:
         out.print(
             f"  {adapter.id}  {adapter.verdict}  {adapter.detail}", markup=False, highlight=False
@@ -879,7 +885,9 @@ def proposals_apply(
 
         out.print(f"applied {proposal_id} to {spec}: {change_label(change)}", markup=False)
     out.print(
-        f"spec_hash {found.candidate_spec_hash[:12]}: runs from now on are a new version",
+        f"spec_hash {found.candidate_spec_hash[:12]}: runs started from this file are a new "
+        "version; schedules and `armature serve` keep the plan they were given until you run "
+        "`armature schedule` / restart `armature serve` with it",
         markup=False,
     )
 

@@ -151,6 +151,8 @@ async def finetune_train(request: TrainRequest) -> TrainReport:
 def _record(inp: FinetuneRecordInput) -> list[Adapter]:
     adapters = []
     for job, report in zip(inp.prepared.jobs, inp.reports, strict=True):
+        if report is None:  # training failed; the workflow reports why
+            continue
         better = report.eval_loss_after < report.eval_loss_before
         detail = (
             f"held-out reply loss {report.eval_loss_before:.3f} → {report.eval_loss_after:.3f} "

@@ -18,6 +18,7 @@ from temporalio.exceptions import ApplicationError
 from activities.traces import store_for
 from armature_temporal.compiler import compile_spec
 from armature_temporal.errors import SpecError
+from armature_temporal.hqs import run_hqs
 from armature_temporal.improve.diagnose import diagnose
 from armature_temporal.improve.edit import EditError, apply_changes, unified_diff
 from armature_temporal.improve.models import (
@@ -128,7 +129,16 @@ def _prepare(inp: ImproveInput) -> Prepared:
                 diagnosis=diag,
             )
         )
-    pool = diag.sample_inputs or [{}]
+    if len(diag.sample_inputs) < 2:
+        return Prepared(
+            stop=ImproveResult(
+                status="too_few_traces",
+                detail=f"{len(diag.sample_inputs)} distinct input(s) among the recent runs of "
+                f"{plan.name!r}; verifying a change needs at least 2 different inputs",
+                diagnosis=diag,
+            )
+        )
+    pool = diag.sample_inputs
     wanted = inp.verify_runs or si.verify_runs
     inputs = [pool[i % len(pool)] for i in range(wanted)]
     return Prepared(plan=plan, diagnosis=diag, candidates=found, inputs=inputs)
@@ -141,11 +151,17 @@ async def improve_prepare(inp: ImproveInput) -> Prepared:
 
 
 def _score(run_ids: list[str]) -> list[float | None]:
+    """HQS of each verification run from its records, without the latency component: that
+    one compares a run with its own version's median, and the two sides' medians come from
+    different populations (production history vs. the candidate's own concurrent runs)."""
     store = store_for(database_url())
     scores: list[float | None] = []
     for run_id in run_ids:
-        row = store.run(run_id)
-        scores.append(row.hqs if row is not None else None)
+        records = store.records(run_id)
+        if not any(r.kind == "run_end" for r in records):
+            scores.append(None)
+            continue
+        scores.append(run_hqs(records, None).hqs)
     return scores
 
 

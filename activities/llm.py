@@ -31,7 +31,8 @@ __all__ = ["llm_call"]
 async def _adapter_for(inp: LLMCallInput) -> str | None:
     """The adapter directory a local tier loads: its own, or with ``adapter: latest`` the
     newest verified active adapter the fine-tune loop trained for this spec and stage
-    (``latest:<stage>``: for that stage instead); none yet: the base model alone."""
+    (``latest:<stage>``: for that stage instead) on this tier's base model; none yet: the base
+    model alone."""
     adapter = inp.tier.adapter
     if adapter is None or not (adapter == "latest" or adapter.startswith("latest:")):
         return adapter
@@ -42,8 +43,14 @@ async def _adapter_for(inp: LLMCallInput) -> str | None:
     from armature_temporal.store.engine import database_url
 
     store = store_for(database_url())
-    found = await asyncio.to_thread(store.latest_adapter, inp.spec_name, stage)
-    return found.path if found is not None else None
+    found = await asyncio.to_thread(
+        store.adapters, spec=inp.spec_name, stage=stage, status="active", limit=200
+    )
+    # Newest first; only adapters trained on this tier's base model fit it.
+    for candidate in found:
+        if candidate.verdict == "verified" and candidate.base_model == inp.tier.model:
+            return candidate.path
+    return None
 
 
 @activity.defn(name="llm_call")

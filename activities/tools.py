@@ -123,6 +123,19 @@ async def tool_call(inp: ToolCallInput) -> ToolCallResult:
                 "error": f"blocked by the safety policy: {decision.message}",
             }
         )
+    if inp.verification and reversibility != "full":
+        # An improvement round's verification run replays a recent input unattended: it may
+        # read and compute, never act (send, write, run commands) where it cannot undo it.
+        return policy.model_copy(
+            update={
+                "policy_action": "block",
+                "policy_message": "verification run",
+                "error_type": "policy_blocked",
+                "error": f"not run in a verification run: tool {inp.tool!r} is reversibility "
+                f"{reversibility!r}, and verification runs only make calls that are fully "
+                "reversible",
+            }
+        )
     hook_ctx = HookContext(
         point="pre_tool",
         run_id=inp.run_id,

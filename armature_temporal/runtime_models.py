@@ -184,6 +184,7 @@ class ToolCallInput(_Model):
     spec_name: str | None = None
     outer_policies: list[PolicySet] = Field(default_factory=list)
     http_allow_hosts: list[str] = Field(default_factory=list)
+    verification: bool = False  # an improvement round's run: only fully reversible calls
 
 
 class ToolCallResult(_Model):

@@ -9,12 +9,14 @@ against the spec's input schema (422 naming the field when they do not fit). The
 Senders retry deliveries. A request carrying ``Idempotency-Key`` (or GitHub's
 ``X-GitHub-Delivery``) starts its run under a workflow id derived from the path and the key,
 and Temporal refuses a second start with that id, so a repeated delivery answers 200 with
-``"duplicate": true`` and the run the first one started — never a second run.
+``"duplicate": true`` and the run the first one started — for as long as Temporal keeps that
+run (the namespace's retention period).
 
-Authentication: with a secret configured (``$ARMATURE_WEBHOOK_SECRET``), every request must
-carry ``Authorization: Bearer <secret>`` or an HMAC-SHA256 of the raw body under the secret,
-as ``X-Armature-Signature-256: sha256=<hex>`` (GitHub's ``X-Hub-Signature-256`` is accepted
-too); anything else is 401. The CLI refuses to listen beyond loopback without a secret.
+Authentication: with a secret configured (``$ARMATURE_WEBHOOK_SECRET``), every request but
+``GET /healthz`` must carry ``Authorization: Bearer <secret>`` or an HMAC-SHA256 of the raw
+body under the secret, as ``X-Armature-Signature-256: sha256=<hex>`` (GitHub's
+``X-Hub-Signature-256`` is accepted too); anything else is 401. The CLI refuses to listen
+beyond loopback without a secret.
 
 The HTTP layer is FastAPI (the ``serve`` extra); everything that decides — which hook, which
 inputs, which run id, whether a request is authentic — is plain functions here, importable
@@ -158,12 +160,17 @@ def authenticate(secret: str | None, headers: Mapping[str, str], body: bytes) ->
         return
     auth = headers.get("authorization", "")
     scheme, _, token = auth.partition(" ")
-    if scheme.lower() == "bearer" and hmac.compare_digest(token.strip(), secret):
+    # Compared as bytes: compare_digest refuses non-ASCII str (that would be a 500, not a 401).
+    if scheme.lower() == "bearer" and hmac.compare_digest(
+        token.strip().encode("utf-8", "surrogateescape"), secret.encode()
+    ):
         return
-    expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    expected = ("sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()).encode()
     for name in SIGNATURE_HEADERS:
         given = headers.get(name)
-        if given is not None and hmac.compare_digest(given.strip().lower(), expected):
+        if given is not None and hmac.compare_digest(
+            given.strip().lower().encode("utf-8", "surrogateescape"), expected
+        ):
             return
     raise WebhookRequestError(
         401,
@@ -223,9 +230,13 @@ def create_app(
     def error(status: int, message: str) -> JSONResponse:
         return JSONResponse({"error": message}, status_code=status)
 
-    @app.get("/")
-    async def index() -> dict[str, Any]:
-        return {"hooks": listing(), "auth": "required" if secret else "none"}
+    async def index(request: Request) -> JSONResponse:
+        # The hook list (paths, trigger inputs) is for callers who hold the secret.
+        try:
+            authenticate(secret, {k.lower(): v for k, v in request.headers.items()}, b"")
+        except WebhookRequestError as exc:
+            return error(exc.status, str(exc))
+        return JSONResponse({"hooks": listing(), "auth": "required" if secret else "none"})
 
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
@@ -244,10 +255,14 @@ def create_app(
 
     # Plain Starlette routes below: FastAPI's parameter inference is not wanted here.
     async def deliver(request: Request) -> JSONResponse:
+        headers = {k.lower(): v for k, v in request.headers.items()}
         _, hook = lookup(request)
         if isinstance(hook, JSONResponse):
+            try:  # the list of paths in a 404 is for callers who hold the secret
+                authenticate(secret, headers, b"")
+            except WebhookRequestError:
+                return error(404, f"no webhook at POST {request.url.path}")
             return hook
-        headers = {k.lower(): v for k, v in request.headers.items()}
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
             return error(413, f"body over {MAX_BODY_BYTES} bytes; send run inputs, not files")
@@ -302,6 +317,10 @@ def create_app(
 
     async def describe(request: Request) -> JSONResponse:
         # GET on a hook (someone trying the URL in a browser): say how to use it.
+        try:
+            authenticate(secret, {k.lower(): v for k, v in request.headers.items()}, b"")
+        except WebhookRequestError as exc:
+            return error(exc.status, str(exc))
         route, hook = lookup(request)
         if isinstance(hook, JSONResponse):
             return hook
@@ -317,6 +336,7 @@ def create_app(
             headers={"Allow": "POST"},
         )
 
+    app.router.add_route("/", index, methods=["GET"])
     app.router.add_route("/{path:path}", deliver, methods=["POST"])
     app.router.add_route("/{path:path}", describe, methods=["GET"])
     return app

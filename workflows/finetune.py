@@ -13,6 +13,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from armature_temporal.finetune.models import (
@@ -55,19 +56,29 @@ class FinetuneWorkflow:
         )
         if prepared.stop is not None:
             return prepared.stop
-        reports: list[TrainReport] = []
+        reports: list[TrainReport | None] = []
+        failed: dict[str, str] = {}
         for job in prepared.jobs:  # one at a time: training saturates the worker
             self.phase = f"training {job.stage}"
-            report: TrainReport = await workflow.execute_activity(
-                "finetune_train",
-                job.request,
-                result_type=TrainReport,
-                start_to_close_timeout=timedelta(hours=6),
-                heartbeat_timeout=timedelta(minutes=2),
-                retry_policy=TRAIN_RETRY,
-                summary=f"train a LoRA adapter for {job.stage} on "
-                f"{len(job.request.examples)} examples",
-            )
+            try:
+                report: TrainReport = await workflow.execute_activity(
+                    "finetune_train",
+                    job.request,
+                    result_type=TrainReport,
+                    start_to_close_timeout=timedelta(hours=6),
+                    heartbeat_timeout=timedelta(minutes=2),
+                    retry_policy=TRAIN_RETRY,
+                    summary=f"train a LoRA adapter for {job.stage} on "
+                    f"{len(job.request.examples)} examples",
+                )
+            except ActivityError as exc:
+                # One stage's failure does not lose the others' adapters.
+                cause = exc.cause
+                failed[job.stage] = (
+                    cause.message if isinstance(cause, ApplicationError) else str(exc)
+                )
+                reports.append(None)
+                continue
             reports.append(report)
             self.done.append(job.stage)
         self.phase = "recording"
@@ -87,9 +98,10 @@ class FinetuneWorkflow:
         self.phase = "done"
         verified = sum(a.verdict == "verified" for a in adapters)
         skipped = "".join(f"; {s} skipped: {why}" for s, why in prepared.skipped.items())
+        failures = "".join(f"; {s} failed: {why}" for s, why in failed.items())
         return FinetuneResult(
-            status="trained",
+            status="trained" if adapters else "failed",
             detail=f"{len(adapters)} adapter(s) trained, {verified} verified (held-out loss "
-            f"down){skipped}",
+            f"down){failures}{skipped}",
             adapters=adapters,
         )

@@ -810,6 +810,7 @@ class RunSpecWorkflow:
                     http_allow_hosts=self.plan.http_allow_hosts,
                     approved=approved,
                     spec_name=self.plan.name,
+                    verification=self.verification,
                 ),
                 result_type=ToolCallResult,
                 start_to_close_timeout=timeout,

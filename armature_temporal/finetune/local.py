@@ -140,7 +140,9 @@ def generate(
     Greedy when ``temperature`` is None or 0, else sampled with a generator seeded by
     ``seed`` (same inputs, same seed: same text). Stops at the end-of-sequence token
     (``finish_reason="stop"``) or after ``max_tokens`` (``"length"``). The prompt is the
-    tokenizer's chat template, cut from the left when it would not fit. Blocking.
+    tokenizer's chat template, cut from the left when it would not fit; it keeps at least half
+    the model's context, so a ``max_tokens`` near the context size shortens the reply instead
+    of the prompt. Blocking.
 
     Raises:
         FinetuneUnavailable: torch, transformers or peft is missing.
@@ -152,8 +154,12 @@ def generate(
     loaded = _get(base_model, adapter)
     model, tokenizer = loaded.model, loaded.tokenizer
     device = next(model.parameters()).device
-    budget = min(max_tokens, max(loaded.limit - 1, 1))
-    prompt = prompt_ids(tokenizer, messages)[-(loaded.limit - budget) :]
+    full = prompt_ids(tokenizer, messages)
+    # The prompt keeps at least half the context (or all of itself, if shorter): a large
+    # max_tokens shortens the reply, never the question to one token.
+    keep = min(len(full), max(loaded.limit // 2, loaded.limit - max_tokens))
+    budget = max(min(max_tokens, loaded.limit - keep), 1)
+    prompt = full[-(loaded.limit - budget) :] if keep else []
     if not prompt:  # nothing to condition on: start from the tokenizer's bos (or eos)
         bos = tokenizer.bos_token_id
         prompt = [int(bos) if bos is not None else min(loaded.stop_ids, default=0)]

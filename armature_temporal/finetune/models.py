@@ -87,7 +87,7 @@ class FinetuneInput(_Model):
 
 
 class FinetuneResult(_Model):
-    status: Literal["trained", "too_few_examples", "not_configured"]
+    status: Literal["trained", "too_few_examples", "not_configured", "failed"]
     detail: str
     adapters: list[Adapter] = Field(default_factory=list)
 
@@ -113,4 +113,4 @@ class FinetuneRecordInput(_Model):
     finetune_run_id: str
     created_at: str
     prepared: FinetunePrepared
-    reports: list[TrainReport]  # aligned with prepared.jobs
+    reports: list[TrainReport | None]  # aligned with prepared.jobs; None: that job failed

@@ -268,3 +268,13 @@ def test_long_prompts_are_cut_from_the_left_and_plain_tokenizers_get_role_lines(
     assert report.steps == 1 and report.eval_loss_before > 0
     result = generate(tiny, long[:1], max_tokens=600)
     assert result.prompt_tokens + result.completion_tokens <= 512
+
+
+@pytest.mark.parametrize("max_tokens", [511, 600, 10_000])
+def test_a_large_max_tokens_shortens_the_reply_never_the_prompt_to_nothing(
+    tiny: str, max_tokens: int
+) -> None:
+    long_prompt = [{"role": "user", "content": "word " * 400}]  # more than the 512 positions
+    out = generate(tiny, long_prompt, max_tokens=max_tokens)
+    assert out.prompt_tokens >= 256  # at least half the context stays the prompt's
+    assert out.prompt_tokens + out.completion_tokens <= 512

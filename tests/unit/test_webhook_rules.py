@@ -125,8 +125,18 @@ def test_the_secret_admits_a_bearer_token_or_a_body_signature(headers: dict[str,
         {"authorization": f"Basic {SECRET}"},
         {"x-armature-signature-256": GOOD_SIG[:-1] + "0"},
         {"x-armature-signature-256": "sha256=" + hmac.new(b"other", BODY, "sha256").hexdigest()},
+        {"authorization": "Bearer s3cr\u00e9t"},
+        {"x-hub-signature-256": "sha256=\u00e9"},
     ],
-    ids=["none", "wrong-token", "wrong-scheme", "tampered-sig", "other-key"],
+    ids=[
+        "none",
+        "wrong-token",
+        "wrong-scheme",
+        "tampered-sig",
+        "other-key",
+        "non-ascii",
+        "non-ascii-sig",
+    ],
 )
 def test_anything_else_is_401_saying_what_to_send(headers: dict[str, str]) -> None:
     with pytest.raises(WebhookRequestError, match="Authorization: Bearer") as caught:

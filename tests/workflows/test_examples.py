@@ -16,10 +16,18 @@ from armature_temporal.runtime_models import RunInput, RunResult
 from tests.fakes import SPECS
 from worker import build_worker
 
-#: How each example ends when nobody is there: safe-shell's irreversible `archive` call needs
-#: a person, so unattended it is refused (the policy working), and the run fails there.
+#: How each example ends when nobody is there: a verification run makes only fully reversible
+#: tool calls, so safe-shell's first shell command is refused and the rest never run.
 EXPECTED = {
-    "safe-shell.yaml": ("failed", {"archive": "policy_blocked", "summarize": "dependency_failed"})
+    "safe-shell.yaml": (
+        "failed",
+        {
+            "inspect": "policy_blocked",
+            "record": "dependency_failed",
+            "archive": "dependency_failed",
+            "summarize": "dependency_failed",
+        },
+    )
 }
 #: Inputs for specs with required ones (researcher.yaml is research-fanout's subagent).
 INPUTS = {"researcher.yaml": {"partition": ["Why do tides happen?"], "index": 0, "count": 1}}

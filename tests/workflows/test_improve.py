@@ -159,11 +159,28 @@ async def test_a_round_at_target_or_without_surfaces_stops_with_the_reason(
     assert bare.status == "no_candidates" and "editable_surfaces" in bare.detail
 
 
-async def test_verification_runs_decide_gates_themselves_and_refuse_tool_approvals(
+TOOL_CASES = [
+    # (the stage's tool, the error type, words in the error)
+    ("{name: file_read, args: {path: missing.txt}}", "tool_error", "missing.txt"),  # it ran
+    ("{name: file_list, args: {}}", "policy_blocked", "decided automatically (reject)"),
+    (
+        "{name: file_write, args: {path: notes/x.txt, content: hi}}",
+        "policy_blocked",
+        "is reversibility 'partial', and verification runs only make calls",
+    ),
+    (
+        "{name: http_request, args: {url: 'https://example.com', method: POST}}",
+        "policy_blocked",
+        "is reversibility 'partial', and verification runs only make calls",
+    ),
+]
+
+
+async def test_verification_runs_decide_gates_and_make_only_reversible_tool_calls(
     client: Client, task_queue: str
 ) -> None:
     triage = compile_spec(load_spec(SPECS / "customer-triage.yaml"))
-    shell = compile_spec(load_spec(SPECS / "safe-shell.yaml"))
+    outcomes = []
     async with build_worker(client, task_queue):
         gated = await client.execute_workflow(
             "RunSpec",
@@ -174,23 +191,28 @@ async def test_verification_runs_decide_gates_themselves_and_refuse_tool_approva
             task_queue=task_queue,
             result_type=RunResult,
         )
-        handle = await client.start_workflow(
-            "RunSpec",
-            RunInput(plan=shell, inputs={"command": "ls", "note": "n"}, verification=True),
-            id="verify-gates-2",
-            task_queue=task_queue,
-            result_type=RunResult,
-        )
-        tooled = await run_outcome(handle)
-    assert tooled is not None
+        for i, (tool, _, _) in enumerate(TOOL_CASES):
+            spec = (
+                f"name: tooly{i}\nhttp_allow_hosts: [example.com]\nsafety_rules:\n"
+                "  - {tool: file_list, action: require_approval, message: needs a person}\n"
+                f"stages:\n  - {{id: t, tool: {tool}}}\n"
+            )
+            handle = await client.start_workflow(
+                "RunSpec",
+                RunInput(plan=plan_from(spec), inputs={}, verification=True),
+                id=f"verify-tools-{i}",
+                task_queue=task_queue,
+                result_type=RunResult,
+            )
+            outcomes.append(await run_outcome(handle))
     gate = gated.stages["approve_reply"].gate
     assert gated.state == "completed"
     assert gate is not None and gate.decision == "approve" and gate.by == "armature improve"
-    assert tooled.stages["archive"].status == "failed"
-    assert tooled.stages["archive"].error_type == "policy_blocked"
-    assert "decided automatically (reject): a verification run" in (
-        tooled.stages["archive"].error or ""
-    )
+    for (tool, error_type, words), outcome in zip(TOOL_CASES, outcomes, strict=True):
+        assert outcome is not None, tool
+        stage = outcome.stages["t"]
+        assert stage.error_type == error_type, (tool, stage.error)
+        assert words in (stage.error or ""), (tool, stage.error)
 
 
 async def test_improve_cli_refuses_a_spec_without_the_block() -> None:

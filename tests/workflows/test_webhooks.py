@@ -190,7 +190,17 @@ async def test_with_a_secret_only_authentic_requests_start_runs(
         bearer = await http.post(
             "/hooks/ticket", content=body, headers={"Authorization": f"Bearer {secret}"}
         )
-        assert (await http.get("/")).json()["auth"] == "required"
+        hidden = await http.get("/")
+        listed = await http.get("/", headers={"Authorization": f"Bearer {secret}"})
+        hook_help = await http.get("/hooks/ticket")
+        elsewhere = await http.post("/hooks/other", content=body)
+    # Without the secret nothing about the hooks is told: not the list, not the inputs.
+    assert hidden.status_code == 401 and "hooks" not in hidden.json()
+    assert (
+        listed.json()["auth"] == "required" and listed.json()["hooks"][0]["path"] == "/hooks/ticket"
+    )
+    assert hook_help.status_code == 401
+    assert elsewhere.status_code == 404 and "/hooks/ticket" not in elsewhere.json()["error"]
     assert denied.status_code == 401 and forged.status_code == 401
     assert "X-Armature-Signature-256" in denied.json()["error"]
     assert signed.status_code == 202 and bearer.status_code == 202
