@@ -100,6 +100,14 @@ async def complete(
             tier, messages, seed, role_type, output_mode, output_schema, tools, turn, max_turns
         )
     if tier.provider == "local":
+        if tools:
+            raise ProviderError(
+                f"tier {tier.name!r}: provider 'local' does not call tools, and this stage "
+                f"offers {len(tools)}; give the stage a tier with a litellm provider, or drop "
+                "its tools",
+                retryable=False,
+                kind="unsupported_provider",
+            )
         return await _local(tier, messages, seed, temperature, max_tokens, adapter)
     return await _litellm(
         tier, messages, output_mode, output_schema, temperature, max_tokens, params or {}, tools

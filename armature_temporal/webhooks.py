@@ -266,9 +266,14 @@ def create_app(
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
             return error(413, f"body over {MAX_BODY_BYTES} bytes; send run inputs, not files")
-        body = await request.body()
-        if len(body) > MAX_BODY_BYTES:
-            return error(413, f"body over {MAX_BODY_BYTES} bytes; send run inputs, not files")
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():  # stop reading at the cap, whatever it declared
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                return error(413, f"body over {MAX_BODY_BYTES} bytes; send run inputs, not files")
+            chunks.append(chunk)
+        body = b"".join(chunks)
         try:
             authenticate(secret, headers, body)
             inputs = prepare_inputs(

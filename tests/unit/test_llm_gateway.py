@@ -156,3 +156,21 @@ async def test_missing_api_key_is_a_clear_non_retryable_error(
             output_schema=None,
         )
     assert info.value.retryable is False and state.requests == []
+
+
+async def test_a_local_tier_refuses_tools_with_the_fix() -> None:
+    from armature_temporal.compiler import ResolvedTier
+    from armature_temporal.llm import ProviderError, complete
+
+    tier = ResolvedTier(name="mine", provider="local", model="/models/x")
+    with pytest.raises(ProviderError, match="provider 'local' does not call tools") as caught:
+        await complete(
+            tier,
+            [{"role": "user", "content": "hi"}],
+            seed="s",
+            role_type="worker",
+            output_mode="text",
+            output_schema=None,
+            tools=[{"name": "file_read"}],
+        )
+    assert not caught.value.retryable

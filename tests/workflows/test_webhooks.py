@@ -173,6 +173,23 @@ async def test_a_body_over_the_limit_is_refused(client: Client, task_queue: str)
     assert answer.status_code == 413
 
 
+async def test_a_chunked_body_over_the_limit_is_refused_without_reading_it_all(
+    client: Client, task_queue: str
+) -> None:
+    sent = 0
+
+    async def endless() -> AsyncIterator[bytes]:  # no Content-Length: chunked
+        nonlocal sent
+        for _ in range(64):
+            sent += 1
+            yield b" " * 65536
+
+    async with served(client, task_queue) as http:
+        answer = await http.post("/hooks/ticket", content=endless())
+    assert answer.status_code == 413
+    assert sent < 64, "the server kept reading past the cap"
+
+
 async def test_with_a_secret_only_authentic_requests_start_runs(
     client: Client, task_queue: str
 ) -> None:
