@@ -35,6 +35,7 @@ out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+SpecArg = Annotated[Path, typer.Argument(help="The spec file.", show_default=False, metavar="SPEC")]
 
 
 def _print_json(value: Any) -> None:
@@ -171,9 +172,7 @@ def _plan_tree(plan: Plan, title: str) -> Tree:
 
 @app.command()
 def plan(
-    spec: Annotated[
-        Path, typer.Argument(help="The spec file.", show_default=False, metavar="SPEC")
-    ],
+    spec: SpecArg,
     as_json: JsonFlag = False,
 ) -> None:
     """Show the compiled plan: the stage DAG with tiers, retries, gates and fan-out."""
@@ -343,9 +342,7 @@ def _print_run(view: Any) -> None:
 
 @app.command()
 def submit(
-    spec: Annotated[
-        Path, typer.Argument(help="The spec file.", show_default=False, metavar="SPEC")
-    ],
+    spec: SpecArg,
     input_pairs: Annotated[
         list[str] | None,
         typer.Option(
@@ -446,9 +443,7 @@ async def _follow(client: Any, run_id: str) -> Any:
 
 @app.command()
 def schedule(
-    spec: Annotated[
-        Path, typer.Argument(help="The spec file.", show_default=False, metavar="SPEC")
-    ],
+    spec: SpecArg,
     delete: Annotated[bool, typer.Option("--delete", help="Delete the spec's schedules.")] = False,
     address: AddressOpt = None,
     queue: QueueOpt = None,
@@ -490,9 +485,7 @@ def schedule(
 
 @app.command()
 def improve(
-    spec: Annotated[
-        Path, typer.Argument(help="The spec file.", show_default=False, metavar="SPEC")
-    ],
+    spec: SpecArg,
     verify_runs: Annotated[
         int | None,
         typer.Option(
@@ -643,9 +636,7 @@ def _run_round(
 
 @app.command()
 def finetune(
-    spec: Annotated[
-        Path, typer.Argument(help="The spec file.", show_default=False, metavar="SPEC")
-    ],
+    spec: SpecArg,
     wait: Annotated[
         bool, typer.Option("--wait/--no-wait", help="Wait for the round and print it.")
     ] = True,
