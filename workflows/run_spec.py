@@ -108,6 +108,8 @@ class RunSpecWorkflow:
                 "spec_version": inp.plan.version,
                 "inputs": inp.inputs,
                 "parent_run_id": inp.parent_run_id,
+                # Only when set, so ordinary runs' records (and their hashes) are unchanged.
+                **({"verification": True} if inp.verification else {}),
             },
         )
 

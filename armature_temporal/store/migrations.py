@@ -180,12 +180,18 @@ def _v5_adapters(conn: Connection) -> None:
 
 
 #: (version, name, function), in order.
+def _v6_verification_runs(conn: Connection) -> None:
+    """Runs remember whether they were an improvement round's verification run."""
+    conn.execute(text("ALTER TABLE runs ADD COLUMN verification BOOLEAN NOT NULL DEFAULT FALSE"))
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "initial", _v1_initial),
     (2, "run_quality", _v2_run_quality),
     (3, "latency_window_index", _v3_latency_window_index),
     (4, "improvement_proposals", _v4_improvement_proposals),
     (5, "adapters", _v5_adapters),
+    (6, "verification_runs", _v6_verification_runs),
 ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, Float, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, Float, Index, Integer, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = ["AdapterRow", "Base", "GateDecisionRow", "ProposalRow", "RunRow", "TraceRow"]
@@ -38,6 +38,8 @@ class RunRow(Base):
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
     hqs: Mapped[float | None] = mapped_column(Float)
     chain_head: Mapped[str | None] = mapped_column(String(64))
+    # An improvement round's verification run: left out of dashboards, exports, diagnoses.
+    verification: Mapped[bool] = mapped_column(default=False, server_default=text("false"))
 
     __table_args__ = (
         Index("ix_runs_spec_started", "spec_name", "started_at"),

@@ -578,6 +578,7 @@ def _run_start_row(record: TraceRecord) -> dict[str, Any]:
         "spec_version": record.data.get("spec_version"),
         "policy_version": record.policy_version,
         "parent_run_id": record.data.get("parent_run_id"),
+        "verification": bool(record.data.get("verification", False)),
         "status": "running",
         "inputs": record.data.get("inputs"),
         "started_at": record.recorded_at,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from armature_temporal.stats import percentile
 from armature_temporal.traces import FAILURE_TAXONOMY, TraceRecord
-from armature_temporal.views.report import VERIFICATION_PREFIX, RunTrace, _trace, _View
+from armature_temporal.views.report import RunTrace, _trace, _View
 
 if TYPE_CHECKING:
     from armature_temporal.store import TraceStore
@@ -264,5 +264,5 @@ def load_runs(
     unless ``records`` is False; improvement rounds' verification runs only if asked."""
     rows = store.runs(spec=spec, limit=limit)
     if not verification:
-        rows = [r for r in rows if not (r.parent_run_id or "").startswith(VERIFICATION_PREFIX)]
+        rows = [r for r in rows if not r.verification]
     return [_trace(row, store.records(row.run_id) if records else []) for row in reversed(rows)]

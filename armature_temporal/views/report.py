@@ -36,12 +36,6 @@ class _View(BaseModel):
     model_config = ConfigDict(frozen=True)
 
 
-#: Improvement rounds' workflow ids start with this; their verification runs name one as
-#: parent. Those runs replay recent inputs with gates deciding themselves, so dashboards,
-#: exports and diagnoses leave them out.
-VERIFICATION_PREFIX = "improve-"
-
-
 class RunTrace(_View):
     """One run as the store has it: its summary row and its chain of records."""
 
@@ -56,12 +50,10 @@ class RunTrace(_View):
     finished_at: str | None = None
     latency_ms: float | None = None
     hqs: float | None = None
+    # An improvement round's verification run (recent inputs replayed, gates deciding
+    # themselves): dashboards, exports and diagnoses leave these out.
+    verification: bool = False
     records: list[TraceRecord] = Field(default_factory=list)
-
-    @property
-    def verification(self) -> bool:
-        """A verification run of an improvement round (its parent is the round)."""
-        return (self.parent_run_id or "").startswith(VERIFICATION_PREFIX)
 
 
 # --- one run -------------------------------------------------------------------------------
@@ -256,6 +248,7 @@ def _trace(row: RunRow, records: list[TraceRecord]) -> RunTrace:
         finished_at=row.finished_at,
         latency_ms=row.latency_ms,
         hqs=row.hqs,
+        verification=bool(row.verification),
         records=records,
     )
 

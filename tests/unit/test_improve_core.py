@@ -213,6 +213,7 @@ def run(
     hqs: float | None = None,
     inputs: Any = None,
     with_start: bool = True,
+    verification: bool = False,
 ) -> RunTrace:
     """One run: a run_start (carrying ``inputs`` when given), ``records``, and a run_end."""
     global _runs
@@ -232,6 +233,7 @@ def run(
         started_at=started_at,
         finished_at=finished_at,
         hqs=hqs,
+        verification=verification,
         records=[r.model_copy(update={"run_id": rid, "seq": i}) for i, r in enumerate(chain)],
     )
 
@@ -250,13 +252,13 @@ def stats_of(diagnosis: Diagnosis, stage: str) -> StageStats:
         ({"status": "failed"}, True),
         ({"status": "cancelled"}, True),
         ({"parent_run_id": "run-9"}, True),
-        ({"parent_run_id": "my-improve-1"}, True),  # the prefix, not a substring
+        ({"parent_run_id": "improve-docs-1/fan/0"}, True),  # a spec named improve-docs
         ({"spec_hash": "another-version"}, False),
         ({"status": "running"}, False),
         ({"status": "waiting_gate"}, False),
         ({"status": "running", "finished_at": None}, False),
         ({"finished_at": None}, False),
-        ({"parent_run_id": "improve-abc123"}, False),
+        ({"parent_run_id": "improve-abc123", "verification": True}, False),
     ],
     ids=repr,
 )
@@ -291,16 +293,6 @@ def test_diagnose_counts_only_finished_runs_of_this_version(
         assert draft.judge_score == 0.8
         assert d.mean_hqs == 0.9
         assert d.sample_inputs == [{"topic": "ok"}]
-
-
-@pytest.mark.parametrize(
-    ("parent", "verification"),
-    [(None, False), ("", False), ("run-1", False), ("x-improve-1", False), ("improve-", True)],
-)
-def test_a_verification_run_names_an_improvement_round_as_parent(
-    parent: str | None, verification: bool
-) -> None:
-    assert run(parent_run_id=parent).verification is verification
 
 
 def test_diagnosis_of_no_runs_is_empty_but_lists_every_llm_stage() -> None:
@@ -442,7 +434,7 @@ def test_judge_scores_go_to_the_llm_stages_the_judge_depends_on() -> None:
         run(judged(0.8)),
         run(judged(0.55)),
         run(judged(None)),  # a judge that gave no score
-        run(judged(0.0), parent_run_id="improve-1"),  # a verification run
+        run(judged(0.0), parent_run_id="improve-1", verification=True),
     ]
 
     d = diagnose(PLAN, runs)  # review depends on fetch (a tool) and draft
@@ -494,7 +486,7 @@ def sample_runs() -> list[RunTrace]:
         run(started_at=at(9), with_start=False),  # no run_start record
         run(started_at=at(8), inputs="not a mapping"),
         run(started_at=at(7)),  # a run_start without inputs
-        run(started_at=at(6), inputs={"topic": "d"}, parent_run_id="improve-x"),
+        run(started_at=at(6), inputs={"topic": "d"}, parent_run_id="improve-x", verification=True),
         run(started_at=at(2), inputs={"topic": "e"}),
     ]
 

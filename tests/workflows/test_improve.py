@@ -120,6 +120,10 @@ async def test_a_round_waits_for_traces_then_verifies_a_tier_change_that_helps(
     try:
         children = [r for r in store.runs(spec="drafty", limit=500) if r.parent_run_id]
         assert {r.parent_run_id for r in children} == {round_id}
+        assert all(r.verification for r in children)
+        assert not any(
+            r.verification for r in store.runs(spec="drafty", limit=500) if not r.parent_run_id
+        )
         assert len(children) == 8 * (1 + len(result.proposals))
         kept = store.proposal(tier.id)
         assert kept is not None and kept.verdict == "verified" and kept.status == "proposed"
