@@ -276,19 +276,15 @@ class TraceStore:
         (nothing is changed then).
         """
         table = _table(ProposalRow)
-        changed = (
-            update(table)
-            .where(table.c.id == proposal_id, table.c.status == expected)
-            .values(status=status, status_changed_at=datetime.now(UTC).isoformat())
-            .returning(*[table.c[f] for f in _PROPOSAL_FIELDS])
+        row, now = self._change_status(
+            table,
+            proposal_id,
+            status,
+            [table.c.status == expected],
+            [table.c[f] for f in _PROPOSAL_FIELDS],
         )
-        with self.engine.begin() as conn:
-            row = conn.execute(changed).mappings().first()
-            if row is not None:
-                return _to_proposal(row)
-            now = conn.execute(
-                select(table.c.status, table.c.status_changed_at).where(table.c.id == proposal_id)
-            ).first()
+        if row is not None:
+            return _to_proposal(row)
         if now is None:
             raise ProposalError(
                 f"no proposal {proposal_id!r}; list them with `armature proposals`",
@@ -301,6 +297,32 @@ class TraceStore:
         else:
             message = f"proposal {proposal_id} is {current}, not {expected}; nothing changed"
         raise ProposalError(message, proposal_id=proposal_id, status=current, changed_at=since)
+
+    def _change_status(
+        self,
+        table: Table,
+        row_id: str,
+        status: str,
+        guards: list[Any],
+        returning: list[Any],
+    ) -> tuple[Any, Any]:
+        """One conditional ``UPDATE`` of ``status`` (and when) where ``guards`` hold: of two
+        concurrent callers exactly one succeeds. Returns the updated row, or ``None`` and the
+        row's ``(status, status_changed_at)`` now (``None`` if there is no such row)."""
+        changed = (
+            update(table)
+            .where(table.c.id == row_id, *guards)
+            .values(status=status, status_changed_at=datetime.now(UTC).isoformat())
+            .returning(*returning)
+        )
+        with self.engine.begin() as conn:
+            row = conn.execute(changed).mappings().first()
+            if row is not None:
+                return row, None
+            now = conn.execute(
+                select(table.c.status, table.c.status_changed_at).where(table.c.id == row_id)
+            ).first()
+        return None, now
 
     # --- fine-tune adapters ------------------------------------------------------------------
 
@@ -381,23 +403,15 @@ class TraceStore:
         it is already ``status`` (nothing is changed then).
         """
         table = _table(AdapterRow)
-        changed = (
-            update(table)
-            .where(
-                table.c.id == adapter_id,
-                table.c.status == expected,
-                table.c.status != status,
-            )
-            .values(status=status, status_changed_at=datetime.now(UTC).isoformat())
-            .returning(*_adapter_columns(table))
+        row, now = self._change_status(
+            table,
+            adapter_id,
+            status,
+            [table.c.status == expected, table.c.status != status],
+            _adapter_columns(table),
         )
-        with self.engine.begin() as conn:
-            row = conn.execute(changed).mappings().first()
-            if row is not None:
-                return _to_adapter(row)
-            now = conn.execute(
-                select(table.c.status, table.c.status_changed_at).where(table.c.id == adapter_id)
-            ).first()
+        if row is not None:
+            return _to_adapter(row)
         if now is None:
             raise AdapterError(
                 f"no adapter {adapter_id!r}; list them with `armature adapters list`",
