@@ -16,10 +16,10 @@ from rich.console import Console
 from rich.text import Text
 from rich.tree import Tree
 
-from armature_temporal.compiler import Plan, PlanStage, compile_spec
 from armature_temporal.errors import SpecError, did_you_mean
-from armature_temporal.loader import load_spec
-from armature_temporal.starter import starter_spec
+from armature_temporal.spec.compiler import Plan, PlanStage, compile_spec
+from armature_temporal.spec.loader import load_spec
+from armature_temporal.spec.starter import starter_spec
 
 app = typer.Typer(
     name="armature",
@@ -194,7 +194,7 @@ def plan(
 @app.command()
 def schema() -> None:
     """Print the JSON Schema of the spec language (for editor completion)."""
-    from armature_temporal.spec import Spec
+    from armature_temporal.spec.models import Spec
 
     _print_json(Spec.model_json_schema())
 
@@ -239,8 +239,13 @@ def _run(coro: Any) -> Any:
     """Run a coroutine, turning Armature's errors into clean messages and exit codes."""
     import asyncio
 
-    from armature_temporal.client import ConnectionFailed, GateError, InputError, RunNotFound
     from armature_temporal.errors import ArmatureError
+    from armature_temporal.service.client import (
+        ConnectionFailed,
+        GateError,
+        InputError,
+        RunNotFound,
+    )
 
     try:
         return asyncio.run(coro)
@@ -255,8 +260,8 @@ def _run(coro: Any) -> Any:
 
 
 async def _client(address: str | None, *, start_local: bool = False) -> Any:
-    from armature_temporal.client import connect
-    from armature_temporal.devstack import ensure_local_stack
+    from armature_temporal.service.client import connect
+    from armature_temporal.service.devstack import ensure_local_stack
     from armature_temporal.settings import configured_address, dev_port
 
     if start_local:
@@ -383,7 +388,7 @@ async def _submit(
     queue: str | None,
     as_json: bool,
 ) -> None:
-    from armature_temporal.client import ensure_search_attributes, prepare_inputs, start_run
+    from armature_temporal.service.client import ensure_search_attributes, prepare_inputs, start_run
     from armature_temporal.settings import task_queue, ui_url
 
     inputs = prepare_inputs(plan, values)
@@ -415,7 +420,7 @@ async def _follow(client: Any, run_id: str) -> Any:
     """Poll the run, reporting stage transitions on stderr, until it closes."""
     import asyncio
 
-    from armature_temporal.client import show_run
+    from armature_temporal.service.client import show_run
 
     seen: dict[str, str] = {}
     told: set[str] = set()
@@ -457,8 +462,8 @@ def schedule(
     compiled = _load_or_exit(spec)
 
     async def go() -> Any:
-        from armature_temporal.client import ensure_search_attributes
-        from armature_temporal.schedules import apply_triggers
+        from armature_temporal.service.client import ensure_search_attributes
+        from armature_temporal.service.schedules import apply_triggers
         from armature_temporal.settings import task_queue
 
         client = await _client(address, start_local=True)
@@ -578,7 +583,7 @@ def _run_round(
     async def go() -> Any:
         import asyncio
 
-        from armature_temporal.client import ensure_search_attributes
+        from armature_temporal.service.client import ensure_search_attributes
         from armature_temporal.settings import task_queue, ui_url
 
         client = await _client(address, start_local=True)
@@ -938,7 +943,7 @@ def serve(
     import ipaddress
     import os
 
-    from armature_temporal.webhooks import WebhookConfigError, collect_hooks, create_app
+    from armature_temporal.service.webhooks import WebhookConfigError, collect_hooks, create_app
 
     plans = [_load_or_exit(path) for path in specs]
     try:
@@ -966,7 +971,7 @@ def serve(
         ) from None
 
     async def prepare() -> str:
-        from armature_temporal.client import ensure_search_attributes
+        from armature_temporal.service.client import ensure_search_attributes
 
         client = await _client(address, start_local=True)
         await ensure_search_attributes(client)
@@ -977,7 +982,7 @@ def serve(
     connected: list[Any] = []
 
     async def client_for_requests() -> Any:
-        from armature_temporal.client import connect
+        from armature_temporal.service.client import connect
 
         async with lock:
             if not connected:
@@ -1150,7 +1155,7 @@ def runs_list(
     When the Temporal server cannot be reached, lists the runs the trace store recorded instead,
     and says so on stderr.
     """
-    from armature_temporal.client import ConnectionFailed, list_runs
+    from armature_temporal.service.client import ConnectionFailed, list_runs
 
     async def go() -> tuple[Any, ConnectionFailed | None]:
         try:
@@ -1198,7 +1203,7 @@ def runs_show(
     as_json: JsonFlag = False,
 ) -> None:
     """Show a run: stages, status, attempts, outputs and pending gates."""
-    from armature_temporal.client import show_run
+    from armature_temporal.service.client import show_run
 
     async def go() -> Any:
         return await show_run(await _client(address), run_id)
@@ -1220,7 +1225,7 @@ def cancel(
     address: AddressOpt = None,
 ) -> None:
     """Cancel a running run (running stages are cancelled too)."""
-    from armature_temporal.client import cancel_run
+    from armature_temporal.service.client import cancel_run
 
     async def go() -> None:
         await cancel_run(await _client(address), run_id)
@@ -1234,7 +1239,7 @@ def _decide(
 ) -> None:
     import getpass
 
-    from armature_temporal.client import decide_gate
+    from armature_temporal.service.client import decide_gate
 
     async def go() -> str:
         return await decide_gate(
@@ -1280,7 +1285,7 @@ def gates(
     Runs are found by the ArmatureWaitingGate search attribute and asked for their gates;
     a run whose workers do not answer within 5 s is listed with that problem instead.
     """
-    from armature_temporal.client import waiting_gates
+    from armature_temporal.service.client import waiting_gates
 
     async def go() -> Any:
         return await waiting_gates(await _client(address), spec=spec)
@@ -1341,7 +1346,7 @@ def _store() -> tuple[Any, str]:
 def _stored_runs(spec: str | None, limit: int) -> tuple[list[Any], str]:
     """Runs as the trace store recorded them (for when Temporal is unreachable), and where
     that store is."""
-    from armature_temporal.client import RunSummary
+    from armature_temporal.service.client import RunSummary
 
     store, where = _store()
     try:
@@ -1572,7 +1577,7 @@ def export_traces(
     without their messages are skipped. A count summary goes to stderr (and, with --json,
     to stdout as JSON). Exits 2 when the store has no runs of the spec or no such stage.
     """
-    from armature_temporal.export import dpo_rows, sft_rows, write_jsonl
+    from armature_temporal.finetune.export import dpo_rows, sft_rows, write_jsonl
     from armature_temporal.views import load_runs
 
     if min_score is not None and fmt != "sft":
@@ -1616,7 +1621,7 @@ def worker(
     import asyncio
     import signal
 
-    from armature_temporal.client import connect
+    from armature_temporal.service.client import connect
     from armature_temporal.settings import configured_address, dev_port, task_queue
 
     addr = configured_address(address) or f"127.0.0.1:{dev_port()}"
@@ -1654,7 +1659,7 @@ def dev(ctx: typer.Context) -> None:
         return
     import time
 
-    from armature_temporal.devstack import ensure_local_stack, stack_state, stop_stack
+    from armature_temporal.service.devstack import ensure_local_stack, stack_state, stop_stack
     from armature_temporal.settings import dev_ui_port
 
     address, said = _run(ensure_local_stack(None))
@@ -1681,7 +1686,7 @@ def dev(ctx: typer.Context) -> None:
 def dev_stop() -> None:
     """Stop the background dev server and worker that `armature submit` or `armature dev`
     started."""
-    from armature_temporal.devstack import stop_stack
+    from armature_temporal.service.devstack import stop_stack
 
     stopped = stop_stack()
     out.print(

@@ -18,7 +18,7 @@ from armature_temporal.bandit import (
     RewardError,
     UnknownBanditError,
 )
-from armature_temporal.runtime_models import (
+from armature_temporal.runtime.models import (
     BanditMaintenanceInput,
     BanditRewardInput,
     BanditSelectInput,

@@ -20,9 +20,8 @@ from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
 from activities.traces import store_for
-from armature_temporal.compiler import compile_spec
 from armature_temporal.errors import SpecError
-from armature_temporal.export import sft_rows
+from armature_temporal.finetune.export import sft_rows
 from armature_temporal.finetune.models import (
     Adapter,
     Example,
@@ -34,8 +33,9 @@ from armature_temporal.finetune.models import (
     TrainReport,
     TrainRequest,
 )
-from armature_temporal.loader import load_spec_text
 from armature_temporal.settings import armature_home
+from armature_temporal.spec.compiler import compile_spec
+from armature_temporal.spec.loader import load_spec_text
 from armature_temporal.store.engine import database_url
 from armature_temporal.views import load_runs
 

@@ -16,9 +16,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.traces import store_for
-from armature_temporal.compiler import compile_spec
 from armature_temporal.errors import SpecError
-from armature_temporal.hqs import run_hqs
 from armature_temporal.improve.diagnose import diagnose
 from armature_temporal.improve.edit import EditError, apply_changes, unified_diff
 from armature_temporal.improve.models import (
@@ -30,8 +28,10 @@ from armature_temporal.improve.models import (
     RecordInput,
 )
 from armature_temporal.improve.propose import MIN_GAIN, candidates, paired_verdict
-from armature_temporal.loader import load_spec_text
-from armature_temporal.spec import Spec
+from armature_temporal.runtime.hqs import run_hqs
+from armature_temporal.spec.compiler import compile_spec
+from armature_temporal.spec.loader import load_spec_text
+from armature_temporal.spec.models import Spec
 from armature_temporal.store.engine import database_url
 from armature_temporal.views import load_runs
 

@@ -17,12 +17,12 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
-from armature_temporal.hooks import HookContext, run_hooks
-from armature_temporal.llm import ProviderError, complete
-from armature_temporal.parsing import parse_output
-from armature_temporal.payloads import MAX_STAGE_OUTPUT
-from armature_temporal.prompts import build_messages
-from armature_temporal.runtime_models import LLMCallInput, LLMCallResult
+from armature_temporal.runtime.hooks import HookContext, run_hooks
+from armature_temporal.runtime.llm import ProviderError, complete
+from armature_temporal.runtime.models import LLMCallInput, LLMCallResult
+from armature_temporal.runtime.parsing import parse_output
+from armature_temporal.runtime.payloads import MAX_STAGE_OUTPUT
+from armature_temporal.runtime.prompts import build_messages
 from armature_temporal.tools import ToolError, get_tool_spec
 
 __all__ = ["llm_call"]

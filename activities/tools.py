@@ -1,7 +1,7 @@
 """The ``tool_call`` activity: render args, pass the safety policy, run the tool.
 
 Every tool call in Armature — tool stages and an agent's own calls — goes through here, and so
-through :func:`armature_temporal.policy.evaluate_policy`, the single place that decides.
+through :func:`armature_temporal.runtime.policy.evaluate_policy`, the single place that decides.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
-from armature_temporal.hooks import HookContext, run_hooks
-from armature_temporal.payloads import MAX_STAGE_OUTPUT
-from armature_temporal.policy import PolicyDecision, evaluate_policy
-from armature_temporal.runtime_models import PolicySet, ToolCallInput, ToolCallResult
+from armature_temporal.runtime.hooks import HookContext, run_hooks
+from armature_temporal.runtime.models import PolicySet, ToolCallInput, ToolCallResult
+from armature_temporal.runtime.payloads import MAX_STAGE_OUTPUT
+from armature_temporal.runtime.policy import PolicyDecision, evaluate_policy
 from armature_temporal.settings import tool_output_cap, workspace_root
-from armature_temporal.spec import SafetyRule
-from armature_temporal.templating import evaluate, render
+from armature_temporal.spec.models import SafetyRule
+from armature_temporal.spec.templating import evaluate, render
 from armature_temporal.tools import ToolContext, ToolError, call_tool, tool_reversibility
 
 __all__ = ["render_args", "tool_call"]

@@ -12,10 +12,10 @@ from typing import Any
 
 from temporalio import activity
 
-from armature_temporal.runtime_models import PriorRunQuery, PriorRunResult
+from armature_temporal.runtime.models import PriorRunQuery, PriorRunResult
+from armature_temporal.runtime.traces import TraceBatch
 from armature_temporal.store import TraceStore
 from armature_temporal.store.engine import database_url
-from armature_temporal.traces import TraceBatch
 
 __all__ = ["load_prior_run", "record_traces", "store_for"]
 

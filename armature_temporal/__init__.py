@@ -5,10 +5,10 @@ The bandit functions are re-exported lazily, so ``import armature_temporal`` sta
 
 from typing import Any
 
-from armature_temporal.compiler import Plan, compile_spec, load_plan
 from armature_temporal.errors import ArmatureError, SpecError, SpecIssue
-from armature_temporal.loader import LoadedSpec, load_spec, load_spec_text
-from armature_temporal.spec import Spec
+from armature_temporal.spec.compiler import Plan, compile_spec, load_plan
+from armature_temporal.spec.loader import LoadedSpec, load_spec, load_spec_text
+from armature_temporal.spec.models import Spec
 
 __version__ = "0.1.0"
 

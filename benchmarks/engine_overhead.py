@@ -200,8 +200,8 @@ async def _start_server() -> WorkflowEnvironment:
     )
     from temporalio.testing import WorkflowEnvironment
 
-    from armature_temporal.search_attributes import ALL_KEYS
-    from armature_temporal.temporal_bin import temporal_binary
+    from armature_temporal.runtime.search_attributes import ALL_KEYS
+    from armature_temporal.service.temporal_bin import temporal_binary
 
     # The SDK core logs to stdout by default; forward to Python logging (stderr) instead.
     runtime = Runtime(
@@ -319,9 +319,9 @@ async def _bench(
 
     from temporalio.worker import Worker
 
-    from armature_temporal.client import prepare_inputs, start_run
-    from armature_temporal.compiler import compile_spec
-    from armature_temporal.loader import load_spec_text
+    from armature_temporal.service.client import prepare_inputs, start_run
+    from armature_temporal.spec.compiler import compile_spec
+    from armature_temporal.spec.loader import load_spec_text
     from worker import build_worker, workflow_runner
 
     environment = _environment()  # before we load the machine ourselves
@@ -490,7 +490,7 @@ def _median_ms(samples: list[float]) -> float:
 def _workflow_types(engine: str) -> tuple[type, Any, Any]:
     """(workflow class, input type, result type) of an engine."""
     if engine == "armature":
-        from armature_temporal.runtime_models import RunInput, RunResult
+        from armature_temporal.runtime.models import RunInput, RunResult
         from workflows.run_spec import RunSpecWorkflow
 
         return RunSpecWorkflow, RunInput, RunResult
@@ -599,7 +599,7 @@ def _prompt_render_ms(inputs: list[tuple[str, Any]]) -> float:
     render, as ``templating.render`` does it on every call)."""
     import time
 
-    from armature_temporal.templating import render
+    from armature_temporal.spec.templating import render
 
     samples = []
     for _ in range(21):

@@ -58,7 +58,7 @@ def build_run(run_no: int, runs_total: int) -> list[Any]:
 
     Deterministic in ``run_no``; versions follow one another in time (a spec edited twice).
     """
-    from armature_temporal.traces import TraceChain
+    from armature_temporal.runtime.traces import TraceChain
 
     rng = random.Random(run_no)
     version = min(run_no * len(VERSIONS) // runs_total, len(VERSIONS) - 1)

@@ -16,9 +16,9 @@ import pytest_asyncio
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from armature_temporal.payloads import data_converter
-from armature_temporal.search_attributes import ALL_KEYS
-from armature_temporal.temporal_bin import temporal_binary
+from armature_temporal.runtime.payloads import data_converter
+from armature_temporal.runtime.search_attributes import ALL_KEYS
+from armature_temporal.service.temporal_bin import temporal_binary
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 # The Temporal dev server (Go, built without cgo) needs $USER to start.

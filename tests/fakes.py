@@ -12,10 +12,10 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
 
 from activities.llm import llm_call
-from armature_temporal.compiler import Plan, compile_spec
-from armature_temporal.loader import load_spec_text
-from armature_temporal.runtime_models import LLMCallInput, LLMCallResult, RunInput, RunResult
-from armature_temporal.traces import TraceBatch
+from armature_temporal.runtime.models import LLMCallInput, LLMCallResult, RunInput, RunResult
+from armature_temporal.runtime.traces import TraceBatch
+from armature_temporal.spec.compiler import Plan, compile_spec
+from armature_temporal.spec.loader import load_spec_text
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"
 
@@ -32,7 +32,7 @@ async def start(
     inputs: dict[str, Any] | None = None,
     run_id: str | None = None,
 ) -> WorkflowHandle[Any, RunResult]:
-    from armature_temporal.client import prepare_inputs, start_run
+    from armature_temporal.service.client import prepare_inputs, start_run
 
     return await start_run(
         client,
@@ -98,7 +98,7 @@ async def fake_llm_call_tool_loop(inp: LLMCallInput) -> LLMCallResult:
     the whole transcript so far), so the history this fake produces is the size a real tool
     loop's would be.
     """
-    from armature_temporal.prompts import build_messages
+    from armature_temporal.runtime.prompts import build_messages
 
     stage = inp.stage
     assert stage.role is not None, "llm_call runs LLM stages only"
@@ -157,7 +157,7 @@ async def wait_for_gate(handle: Any, gate: str, timeout_s: float = 10.0) -> Any:
     """Poll the run's status query until ``gate`` is pending; returns that RunStatus."""
     import asyncio
 
-    from armature_temporal.runtime_models import RunStatus
+    from armature_temporal.runtime.models import RunStatus
 
     for _ in range(int(timeout_s / 0.05)):
         status = await handle.query("status", result_type=RunStatus)

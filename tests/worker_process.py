@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from activities.llm import llm_call
-from armature_temporal.client import connect
+from armature_temporal.service.client import connect
 from tests.fakes import fake_llm_call_counting
 from worker import ACTIVITIES, build_worker
 

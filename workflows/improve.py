@@ -17,7 +17,6 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
-    from armature_temporal.compiler import Plan
     from armature_temporal.improve.models import (
         ImproveInput,
         ImproveResult,
@@ -25,7 +24,8 @@ with workflow.unsafe.imports_passed_through():
         Proposal,
         RecordInput,
     )
-    from armature_temporal.runtime_models import RunInput, RunResult
+    from armature_temporal.runtime.models import RunInput, RunResult
+    from armature_temporal.spec.compiler import Plan
 
 __all__ = ["IMPROVE_WORKFLOW", "ImproveWorkflow"]
 

@@ -9,7 +9,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from armature_temporal.runtime_models import BanditMaintenanceInput
+    from armature_temporal.runtime.models import BanditMaintenanceInput
 
 __all__ = ["BanditMaintenanceWorkflow"]
 

@@ -21,11 +21,14 @@ from temporalio.workflow import ChildWorkflowCancellationType
 with workflow.unsafe.imports_passed_through():
     from jinja2 import TemplateSyntaxError
 
-    from armature_temporal.compiler import Plan, PlanArm, PlanRole, PlanStage
     from armature_temporal.errors import did_you_mean
-    from armature_temporal.fanout import consensus, merge_outputs, resolve_path, split_fairly
-    from armature_temporal.prompts import stage_variables
-    from armature_temporal.runtime_models import (
+    from armature_temporal.runtime.fanout import (
+        consensus,
+        merge_outputs,
+        resolve_path,
+        split_fairly,
+    )
+    from armature_temporal.runtime.models import (
         BanditRewardInput,
         BanditSelectInput,
         BanditSelectResult,
@@ -43,9 +46,11 @@ with workflow.unsafe.imports_passed_through():
         ToolCallInput,
         ToolCallResult,
     )
-    from armature_temporal.search_attributes import WAITING_GATE
-    from armature_temporal.templating import evaluate, referenced_names, render
-    from armature_temporal.traces import LOW_QUALITY_THRESHOLD, TraceBatch, TraceChain
+    from armature_temporal.runtime.prompts import stage_variables
+    from armature_temporal.runtime.search_attributes import WAITING_GATE
+    from armature_temporal.runtime.traces import LOW_QUALITY_THRESHOLD, TraceBatch, TraceChain
+    from armature_temporal.spec.compiler import Plan, PlanArm, PlanRole, PlanStage
+    from armature_temporal.spec.templating import evaluate, referenced_names, render
 
 __all__ = ["WORKFLOW_NAME", "RunSpecWorkflow", "StageFailure"]
 

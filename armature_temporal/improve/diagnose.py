@@ -9,9 +9,9 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from armature_temporal.compiler import Plan
 from armature_temporal.improve.models import Diagnosis, StageStats
-from armature_temporal.traces import TraceRecord
+from armature_temporal.runtime.traces import TraceRecord
+from armature_temporal.spec.compiler import Plan
 from armature_temporal.views.report import RunTrace
 
 __all__ = ["diagnose"]

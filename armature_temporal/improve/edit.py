@@ -25,10 +25,10 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.scalarstring import LiteralScalarString
 
-from armature_temporal.compiler import compile_spec
 from armature_temporal.errors import ArmatureError, did_you_mean
 from armature_temporal.improve.models import SpecChange
-from armature_temporal.loader import load_spec_text
+from armature_temporal.spec.compiler import compile_spec
+from armature_temporal.spec.loader import load_spec_text
 
 __all__ = ["EditError", "apply_changes", "text_hash", "unified_diff"]
 

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from armature_temporal.compiler import Plan
+from armature_temporal.spec.compiler import Plan
 
 __all__ = [
     "Candidate",

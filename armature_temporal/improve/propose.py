@@ -27,8 +27,8 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from armature_temporal.compiler import Plan, PlanStage
 from armature_temporal.improve.models import Diagnosis, SpecChange, StageStats
+from armature_temporal.spec.compiler import Plan, PlanStage
 
 __all__ = [
     "JSON_INSTRUCTION",

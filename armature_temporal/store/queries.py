@@ -1,7 +1,7 @@
 """Read-side queries over the trace store, shared by the CLI and the dashboard.
 
 Aggregates are per spec version (``spec_hash``) and never mix versions: a changed spec starts a
-new series (see :mod:`armature_temporal.hqs`).
+new series (see :mod:`armature_temporal.runtime.hqs`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import func, select
 
-from armature_temporal.stats import percentile
+from armature_temporal.runtime.stats import percentile
 from armature_temporal.store.schema import RunRow, TraceRow
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ class VersionSummary(BaseModel):
         statuses: Runs per status (``running``, ``completed``, ``failed``, ``rejected``, ...).
         mean_hqs: Mean HQS of its finished runs; ``None`` before the first finishes.
         failures: Failed or degraded stages per failure-taxonomy code
-            (:data:`armature_temporal.traces.FAILURE_TAXONOMY`), most frequent first.
+            (:data:`armature_temporal.runtime.traces.FAILURE_TAXONOMY`), most frequent first.
         latency_p50_ms: Median wall time of its finished runs.
         latency_p95_ms: 95th percentile of the same.
         prompt_tokens: Prompt tokens of every model attempt of its runs.

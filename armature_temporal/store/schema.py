@@ -48,7 +48,7 @@ class RunRow(Base):
 
 
 class TraceRow(Base):
-    """One link of a run's hash chain (see :mod:`armature_temporal.traces`)."""
+    """One link of a run's hash chain (see :mod:`armature_temporal.runtime.traces`)."""
 
     __tablename__ = "trace_records"
 

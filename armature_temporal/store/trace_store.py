@@ -28,8 +28,9 @@ from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlalchemy.orm import Session
 
 from armature_temporal.finetune.models import Adapter
-from armature_temporal.hqs import median, run_hqs
 from armature_temporal.improve.models import Proposal
+from armature_temporal.runtime.hqs import median, run_hqs
+from armature_temporal.runtime.traces import ChainBreak, TraceRecord, verify_chain
 from armature_temporal.store.engine import StoreError, database_url, make_engine
 from armature_temporal.store.migrations import migrate
 from armature_temporal.store.schema import (
@@ -40,7 +41,6 @@ from armature_temporal.store.schema import (
     RunRow,
     TraceRow,
 )
-from armature_temporal.traces import ChainBreak, TraceRecord, verify_chain
 
 __all__ = ["LATENCY_WINDOW", "AdapterError", "ProposalError", "TraceStore", "check_run"]
 
@@ -486,7 +486,7 @@ class TraceStore:
         """Check every chain (or the given runs'). Returns (runs checked, breaks).
 
         Every run with trace records or a summary is checked (a run whose records were all
-        deleted keeps its summary). Besides :func:`~armature_temporal.traces.verify_chain`'s
+        deleted keeps its summary). Besides :func:`~armature_temporal.runtime.traces.verify_chain`'s
         checks, a finished run's last record must be the chain head its summary recorded.
         """
         with self.engine.connect() as conn:
@@ -507,7 +507,7 @@ def check_run(run_id: str, records: Sequence[TraceRecord], head: str | None) -> 
     """The first break in one run's stored records (in ``seq`` order), given the chain head
     its summary recorded when the run ended (``None`` while it runs).
 
-    Refines :func:`~armature_temporal.traces.verify_chain` with what only the store knows:
+    Refines :func:`~armature_temporal.runtime.traces.verify_chain` with what only the store knows:
 
     - the recorded head is an earlier record: records were appended after the run ended
       (``inserted``); it is no record at all: records at the end were removed (``deleted``);

@@ -5,7 +5,7 @@ tool inside the :class:`ToolContext` sandbox and returns a :class:`ToolResult`; 
 for a failing tool. Built-ins: ``file_read``, ``file_write``, ``file_list`` (confined to the
 workspace), ``shell`` (no shell: argv only), ``http_request`` (allow-listed hosts only). Any
 ``module:function`` is a tool too; :func:`register_tool` adds a name, a reversibility and a
-postcondition. Safety rules are checked by :mod:`armature_temporal.policy` before the call.
+postcondition. Safety rules are checked by :mod:`armature_temporal.runtime.policy` before the call.
 
 This package does I/O; it never imports temporalio.
 """

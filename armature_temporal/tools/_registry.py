@@ -252,7 +252,7 @@ def tool_reversibility(
 ) -> Reversibility:
     """How far this call can be undone (``http_request`` with GET/HEAD/OPTIONS: ``full``).
 
-    Pass it to :func:`armature_temporal.policy.evaluate_policy`.
+    Pass it to :func:`armature_temporal.runtime.policy.evaluate_policy`.
 
     Raises:
         ToolError: as :func:`get_tool_spec`.
@@ -282,8 +282,8 @@ async def call_tool(
     Never raises for a failing tool: the result says ``ok=False`` with an ``error_type``
     (``unknown_tool``, ``invalid_args``, ``policy_blocked`` for sandbox refusals, ``timeout``,
     ``tool_error``, ``postcondition_failed``) and a message meant for the model and the trace.
-    Safety rules are not checked here; check :func:`armature_temporal.policy.evaluate_policy`
-    first.
+    Safety rules are not checked here; check
+    :func:`armature_temporal.runtime.policy.evaluate_policy` first.
     """
     target = registry or ToolRegistry.default()
     impl = target.cached(name)

@@ -13,8 +13,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from armature_temporal.stats import percentile
-from armature_temporal.traces import FAILURE_TAXONOMY, TraceRecord
+from armature_temporal.runtime.stats import percentile
+from armature_temporal.runtime.traces import FAILURE_TAXONOMY, TraceRecord
 from armature_temporal.views.report import RunTrace, _trace, _View
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from armature_temporal.traces import TraceRecord
+from armature_temporal.runtime.traces import TraceRecord
 
 if TYPE_CHECKING:
     from armature_temporal.store import TraceStore

@@ -15,7 +15,7 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from armature_temporal.client import show_run
+from armature_temporal.service.client import show_run
 from tests.fakes import free_port, run_armature
 from worker import build_worker
 

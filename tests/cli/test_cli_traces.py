@@ -18,9 +18,9 @@ import pytest
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
-from armature_temporal.client import start_run
-from armature_temporal.compiler import compile_spec
-from armature_temporal.loader import load_spec_text
+from armature_temporal.service.client import start_run
+from armature_temporal.spec.compiler import compile_spec
+from armature_temporal.spec.loader import load_spec_text
 from tests.fakes import free_port, run_armature
 from worker import build_worker
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from armature_temporal.runtime.traces import TraceChain, TraceRecord
 from armature_temporal.store import TraceStore
-from armature_temporal.traces import TraceChain, TraceRecord
 
 __all__ = ["SPEC_HASH", "SPEC_NAME", "make_run", "write_runs"]
 

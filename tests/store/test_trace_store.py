@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from sqlalchemy import MetaData, Table, insert, inspect, text
 
+from armature_temporal.runtime.traces import TraceRecord
 from armature_temporal.store import MIGRATIONS, StoreError, TraceStore, migrate
 from armature_temporal.store import migrations as migrations_module
 from armature_temporal.store.engine import make_engine
 from armature_temporal.store.schema import Base, TraceRow
-from armature_temporal.traces import TraceRecord
 from tests.store.chains import SPEC_HASH, make_run, write_runs
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from armature_temporal.compiler import DEFAULT_JUDGE_SCHEMA, compile_spec, load_plan
-from armature_temporal.loader import load_spec, load_spec_text
+from armature_temporal.spec.compiler import DEFAULT_JUDGE_SCHEMA, compile_spec, load_plan
+from armature_temporal.spec.loader import load_spec, load_spec_text
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 

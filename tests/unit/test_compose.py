@@ -19,7 +19,7 @@ import pytest
 from ruamel.yaml import YAML
 
 try:
-    from armature_temporal.search_attributes import SEARCH_ATTRIBUTE_NAMES
+    from armature_temporal.runtime.search_attributes import SEARCH_ATTRIBUTE_NAMES
 except ImportError:  # the module is not there yet: the names the workflows use
     SEARCH_ATTRIBUTE_NAMES = ["ArmatureSpecName", "ArmatureSpecHash", "ArmatureWaitingGate"]
 
@@ -35,7 +35,7 @@ SEARCH_ATTRIBUTE_TYPES = {
     "ArmatureWaitingGate": "Bool",
 }
 try:  # the types the dev server is given, where the module says so
-    from armature_temporal.search_attributes import dev_server_flags
+    from armature_temporal.runtime.search_attributes import dev_server_flags
 
     _flags = dev_server_flags()
     SEARCH_ATTRIBUTE_TYPES.update(
@@ -190,9 +190,9 @@ def test_worker_environment_command_and_scaling(services: dict[str, dict[str, An
 def test_webhook_server_is_optional_needs_a_secret_and_serves_example_hooks(
     services: dict[str, dict[str, Any]],
 ) -> None:
-    from armature_temporal.compiler import compile_spec
-    from armature_temporal.loader import load_spec
-    from armature_temporal.webhooks import collect_hooks
+    from armature_temporal.service.webhooks import collect_hooks
+    from armature_temporal.spec.compiler import compile_spec
+    from armature_temporal.spec.loader import load_spec
 
     hooks = services["armature-webhooks"]
     assert hooks["profiles"] == ["webhooks"], "it must not start with a plain `up`"

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from armature_temporal.export import (
+from armature_temporal.finetune.export import (
     JSON_CONTRACT_MARKER,
     dpo_rows,
     judged_scores,
@@ -17,9 +17,9 @@ from armature_temporal.export import (
     sft_rows,
     write_jsonl,
 )
-from armature_temporal.prompts import build_messages
+from armature_temporal.runtime.prompts import build_messages
+from armature_temporal.runtime.traces import TraceChain, TraceRecord
 from armature_temporal.store import TraceStore
-from armature_temporal.traces import TraceChain, TraceRecord
 from armature_temporal.views import RunTrace, load_runs
 
 SPEC = "writer"

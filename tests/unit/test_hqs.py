@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from armature_temporal.hqs import WEIGHTS, median, run_hqs
-from armature_temporal.traces import TraceChain, TraceRecord
+from armature_temporal.runtime.hqs import WEIGHTS, median, run_hqs
+from armature_temporal.runtime.traces import TraceChain, TraceRecord
 
 AT = "2025-01-06T09:00:00+00:00"
 

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from armature_temporal.compiler import Plan
 from armature_temporal.improve.diagnose import diagnose
 from armature_temporal.improve.models import Diagnosis, SpecChange, StageStats
 from armature_temporal.improve.propose import JSON_INSTRUCTION, candidates, paired_verdict
-from armature_temporal.traces import RecordKind, TraceRecord
+from armature_temporal.runtime.traces import RecordKind, TraceRecord
+from armature_temporal.spec.compiler import Plan
 from armature_temporal.views.report import RunTrace
 from tests.fakes import plan_from
 

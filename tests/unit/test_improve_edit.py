@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from armature_temporal.compiler import Plan, PlanRole, compile_spec
 from armature_temporal.errors import SpecError
 from armature_temporal.improve import edit
 from armature_temporal.improve.edit import EditError, apply_changes, text_hash, unified_diff
 from armature_temporal.improve.models import SpecChange
-from armature_temporal.loader import load_spec_text
+from armature_temporal.spec.compiler import Plan, PlanRole, compile_spec
+from armature_temporal.spec.loader import load_spec_text
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 TRIAGE = (SPECS / "customer-triage.yaml").read_text(encoding="utf-8")

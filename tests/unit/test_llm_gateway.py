@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from armature_temporal.compiler import ResolvedTier
-from armature_temporal.llm import ProviderError, complete
+from armature_temporal.runtime.llm import ProviderError, complete
+from armature_temporal.spec.compiler import ResolvedTier
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -159,8 +159,8 @@ async def test_missing_api_key_is_a_clear_non_retryable_error(
 
 
 async def test_a_local_tier_refuses_tools_with_the_fix() -> None:
-    from armature_temporal.compiler import ResolvedTier
-    from armature_temporal.llm import ProviderError, complete
+    from armature_temporal.runtime.llm import ProviderError, complete
+    from armature_temporal.spec.compiler import ResolvedTier
 
     tier = ResolvedTier(name="mine", provider="local", model="/models/x")
     with pytest.raises(ProviderError, match="provider 'local' does not call tools") as caught:

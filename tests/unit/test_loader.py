@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from armature_temporal.errors import SpecError
-from armature_temporal.loader import load_spec, load_spec_text
+from armature_temporal.spec.loader import load_spec, load_spec_text
 
 MINIMAL = """\
 name: demo
@@ -356,8 +356,8 @@ def test_local_tier_fields_are_checked(tier: str, words: str) -> None:
 
 
 def test_local_model_and_adapter_paths_resolve_against_the_spec_directory(tmp_path: Path) -> None:
-    from armature_temporal.compiler import compile_spec
-    from armature_temporal.loader import load_spec
+    from armature_temporal.spec.compiler import compile_spec
+    from armature_temporal.spec.loader import load_spec
 
     spec = tmp_path / "specs" / "s.yaml"
     spec.parent.mkdir()

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from armature_temporal.errors import SpecError
-from armature_temporal.loader import load_spec_text
+from armature_temporal.spec.loader import load_spec_text
 
 SPEC_KEYS = [
     "name",

@@ -34,7 +34,8 @@ def test_public_api_is_pinned() -> None:
 
 def test_importing_the_core_pulls_in_neither_temporal_workflow_nor_litellm() -> None:
     code = (
-        "import sys, armature_temporal, armature_temporal.compiler, armature_temporal.loader\n"
+        "import sys, armature_temporal, armature_temporal.spec.compiler\n"
+        "import armature_temporal.spec.loader, armature_temporal.runtime\n"
         "bad = [m for m in ('temporalio.workflow', 'litellm', 'torch') if m in sys.modules]\n"
         "print(','.join(bad))\n"
     )

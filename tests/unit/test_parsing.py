@@ -1,4 +1,4 @@
-"""Unit tests for :mod:`armature_temporal.parsing`."""
+"""Unit tests for :mod:`armature_temporal.runtime.parsing`."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from armature_temporal import parsing
-from armature_temporal.compiler import DEFAULT_JUDGE_SCHEMA
-from armature_temporal.parsing import ParsedOutput, parse_output, schema_errors
+from armature_temporal.runtime import parsing
+from armature_temporal.runtime.parsing import ParsedOutput, parse_output, schema_errors
+from armature_temporal.spec.compiler import DEFAULT_JUDGE_SCHEMA
 
 POINTS_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -6,8 +6,8 @@ from typing import Any, get_args
 
 import pytest
 
-from armature_temporal.policy import PolicyDecision, evaluate_policy
-from armature_temporal.spec import Condition, SafetyRule
+from armature_temporal.runtime.policy import PolicyDecision, evaluate_policy
+from armature_temporal.spec.models import Condition, SafetyRule
 
 ARGS: dict[str, Any] = {
     "argv": ["rm", "-rf", "/"],

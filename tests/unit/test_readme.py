@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from armature_temporal.docgen import cli_reference, replace_block, spec_reference
+from armature_temporal.spec.docgen import cli_reference, replace_block, spec_reference
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -13,11 +13,13 @@ def test_readme_spec_and_cli_references_match_the_code() -> None:
     text = README.read_text(encoding="utf-8")
     expected = replace_block(text, "spec-reference", spec_reference())
     expected = replace_block(expected, "cli-reference", cli_reference())
-    assert text == expected, "README is stale: run python -m armature_temporal.docgen README.md"
+    assert text == expected, (
+        "README is stale: run python -m armature_temporal.spec.docgen README.md"
+    )
 
 
 def test_every_spec_field_is_documented() -> None:
-    from armature_temporal import spec
+    from armature_temporal.spec import models as spec
 
     text = README.read_text(encoding="utf-8")
     for model in (spec.Spec, spec.Stage, spec.Role, spec.ModelTier, spec.Gate, spec.SafetyRule):
@@ -35,7 +37,7 @@ def test_readme_has_the_two_setup_commands() -> None:
 def test_every_yaml_example_in_the_readme_is_a_valid_spec() -> None:
     import re
 
-    from armature_temporal.loader import load_spec_text
+    from armature_temporal.spec.loader import load_spec_text
 
     text = README.read_text(encoding="utf-8")
     blocks = re.findall(r"```yaml\n(.*?)```", text, re.S)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from activities.tools import strictest
-from armature_temporal.compiler import load_plan
-from armature_temporal.policy import PolicyDecision, evaluate_policy
+from armature_temporal.runtime.policy import PolicyDecision, evaluate_policy
+from armature_temporal.spec.compiler import load_plan
 
 PLAN = load_plan(Path(__file__).resolve().parents[2] / "specs" / "safe-shell.yaml")
 

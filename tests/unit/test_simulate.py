@@ -1,4 +1,4 @@
-"""Unit tests for :mod:`armature_temporal.simulate`."""
+"""Unit tests for :mod:`armature_temporal.runtime.simulate`."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from armature_temporal import simulate
-from armature_temporal.compiler import DEFAULT_JUDGE_SCHEMA
-from armature_temporal.parsing import parse_output
-from armature_temporal.simulate import (
+from armature_temporal.runtime import simulate
+from armature_temporal.runtime.parsing import parse_output
+from armature_temporal.runtime.simulate import (
     SimulatedCompletion,
     simulate_completion,
     simulate_tool_turn,
 )
+from armature_temporal.spec.compiler import DEFAULT_JUDGE_SCHEMA
 
 PROMPT = (
     "Triage this customer ticket: the checkout page crashes when applying a discount "

@@ -62,7 +62,7 @@ def test_public_api_is_pinned() -> None:
 
 def test_tool_layer_does_not_import_temporalio() -> None:
     code = (
-        "import sys, armature_temporal.tools, armature_temporal.policy\n"
+        "import sys, armature_temporal.tools, armature_temporal.runtime.policy\n"
         "print([m for m in sys.modules if m.startswith('temporalio')])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

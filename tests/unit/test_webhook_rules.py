@@ -8,7 +8,7 @@ import hmac
 
 import pytest
 
-from armature_temporal.webhooks import (
+from armature_temporal.service.webhooks import (
     WebhookConfigError,
     WebhookRequestError,
     authenticate,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from armature_temporal.runtime_models import RunInput, RunResult
+    from armature_temporal.runtime.models import RunInput, RunResult
 
 
 @workflow.defn(name="RunSpec")

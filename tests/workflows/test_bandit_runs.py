@@ -124,7 +124,7 @@ async def test_maintenance_runs_as_a_schedule_and_snapshots_learning_curves(
 ) -> None:
     from temporalio.client import ScheduleOverlapPolicy
 
-    from armature_temporal.schedules import apply_triggers
+    from armature_temporal.service.schedules import apply_triggers
 
     plan = plan_from(TWO_ARMS.replace("name: learner", "name: maintained"))
     async with build_worker(client, task_queue):

@@ -22,7 +22,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from armature_temporal.runtime_models import RunResult
+from armature_temporal.runtime.models import RunResult
 from tests.fakes import plan_from, start
 from tests.worker_process import WorkerProcess as SpawnedWorker
 from tests.worker_process import spawn

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from armature_temporal.client import prepare_inputs, run_outcome
-from armature_temporal.compiler import compile_spec
-from armature_temporal.loader import load_spec
-from armature_temporal.runtime_models import RunInput, RunResult
+from armature_temporal.runtime.models import RunInput, RunResult
+from armature_temporal.service.client import prepare_inputs, run_outcome
+from armature_temporal.spec.compiler import compile_spec
+from armature_temporal.spec.loader import load_spec
 from tests.fakes import SPECS
 from worker import build_worker
 

@@ -9,10 +9,10 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
-from armature_temporal.client import run_outcome
-from armature_temporal.compiler import compile_spec
-from armature_temporal.loader import load_spec
-from armature_temporal.runtime_models import RunResult
+from armature_temporal.runtime.models import RunResult
+from armature_temporal.service.client import run_outcome
+from armature_temporal.spec.compiler import compile_spec
+from armature_temporal.spec.loader import load_spec
 from armature_temporal.store import TraceStore
 from tests.fakes import start
 from worker import build_worker

@@ -24,9 +24,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from armature_temporal.compiler import compile_spec
-from armature_temporal.loader import load_spec
-from armature_temporal.runtime_models import RunResult
+from armature_temporal.runtime.models import RunResult
+from armature_temporal.spec.compiler import compile_spec
+from armature_temporal.spec.loader import load_spec
 from tests.fakes import start
 from tests.worker_process import spawn
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from armature_temporal.client import run_outcome
-from armature_temporal.compiler import compile_spec
-from armature_temporal.loader import load_spec
+from armature_temporal.service.client import run_outcome
+from armature_temporal.spec.compiler import compile_spec
+from armature_temporal.spec.loader import load_spec
 from tests.fakes import start
 from worker import build_worker
 

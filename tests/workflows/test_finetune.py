@@ -16,10 +16,10 @@ pytest.importorskip("torch", reason="needs the finetune extra: pip install torch
 pytest.importorskip("transformers", reason="needs the finetune extra")
 pytest.importorskip("peft", reason="needs the finetune extra")
 
-from armature_temporal.compiler import compile_spec
 from armature_temporal.finetune.models import FinetuneInput, FinetuneResult
-from armature_temporal.loader import load_spec
-from armature_temporal.runtime_models import RunResult
+from armature_temporal.runtime.models import RunResult
+from armature_temporal.spec.compiler import compile_spec
+from armature_temporal.spec.loader import load_spec
 from armature_temporal.store import TraceStore
 from armature_temporal.store.engine import database_url
 from tests.fakes import SPECS, run_armature, start

@@ -12,10 +12,10 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from armature_temporal.client import GateError, decide_gate, run_outcome, waiting_gates
-from armature_temporal.compiler import load_plan
-from armature_temporal.runtime_models import GateDecision, RunResult
-from armature_temporal.search_attributes import WAITING_GATE
+from armature_temporal.runtime.models import GateDecision, RunResult
+from armature_temporal.runtime.search_attributes import WAITING_GATE
+from armature_temporal.service.client import GateError, decide_gate, run_outcome, waiting_gates
+from armature_temporal.spec.compiler import load_plan
 from tests.fakes import SPECS, plan_from, start, wait_for_gate
 from worker import build_worker
 
@@ -160,7 +160,7 @@ stages:
 async def test_gates_lists_a_waiting_run_whose_workers_are_gone_with_the_reason(
     client: Client, task_queue: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import armature_temporal.client as client_module
+    import armature_temporal.service.client as client_module
 
     monkeypatch.setattr(client_module, "GATE_QUERY_TIMEOUT_S", 1.0)
     plan = load_plan(SPECS / "customer-triage.yaml")

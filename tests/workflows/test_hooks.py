@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from armature_temporal.client import decide_gate, run_outcome
-from armature_temporal.hooks import HookContext, HookRegistry, HookResult, register_hook
-from armature_temporal.runtime_models import RunResult
+from armature_temporal.runtime.hooks import HookContext, HookRegistry, HookResult, register_hook
+from armature_temporal.runtime.models import RunResult
+from armature_temporal.service.client import decide_gate, run_outcome
 from armature_temporal.store import TraceStore
 from tests.fakes import plan_from, start, wait_for_gate
 from worker import build_worker
@@ -164,8 +164,8 @@ safety_rules:
 stages:
   - {id: delegate, subagent_spec: child.yaml}
 """)
-    from armature_temporal.compiler import compile_spec
-    from armature_temporal.loader import load_spec
+    from armature_temporal.spec.compiler import compile_spec
+    from armature_temporal.spec.loader import load_spec
 
     plan = compile_spec(load_spec(tmp_path / "parent.yaml"))
     async with build_worker(client, task_queue):

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from armature_temporal.client import run_outcome
-from armature_temporal.compiler import compile_spec
 from armature_temporal.errors import SpecError
-from armature_temporal.loader import load_spec, load_spec_text
-from armature_temporal.runtime_models import RunResult
+from armature_temporal.runtime.models import RunResult
+from armature_temporal.service.client import run_outcome
+from armature_temporal.spec.compiler import compile_spec
+from armature_temporal.spec.loader import load_spec, load_spec_text
 from tests.fakes import plan_from, start
 from worker import build_worker
 

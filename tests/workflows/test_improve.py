@@ -9,12 +9,12 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from armature_temporal.client import run_outcome
-from armature_temporal.compiler import compile_spec
 from armature_temporal.improve.models import ImproveInput, ImproveResult
 from armature_temporal.improve.propose import JSON_INSTRUCTION
-from armature_temporal.loader import load_spec
-from armature_temporal.runtime_models import RunInput, RunResult
+from armature_temporal.runtime.models import RunInput, RunResult
+from armature_temporal.service.client import run_outcome
+from armature_temporal.spec.compiler import compile_spec
+from armature_temporal.spec.loader import load_spec
 from armature_temporal.store import TraceStore
 from armature_temporal.store.engine import database_url
 from tests.fakes import SPECS, plan_from, run_armature, start

@@ -7,9 +7,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from armature_temporal.client import run_outcome
-from armature_temporal.compiler import load_plan
-from armature_temporal.runtime_models import RunResult
+from armature_temporal.runtime.models import RunResult
+from armature_temporal.service.client import run_outcome
+from armature_temporal.spec.compiler import load_plan
 from tests.fakes import SPECS, plan_from, start
 from worker import build_worker
 
@@ -57,7 +57,9 @@ async def test_quickstart_completes_and_each_activity_is_named_after_its_stage(
     assert await desc.memo_value("spec_hash") == plan.spec_hash
     assert (
         desc.typed_search_attributes.get(
-            __import__("armature_temporal.search_attributes").search_attributes.SPEC_NAME
+            __import__(
+                "armature_temporal.runtime.search_attributes"
+            ).runtime.search_attributes.SPEC_NAME
         )
         == "quickstart"
     )

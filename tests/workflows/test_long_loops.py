@@ -25,8 +25,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
 from activities.llm import llm_call
-from armature_temporal.client import run_outcome
-from armature_temporal.runtime_models import RunResult
+from armature_temporal.runtime.models import RunResult
+from armature_temporal.service.client import run_outcome
 from tests.fakes import fake_llm_call_tool_loop, plan_from, start
 from worker import ACTIVITIES, build_worker
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from temporalio.client import Client
 
-from armature_temporal.client import run_outcome
+from armature_temporal.service.client import run_outcome
 from tests.fakes import plan_from, start
 from worker import build_worker
 

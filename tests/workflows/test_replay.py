@@ -16,9 +16,9 @@ import pytest
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
-from armature_temporal.client import decide_gate, run_outcome
-from armature_temporal.compiler import load_plan
-from armature_temporal.payloads import data_converter
+from armature_temporal.runtime.payloads import data_converter
+from armature_temporal.service.client import decide_gate, run_outcome
+from armature_temporal.spec.compiler import load_plan
 from tests.fakes import SPECS, plan_from, start, wait_for_gate
 from tests.workflows.changed_interpreter import ChangedInterpreter
 from worker import WORKFLOWS, build_worker, workflow_runner

@@ -9,9 +9,9 @@ import asyncio
 import pytest
 from temporalio.client import Client
 
-from armature_temporal.client import decide_gate, run_outcome
-from armature_temporal.compiler import load_plan
-from armature_temporal.runtime_models import RunResult
+from armature_temporal.runtime.models import RunResult
+from armature_temporal.service.client import decide_gate, run_outcome
+from armature_temporal.spec.compiler import load_plan
 from armature_temporal.store import TraceStore
 from tests.fakes import SPECS, start, wait_for_gate
 from worker import build_worker

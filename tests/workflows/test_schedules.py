@@ -8,9 +8,9 @@ import pytest
 from temporalio.client import Client, ScheduleOverlapPolicy, WorkflowExecution
 from temporalio.service import RPCError
 
-from armature_temporal.runtime_models import RunResult
-from armature_temporal.schedules import apply_triggers
-from armature_temporal.search_attributes import SPEC_NAME
+from armature_temporal.runtime.models import RunResult
+from armature_temporal.runtime.search_attributes import SPEC_NAME
+from armature_temporal.service.schedules import apply_triggers
 from tests.fakes import plan_from
 from worker import build_worker
 

@@ -6,8 +6,8 @@ import pytest
 from temporalio.client import Client
 
 from activities.traces import record_traces
-from armature_temporal.client import decide_gate
-from armature_temporal.compiler import load_plan
+from armature_temporal.service.client import decide_gate
+from armature_temporal.spec.compiler import load_plan
 from armature_temporal.store import TraceStore
 from tests.fakes import FLAKY_STORE, SPECS, fake_record_traces_flaky, start, wait_for_gate
 from worker import ACTIVITIES, build_worker

@@ -14,8 +14,8 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from armature_temporal.runtime_models import RunResult
-from armature_temporal.webhooks import collect_hooks, create_app
+from armature_temporal.runtime.models import RunResult
+from armature_temporal.service.webhooks import collect_hooks, create_app
 from tests.fakes import plan_from
 from worker import build_worker
 
@@ -228,7 +228,7 @@ async def test_with_a_secret_only_authentic_requests_start_runs(
 
 
 async def test_an_unreachable_server_is_503_naming_it(task_queue: str) -> None:
-    from armature_temporal.client import connect
+    from armature_temporal.service.client import connect
 
     async def temporal() -> Client:
         return await connect("127.0.0.1:1")

@@ -1,6 +1,6 @@
 """Generates the README's spec-language and CLI references from the code.
 
-``python -m armature_temporal.docgen README.md`` rewrites the blocks between the
+``python -m armature_temporal.spec.docgen README.md`` rewrites the blocks between the
 ``<!-- spec-reference -->`` and ``<!-- cli-reference -->`` markers; a test fails when the
 README and the code disagree.
 """
@@ -14,7 +14,7 @@ from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel
 
-from armature_temporal import spec as spec_module
+from armature_temporal.spec import models as spec_module
 
 __all__ = ["cli_reference", "replace_block", "spec_reference"]
 
@@ -159,7 +159,7 @@ def replace_block(text: str, marker: str, body: str) -> str:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m armature_temporal.docgen README.md", file=sys.stderr)
+        print("usage: python -m armature_temporal.spec.docgen README.md", file=sys.stderr)
         return 2
     path = Path(argv[0])
     text = path.read_text(encoding="utf-8")

@@ -28,10 +28,8 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
-from armature_temporal.compiler import Plan
 from armature_temporal.errors import ArmatureError
-from armature_temporal.payloads import data_converter
-from armature_temporal.runtime_models import (
+from armature_temporal.runtime.models import (
     GateDecision,
     GateInfo,
     RunInput,
@@ -39,8 +37,10 @@ from armature_temporal.runtime_models import (
     RunStatus,
     StageResult,
 )
-from armature_temporal.search_attributes import ALL_KEYS, SPEC_HASH, SPEC_NAME, WAITING_GATE
+from armature_temporal.runtime.payloads import data_converter
+from armature_temporal.runtime.search_attributes import ALL_KEYS, SPEC_HASH, SPEC_NAME, WAITING_GATE
 from armature_temporal.settings import namespace as default_namespace
+from armature_temporal.spec.compiler import Plan
 
 __all__ = [
     "ConnectionFailed",

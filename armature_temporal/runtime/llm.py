@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from armature_temporal.compiler import ResolvedTier
 from armature_temporal.errors import ArmatureError
+from armature_temporal.spec.compiler import ResolvedTier
 
 __all__ = ["Completion", "ProviderError", "complete", "import_litellm"]
 
@@ -125,7 +125,7 @@ async def _simulate(
     turn: int,
     max_turns: int,
 ) -> Completion:
-    from armature_temporal.simulate import simulate_completion, simulate_tool_turn
+    from armature_temporal.runtime.simulate import simulate_completion, simulate_tool_turn
 
     if tier.latency_ms:
         await asyncio.sleep(tier.latency_ms / 1000)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from armature_temporal.templating import render
+from armature_temporal.spec.templating import render
 
 __all__ = ["ROLE_CONTRACTS", "build_messages", "stage_variables"]
 

@@ -2,9 +2,9 @@
 
 The models check shape and local rules (types, ranges, which fields go together). Rules that
 need the whole document — stage references, cycles, tiers, templates, subagent files — live in
-:mod:`armature_temporal.checks`, and :mod:`armature_temporal.loader` maps every problem back to
-its line in the YAML file. Each field's ``description`` feeds ``armature schema`` (editor
-completion) and the spec reference in the README.
+:mod:`armature_temporal.spec.checks`, and :mod:`armature_temporal.spec.loader` maps every
+problem back to its line in the YAML file. Each field's ``description`` feeds ``armature
+schema`` (editor completion) and the spec reference in the README.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 
-from armature_temporal.durations import parse_duration
+from armature_temporal.spec.durations import parse_duration
 
 __all__ = [
     "STANDARD_TIERS",

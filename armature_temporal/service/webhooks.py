@@ -32,8 +32,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from armature_temporal.compiler import Plan
 from armature_temporal.errors import ArmatureError
+from armature_temporal.spec.compiler import Plan
 
 if TYPE_CHECKING:  # the serve extra is optional
     from fastapi import FastAPI
@@ -211,7 +211,12 @@ def create_app(
     from temporalio.exceptions import WorkflowAlreadyStartedError
     from temporalio.service import RPCError
 
-    from armature_temporal.client import ConnectionFailed, InputError, prepare_inputs, start_run
+    from armature_temporal.service.client import (
+        ConnectionFailed,
+        InputError,
+        prepare_inputs,
+        start_run,
+    )
     from armature_temporal.settings import ui_url
 
     app = FastAPI(

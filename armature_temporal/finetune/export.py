@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from armature_temporal.traces import TraceRecord
+from armature_temporal.runtime.traces import TraceRecord
 from armature_temporal.views import RunTrace
 
 __all__ = [

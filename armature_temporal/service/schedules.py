@@ -28,10 +28,10 @@ from temporalio.client import (
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
-from armature_temporal.client import WORKFLOW_NAME, prepare_inputs
-from armature_temporal.compiler import Plan
-from armature_temporal.runtime_models import BanditMaintenanceInput, RunInput
-from armature_temporal.search_attributes import SPEC_HASH, SPEC_NAME, WAITING_GATE
+from armature_temporal.runtime.models import BanditMaintenanceInput, RunInput
+from armature_temporal.runtime.search_attributes import SPEC_HASH, SPEC_NAME, WAITING_GATE
+from armature_temporal.service.client import WORKFLOW_NAME, prepare_inputs
+from armature_temporal.spec.compiler import Plan
 
 __all__ = [
     "MAX_TRIGGERS",

@@ -36,7 +36,7 @@ from typing import Any, Literal
 from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ConfigDict, Field
 
-from armature_temporal.parsing import parse_output
+from armature_temporal.runtime.parsing import parse_output
 
 __all__ = ["SimulatedCompletion", "simulate_completion", "simulate_tool_turn"]
 

@@ -15,9 +15,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from armature_temporal.checks import tier_names
-from armature_temporal.loader import LoadedSpec, load_spec
-from armature_temporal.spec import (
+from armature_temporal.spec.checks import tier_names
+from armature_temporal.spec.loader import LoadedSpec, load_spec
+from armature_temporal.spec.models import (
     STANDARD_TIERS,
     Arm,
     Continuation,

@@ -1,4 +1,4 @@
-"""Whole-document checks on a parsed :class:`~armature_temporal.spec.Spec`.
+"""Whole-document checks on a parsed :class:`~armature_temporal.spec.models.Spec`.
 
 Each check yields ``(path, message)`` where ``path`` is the field path as a tuple
 (``("stages", 2, "role", "model_tier")``); the loader turns it into ``file:line:column``.
@@ -16,8 +16,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from armature_temporal.errors import did_you_mean
-from armature_temporal.spec import STANDARD_TIERS, Spec, Stage
-from armature_temporal.templating import referenced_names
+from armature_temporal.spec.models import STANDARD_TIERS, Spec, Stage
+from armature_temporal.spec.templating import referenced_names
 
 __all__ = [
     "BUILTIN_TOOLS",

@@ -40,7 +40,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from armature_temporal.spec import Condition, SafetyRule
+from armature_temporal.spec.models import Condition, SafetyRule
 
 __all__ = ["REVERSIBILITY_FIELD", "PolicyDecision", "evaluate_policy"]
 

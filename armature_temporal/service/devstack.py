@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from armature_temporal.errors import ArmatureError
-from armature_temporal.search_attributes import dev_server_flags
+from armature_temporal.runtime.search_attributes import dev_server_flags
+from armature_temporal.service.temporal_bin import temporal_binary
 from armature_temporal.settings import armature_home, dev_port, dev_ui_port, task_queue
-from armature_temporal.temporal_bin import temporal_binary
 
 __all__ = [
     "StackState",

@@ -18,9 +18,9 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedBase, CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from armature_temporal.checks import check_spec
 from armature_temporal.errors import SpecError, SpecIssue, did_you_mean
-from armature_temporal.spec import Spec
+from armature_temporal.spec.checks import check_spec
+from armature_temporal.spec.models import Spec
 
 __all__ = ["LoadedSpec", "format_path", "load_spec", "load_spec_text"]
 

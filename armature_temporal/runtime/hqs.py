@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from armature_temporal.traces import TraceRecord
+from armature_temporal.runtime.traces import TraceRecord
 
 __all__ = ["WEIGHTS", "HQSBreakdown", "median", "run_hqs"]
 
