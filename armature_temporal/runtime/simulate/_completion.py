@@ -1,0 +1,109 @@
+"""One simulated completion: the validity coin, the drawn quality and the output they shape."""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from armature_temporal.runtime.simulate._defects import invalid_text
+from armature_temporal.runtime.simulate._output import render, text_answer, unfinished_reasoning
+from armature_temporal.runtime.simulate._values import ANY_OBJECT, Generator, with_score
+from armature_temporal.runtime.simulate._words import rng_for, words_of
+
+__all__ = ["QUALITY_CONCENTRATION", "SimulatedCompletion", "simulate_completion"]
+
+#: Beta concentration of per-output quality around a tier's ``quality`` knob.
+QUALITY_CONCENTRATION = 20.0
+
+
+class SimulatedCompletion(BaseModel):
+    """One simulated model response.
+
+    Attributes:
+        text: The raw output, as a model would return it.
+        intended_valid: Whether the simulator meant this output to parse and match the schema
+            (it draws the invalid ones on purpose, at rate ``1 - valid_rate``).
+        quality: The output's simulated quality in [0, 1]; a judge's ``score`` repeats it.
+        prompt_tokens: A rough token count of the prompt (characters / 4).
+        completion_tokens: A rough token count of ``text`` (characters / 4).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    text: str
+    intended_valid: bool
+    quality: float = Field(ge=0.0, le=1.0)
+    prompt_tokens: int = Field(ge=1)
+    completion_tokens: int = Field(ge=1)
+
+
+def simulate_completion(
+    *,
+    seed: str,
+    prompt: str,
+    output_mode: Literal["text", "json", "guided_json"],
+    output_schema: dict[str, Any] | None,
+    role_type: Literal["worker", "orchestrator", "judge", "researcher"],
+    valid_rate: float,
+    quality: float,
+) -> SimulatedCompletion:
+    """Simulate one completion, deterministically in ``seed``.
+
+    Args:
+        seed: Identifies the call, e.g. ``f"{run_id}/{stage}/{attempt}/{tier}"``.
+        prompt: The rendered prompt; its words make up the output's strings.
+        output_mode: ``text`` gives ``[simulated] …`` sentences; the JSON modes give JSON.
+        output_schema: The JSON Schema valid output must match; None means any object.
+        role_type: A ``judge`` puts the output's quality in its ``score`` property.
+        valid_rate: Probability in [0, 1] that the output is valid.
+        quality: Mean in [0, 1] of the per-output quality.
+
+    Returns:
+        The text, whether it was meant to be valid, its quality and rough token counts.
+
+    Raises:
+        ValueError: ``valid_rate`` or ``quality`` is outside [0, 1].
+    """
+    for name, knob in (("valid_rate", valid_rate), ("quality", quality)):
+        if not 0.0 <= knob <= 1.0:
+            raise ValueError(
+                f"{name} must be between 0 and 1, got {knob!r}; fix the simulate tier's {name}"
+            )
+    rng = rng_for(seed)
+    intended_valid = rng.random() < valid_rate
+    dress = rng.random()
+    content = random.Random(rng.getrandbits(64))
+    drawn = _draw_quality(random.Random(rng.getrandbits(64)), quality)
+    words = words_of(prompt)
+    if output_mode == "text":
+        text = (
+            text_answer(content, words, role_type, drawn, dress)
+            if intended_valid
+            else unfinished_reasoning(content, words)
+        )
+    else:
+        schema = output_schema if output_schema is not None else ANY_OBJECT
+        gen = Generator(content, words, schema)
+        value = gen.valid_root()
+        if role_type == "judge":
+            value = with_score(value, schema, drawn)
+        if intended_valid:
+            text = render(value, dress, content, words)
+        else:
+            text = invalid_text(value, output_mode, output_schema, dress, content, words)
+    return SimulatedCompletion(
+        text=text,
+        intended_valid=intended_valid,
+        quality=drawn,
+        prompt_tokens=max(1, len(prompt) // 4),
+        completion_tokens=max(1, len(text) // 4),
+    )
+
+
+def _draw_quality(rng: random.Random, mean: float) -> float:
+    if mean <= 0.0 or mean >= 1.0:
+        return mean
+    drawn = rng.betavariate(mean * QUALITY_CONCENTRATION, (1.0 - mean) * QUALITY_CONCENTRATION)
+    return min(1.0, max(0.0, drawn))
