@@ -1,11 +1,15 @@
 """The trace store: runs, hash-chained trace records and gate decisions on SQLite or PostgreSQL.
 
-This package does I/O; it never imports temporalio.
+:class:`TraceStore` (``trace_store``) writes and reads runs; it also keeps the improvement
+proposals (``proposals``) and fine-tune adapters (``adapters``), and ``tamper`` checks a run's
+stored chain. This package does I/O; it never imports temporalio.
 """
 
+from armature_temporal.store.adapters import AdapterError
 from armature_temporal.store.engine import StoreError, database_url
 from armature_temporal.store.migrations import MIGRATIONS, migrate
-from armature_temporal.store.trace_store import AdapterError, ProposalError, TraceStore
+from armature_temporal.store.proposals import ProposalError
+from armature_temporal.store.trace_store import TraceStore
 
 __all__ = [
     "MIGRATIONS",

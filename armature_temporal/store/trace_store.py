@@ -2,102 +2,37 @@
 
 Writes are idempotent — a retried activity re-sends records with the same ``(run_id, seq)`` and
 they are ignored — and safe under many concurrent workers (each run's chain is computed by its
-workflow, so writers never read-modify-write a shared row).
+workflow, so writers never read-modify-write a shared row). Proposals and adapters are mixed
+in from :mod:`~armature_temporal.store.proposals` and :mod:`~armature_temporal.store.adapters`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
-from sqlalchemy import (
-    JSON,
-    Connection,
-    Engine,
-    Executable,
-    Table,
-    bindparam,
-    func,
-    select,
-    text,
-    update,
-)
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import JSON, Connection, Engine, Executable, bindparam, func, select, text, update
 from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlalchemy.orm import Session
 
-from armature_temporal.finetune.models import Adapter
-from armature_temporal.improve.models import Proposal
 from armature_temporal.runtime.hqs import median, run_hqs
-from armature_temporal.runtime.traces import ChainBreak, TraceRecord, verify_chain
+from armature_temporal.runtime.traces import ChainBreak, TraceRecord
+from armature_temporal.store._base import table_of
+from armature_temporal.store.adapters import AdapterError, AdapterStore
 from armature_temporal.store.engine import StoreError, database_url, make_engine
 from armature_temporal.store.migrations import migrate
-from armature_temporal.store.schema import (
-    AdapterRow,
-    Base,
-    GateDecisionRow,
-    ProposalRow,
-    RunRow,
-    TraceRow,
-)
+from armature_temporal.store.proposals import ProposalError, ProposalStore
+from armature_temporal.store.schema import GateDecisionRow, RunRow, TraceRow
+from armature_temporal.store.tamper import check_run
 
 __all__ = ["LATENCY_WINDOW", "AdapterError", "ProposalError", "TraceStore", "check_run"]
 
 #: Runs of the same spec version that make up the rolling latency baseline.
 LATENCY_WINDOW = 50
 _RECORD_FIELDS = [name for name in TraceRecord.model_fields]
-_PROPOSAL_FIELDS = [name for name in Proposal.model_fields]
-_ADAPTER_FIELDS = [name for name in Adapter.model_fields]
-#: Adapter fields stored under another column name.
-_ADAPTER_COLUMNS = {"stage": "stage_id"}
 
 
-class ProposalError(StoreError):
-    """A proposal's status cannot be changed: there is no such proposal, or its status is not
-    the one the caller expected (someone applied or dismissed it first).
-
-    ``status`` is the proposal's status now (``None``: no such proposal), ``changed_at`` when
-    it last changed.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        proposal_id: str,
-        status: str | None = None,
-        changed_at: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.proposal_id = proposal_id
-        self.status = status
-        self.changed_at = changed_at
-
-
-class AdapterError(StoreError):
-    """An adapter's status cannot be changed: there is no such adapter, or its status is not
-    the one the caller expected (someone retired or reactivated it first).
-
-    ``status`` is the adapter's status now (``None``: no such adapter), ``changed_at`` when it
-    last changed.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        adapter_id: str,
-        status: str | None = None,
-        changed_at: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.adapter_id = adapter_id
-        self.status = status
-        self.changed_at = changed_at
-
-
-class TraceStore:
+class TraceStore(ProposalStore, AdapterStore):
     """Open (and migrate) the store at ``url`` (default: ``$ARMATURE_DB_URL`` or SQLite)."""
 
     def __init__(self, url: str | None = None) -> None:
@@ -107,17 +42,16 @@ class TraceStore:
             migrate(self.engine)
         except (DatabaseError, OperationalError) as exc:
             raise StoreError(self._cannot_open(exc)) from None
-        insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
-        traces, runs, gates = _table(TraceRow), _table(RunRow), _table(GateDecisionRow)
+        traces, runs, gates = table_of(TraceRow), table_of(RunRow), table_of(GateDecisionRow)
         self._insert_traces: Executable = (
             _recordset_insert(self.engine)
             if self.engine.dialect.name == "postgresql"
-            else insert(traces)
+            else self._insert(traces)
             .on_conflict_do_nothing(index_elements=["run_id", "seq"])
             .returning(traces.c.run_id, traces.c.seq)
         )
-        self._insert_runs = insert(runs).on_conflict_do_nothing(index_elements=["run_id"])
-        self._insert_gates = insert(gates).on_conflict_do_nothing(
+        self._insert_runs = self._insert(runs).on_conflict_do_nothing(index_elements=["run_id"])
+        self._insert_gates = self._insert(gates).on_conflict_do_nothing(
             index_elements=["run_id", "stage_id"]
         )
         self._latency_window = (
@@ -127,16 +61,6 @@ class TraceStore:
             .limit(LATENCY_WINDOW)
         )
         self._update_run = update(runs).where(runs.c.run_id == bindparam("b_run_id"))
-        proposals = _table(ProposalRow)
-        self._insert_proposals = (
-            insert(proposals)
-            .on_conflict_do_nothing(index_elements=["id"])
-            .returning(proposals.c.id)
-        )
-        adapters = _table(AdapterRow)
-        self._insert_adapters = (
-            insert(adapters).on_conflict_do_nothing(index_elements=["id"]).returning(adapters.c.id)
-        )
 
     def _safe_url(self) -> str:
         return self.engine.url.render_as_string(hide_password=True)
@@ -223,208 +147,6 @@ class TraceStore:
             },
         )
 
-    # --- improvement proposals -----------------------------------------------------------------
-
-    def save_proposals(self, proposals: Sequence[Proposal]) -> int:
-        """Insert proposals, leaving any whose id is already stored as it is (a retried
-        activity re-sends the same ids; an applied or dismissed one keeps its status). Returns
-        the number of new proposals."""
-        unique: dict[str, Proposal] = {}
-        for proposal in proposals:
-            unique.setdefault(proposal.id, proposal)
-        if not unique:
-            return 0
-        rows = [p.model_dump(mode="json") for p in unique.values()]
-        with self.engine.begin() as conn:
-            return len(conn.execute(self._insert_proposals, rows).all())
-
-    def proposals(
-        self, *, spec: str | None = None, status: str | None = None, limit: int = 50
-    ) -> list[Proposal]:
-        """Proposals, newest first; of one spec and/or in one status if given."""
-        table = _table(ProposalRow)
-        query = (
-            select(*[table.c[f] for f in _PROPOSAL_FIELDS])
-            .order_by(table.c.created_at.desc(), table.c.id.desc())
-            .limit(limit)
-        )
-        if spec is not None:
-            query = query.where(table.c.spec_name == spec)
-        if status is not None:
-            query = query.where(table.c.status == status)
-        with self.engine.connect() as conn:
-            return [_to_proposal(row) for row in conn.execute(query).mappings()]
-
-    def proposal(self, proposal_id: str) -> Proposal | None:
-        table = _table(ProposalRow)
-        query = select(*[table.c[f] for f in _PROPOSAL_FIELDS]).where(table.c.id == proposal_id)
-        with self.engine.connect() as conn:
-            row = conn.execute(query).mappings().first()
-        return None if row is None else _to_proposal(row)
-
-    def set_proposal_status(
-        self,
-        proposal_id: str,
-        status: Literal["applied", "dismissed"],
-        *,
-        expected: str = "proposed",
-    ) -> Proposal:
-        """Move a proposal from ``expected`` to ``status`` and record when; returns it updated.
-
-        One conditional ``UPDATE``, so of two concurrent callers exactly one succeeds. Raises
-        :class:`ProposalError` if there is no such proposal or its status is not ``expected``
-        (nothing is changed then).
-        """
-        table = _table(ProposalRow)
-        row, now = self._change_status(
-            table,
-            proposal_id,
-            status,
-            [table.c.status == expected],
-            [table.c[f] for f in _PROPOSAL_FIELDS],
-        )
-        if row is not None:
-            return _to_proposal(row)
-        if now is None:
-            raise ProposalError(
-                f"no proposal {proposal_id!r}; list them with `armature proposals`",
-                proposal_id=proposal_id,
-            )
-        current, since = now
-        if current != "proposed":
-            when = f" (since {since})" if since else ""
-            message = f"proposal {proposal_id} is already {current}{when}; nothing changed"
-        else:
-            message = f"proposal {proposal_id} is {current}, not {expected}; nothing changed"
-        raise ProposalError(message, proposal_id=proposal_id, status=current, changed_at=since)
-
-    def _change_status(
-        self,
-        table: Table,
-        row_id: str,
-        status: str,
-        guards: list[Any],
-        returning: list[Any],
-    ) -> tuple[Any, Any]:
-        """One conditional ``UPDATE`` of ``status`` (and when) where ``guards`` hold: of two
-        concurrent callers exactly one succeeds. Returns the updated row, or ``None`` and the
-        row's ``(status, status_changed_at)`` now (``None`` if there is no such row)."""
-        changed = (
-            update(table)
-            .where(table.c.id == row_id, *guards)
-            .values(status=status, status_changed_at=datetime.now(UTC).isoformat())
-            .returning(*returning)
-        )
-        with self.engine.begin() as conn:
-            row = conn.execute(changed).mappings().first()
-            if row is not None:
-                return row, None
-            now = conn.execute(
-                select(table.c.status, table.c.status_changed_at).where(table.c.id == row_id)
-            ).first()
-        return None, now
-
-    # --- fine-tune adapters ------------------------------------------------------------------
-
-    def save_adapters(self, adapters: Sequence[Adapter]) -> int:
-        """Insert adapters, leaving any whose id is already stored as it is (a retried activity
-        re-sends the same ids; a retired one stays retired). Returns the number of new
-        adapters."""
-        unique: dict[str, Adapter] = {}
-        for adapter in adapters:
-            unique.setdefault(adapter.id, adapter)
-        if not unique:
-            return 0
-        rows = [_adapter_row(a) for a in unique.values()]
-        with self.engine.begin() as conn:
-            return len(conn.execute(self._insert_adapters, rows).all())
-
-    def adapters(
-        self,
-        *,
-        spec: str | None = None,
-        stage: str | None = None,
-        status: str | None = None,
-        limit: int = 50,
-    ) -> list[Adapter]:
-        """Adapters, newest first; of one spec, one stage and/or in one status if given."""
-        table = _table(AdapterRow)
-        query = (
-            select(*_adapter_columns(table))
-            .order_by(table.c.created_at.desc(), table.c.id.desc())
-            .limit(limit)
-        )
-        if spec is not None:
-            query = query.where(table.c.spec_name == spec)
-        if stage is not None:
-            query = query.where(table.c.stage_id == stage)
-        if status is not None:
-            query = query.where(table.c.status == status)
-        with self.engine.connect() as conn:
-            return [_to_adapter(row) for row in conn.execute(query).mappings()]
-
-    def adapter(self, adapter_id: str) -> Adapter | None:
-        table = _table(AdapterRow)
-        query = select(*_adapter_columns(table)).where(table.c.id == adapter_id)
-        with self.engine.connect() as conn:
-            row = conn.execute(query).mappings().first()
-        return None if row is None else _to_adapter(row)
-
-    def latest_adapter(self, spec: str, stage: str) -> Adapter | None:
-        """The newest verified, active adapter trained for ``stage`` of ``spec`` (what a
-        ``provider: local`` tier with ``adapter: latest`` loads), or ``None``."""
-        table = _table(AdapterRow)
-        query = (
-            select(*_adapter_columns(table))
-            .where(
-                table.c.spec_name == spec,
-                table.c.stage_id == stage,
-                table.c.verdict == "verified",
-                table.c.status == "active",
-            )
-            .order_by(table.c.created_at.desc(), table.c.id.desc())
-            .limit(1)
-        )
-        with self.engine.connect() as conn:
-            row = conn.execute(query).mappings().first()
-        return None if row is None else _to_adapter(row)
-
-    def set_adapter_status(
-        self,
-        adapter_id: str,
-        status: Literal["active", "retired"],
-        *,
-        expected: str,
-    ) -> Adapter:
-        """Move an adapter from ``expected`` to ``status`` and record when; returns it updated.
-
-        One conditional ``UPDATE``, so of two concurrent callers exactly one succeeds. Raises
-        :class:`AdapterError` if there is no such adapter, its status is not ``expected``, or
-        it is already ``status`` (nothing is changed then).
-        """
-        table = _table(AdapterRow)
-        row, now = self._change_status(
-            table,
-            adapter_id,
-            status,
-            [table.c.status == expected, table.c.status != status],
-            _adapter_columns(table),
-        )
-        if row is not None:
-            return _to_adapter(row)
-        if now is None:
-            raise AdapterError(
-                f"no adapter {adapter_id!r}; list them with `armature adapters list`",
-                adapter_id=adapter_id,
-            )
-        current, since = now
-        if current == status:
-            when = f" (since {since})" if since else ""
-            message = f"adapter {adapter_id} is already {current}{when}; nothing changed"
-        else:
-            message = f"adapter {adapter_id} is {current}, not {expected}; nothing changed"
-        raise AdapterError(message, adapter_id=adapter_id, status=current, changed_at=since)
-
     # --- reading ---------------------------------------------------------------------------
 
     def records(self, run_id: str) -> list[TraceRecord]:
@@ -503,63 +225,6 @@ class TraceStore:
         return len(ids), breaks
 
 
-def check_run(run_id: str, records: Sequence[TraceRecord], head: str | None) -> ChainBreak | None:
-    """The first break in one run's stored records (in ``seq`` order), given the chain head
-    its summary recorded when the run ended (``None`` while it runs).
-
-    Refines :func:`~armature_temporal.runtime.traces.verify_chain` with what only the store knows:
-
-    - the recorded head is an earlier record: records were appended after the run ended
-      (``inserted``); it is no record at all: records at the end were removed (``deleted``);
-    - a record renumbered one place on that follows the same record as the one now before it:
-      that one was spliced in (``inserted``), the rest renumbered to make room.
-    """
-    if not records:
-        return ChainBreak(
-            run_id=run_id,
-            seq=None,
-            problem="deleted",
-            detail="no trace records for this run: all were removed, its summary remains",
-        )
-    found = verify_chain(run_id, records)
-    if found is not None:
-        if found.problem == "reordered" and found.seq:
-            moved, before = records[found.seq], records[found.seq - 1]
-            if moved.prev_hash == before.prev_hash:
-                return ChainBreak(
-                    run_id=run_id,
-                    seq=before.seq,
-                    problem="inserted",
-                    detail=f"record {before.seq} ({before.kind}) was inserted: the records "
-                    f"from {moved.seq} on are the originals renumbered to make room",
-                )
-        return found
-    if head is None or head == records[-1].hash:
-        return None
-    end = next((r for r in records if r.hash == head), None)
-    if end is not None:
-        return ChainBreak(
-            run_id=run_id,
-            seq=end.seq + 1,
-            problem="inserted",
-            detail=f"record {end.seq + 1} follows the run's last record ({end.seq}, its "
-            "recorded chain head): records were appended after the run ended",
-        )
-    return ChainBreak(
-        run_id=run_id,
-        seq=records[-1].seq + 1,
-        problem="deleted",
-        detail="the run's recorded chain head is not among its records: records at the end "
-        "were removed",
-    )
-
-
-def _table(model: type[Base]) -> Table:
-    table = model.__table__
-    assert isinstance(table, Table)
-    return table
-
-
 def _recordset_insert(engine: Engine) -> Executable:
     """PostgreSQL: the batch as one JSON array parameter, expanded by the server.
 
@@ -568,7 +233,7 @@ def _recordset_insert(engine: Engine) -> Executable:
     JSON ``null`` is stored as JSON ``null``, as SQLAlchemy's JSON type stores ``None``.
     """
     quote = engine.dialect.identifier_preparer.quote
-    table = _table(TraceRow)
+    table = table_of(TraceRow)
     columns = [c for c in table.columns if c.name != "id"]
     names = ", ".join(quote(c.name) for c in columns)
     values = ", ".join(
@@ -611,26 +276,6 @@ def _gate_row(record: TraceRecord) -> dict[str, Any]:
         "comment": record.data.get("comment"),
         "decided_at": record.recorded_at,
     }
-
-
-def _to_proposal(values: Any) -> Proposal:
-    return Proposal.model_validate({f: values[f] for f in _PROPOSAL_FIELDS})
-
-
-def _adapter_columns(table: Table) -> list[Any]:
-    """The adapters table's columns as :class:`Adapter`'s fields (``stage_id AS stage``)."""
-    return [
-        table.c[_ADAPTER_COLUMNS[f]].label(f) if f in _ADAPTER_COLUMNS else table.c[f]
-        for f in _ADAPTER_FIELDS
-    ]
-
-
-def _adapter_row(adapter: Adapter) -> dict[str, Any]:
-    return {_ADAPTER_COLUMNS.get(f, f): v for f, v in adapter.model_dump(mode="json").items()}
-
-
-def _to_adapter(values: Any) -> Adapter:
-    return Adapter.model_validate({f: values[f] for f in _ADAPTER_FIELDS})
 
 
 def _to_record(values: Any) -> TraceRecord:
