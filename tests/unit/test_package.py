@@ -2,10 +2,157 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 
+import pytest
+
 import armature_temporal
+
+#: Every layer package's public names, sorted; a change here is a change to the public API.
+SUBPACKAGE_ALL: dict[str, list[str]] = {
+    "spec": [
+        "LoadedSpec",
+        "Plan",
+        "PlanStage",
+        "Spec",
+        "compile_spec",
+        "load_plan",
+        "load_spec",
+        "load_spec_text",
+    ],
+    "runtime": [
+        "GateDecision",
+        "HQSBreakdown",
+        "RunInput",
+        "RunResult",
+        "RunStatus",
+        "TraceChain",
+        "TraceRecord",
+        "run_hqs",
+    ],
+    "service": [
+        "apply_triggers",
+        "connect",
+        "decide_gate",
+        "ensure_local_stack",
+        "list_runs",
+        "show_run",
+        "start_run",
+    ],
+    "bandit": [
+        "ArmReport",
+        "BanditConfig",
+        "BanditConfigError",
+        "BanditError",
+        "BanditEvent",
+        "BanditRuntime",
+        "DuplicateRewardError",
+        "InvalidRewardError",
+        "MaintenanceReport",
+        "RewardError",
+        "RewardReceipt",
+        "RuntimeRegistry",
+        "Selection",
+        "Snapshot",
+        "StorageConfig",
+        "UnknownBanditError",
+        "UnknownDecisionError",
+        "close_runtimes",
+        "configure_runtime",
+        "get_runtime",
+        "history",
+        "maintenance",
+        "runtime_arms",
+        "runtime_events",
+        "runtime_select",
+        "runtime_update",
+    ],
+    "store": [
+        "AdapterError",
+        "MIGRATIONS",
+        "ProposalError",
+        "StoreError",
+        "TraceStore",
+        "database_url",
+        "migrate",
+    ],
+    "tools": [
+        "Reversibility",
+        "ToolContext",
+        "ToolError",
+        "ToolErrorType",
+        "ToolRegistry",
+        "ToolResult",
+        "ToolSpec",
+        "call_tool",
+        "get_tool_spec",
+        "register_tool",
+        "tool_reversibility",
+    ],
+    "scanner": [
+        "CATEGORIES",
+        "Category",
+        "Finding",
+        "ModelFileError",
+        "ScanResult",
+        "redact",
+        "scan",
+        "scan_jsonl",
+        "scan_many",
+    ],
+    "improve": [
+        "Diagnosis",
+        "EditError",
+        "ImproveInput",
+        "ImproveResult",
+        "Proposal",
+        "SpecChange",
+        "apply_changes",
+        "candidates",
+        "diagnose",
+        "paired_verdict",
+    ],
+    "finetune": [
+        "Adapter",
+        "FinetuneError",
+        "FinetuneInput",
+        "FinetuneResult",
+        "FinetuneUnavailable",
+        "TrainReport",
+        "create_tiny_model",
+        "dpo_rows",
+        "generate",
+        "sft_rows",
+        "train_lora",
+    ],
+    "views": [
+        "AttemptView",
+        "ConfigUsage",
+        "GateView",
+        "HQSTrend",
+        "RunReport",
+        "RunTrace",
+        "SPARK_WIDTH",
+        "SpecDashboard",
+        "SpecSummary",
+        "StageView",
+        "ToolCallView",
+        "VersionStats",
+        "build_dashboard",
+        "build_overview",
+        "build_report",
+        "failure_counts",
+        "load_run",
+        "load_runs",
+        "percentile",
+        "render_dashboard",
+        "render_overview",
+        "render_report",
+        "sparkline",
+    ],
+}
 
 
 def test_public_api_is_pinned() -> None:
@@ -32,11 +179,24 @@ def test_public_api_is_pinned() -> None:
         assert hasattr(armature_temporal, name), name
 
 
+@pytest.mark.parametrize("package", sorted(SUBPACKAGE_ALL))
+def test_subpackage_all_is_pinned_and_resolves(package: str) -> None:
+    module = importlib.import_module(f"armature_temporal.{package}")
+    assert sorted(module.__all__) == SUBPACKAGE_ALL[package]
+    assert len(set(module.__all__)) == len(module.__all__), "a name is listed twice"
+    for name in module.__all__:
+        value = getattr(module, name)
+        assert not isinstance(value, type(sys)), f"{package}.{name} is a module, not the API name"
+
+
 def test_importing_the_core_pulls_in_neither_temporal_workflow_nor_litellm() -> None:
     code = (
         "import sys, armature_temporal, armature_temporal.spec.compiler\n"
         "import armature_temporal.spec.loader, armature_temporal.runtime\n"
-        "bad = [m for m in ('temporalio.workflow', 'litellm', 'torch') if m in sys.modules]\n"
+        "import armature_temporal.service, armature_temporal.finetune\n"
+        "import armature_temporal.improve\n"
+        "heavy = ('temporalio.workflow', 'litellm', 'torch', 'transformers', 'peft')\n"
+        "bad = [m for m in heavy if m in sys.modules]\n"
         "print(','.join(bad))\n"
     )
     result = subprocess.run(
