@@ -8,10 +8,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from armature_temporal.spec.compiler import PlanRole, PlanStage
+
 __all__ = [
+    "CONSENSUS_PROMPT",
     "ConsensusResult",
     "MergeResult",
     "consensus",
+    "consensus_judge",
     "merge_outputs",
     "resolve_path",
     "split_fairly",
@@ -107,4 +111,35 @@ def consensus(outputs: list[Any]) -> ConsensusResult:
     value = outputs[keys.index(winner)]
     return ConsensusResult(
         value=value, agreement=best / len(outputs), votes=best, majority=best * 2 > len(outputs)
+    )
+
+
+CONSENSUS_PROMPT = """\
+Sub-agents answered the same task for stage {{ stage }} differently:
+{% for o in outputs %}[{{ loop.index0 }}] {{ o | tojson_compact }}
+{% endfor %}
+Pick the answer best supported by the others (its index as choice) and score from 0 to 1 how
+much the answers agree in substance."""
+
+
+def consensus_judge(stage_id: str, tier: str, choices: int) -> PlanStage:
+    """The judge stage that reconciles ``choices`` disagreeing child outputs of ``stage_id``:
+    it picks one (``choice``) and scores how much they agree (``score``)."""
+    return PlanStage(
+        id=f"{stage_id}__consensus",
+        kind="llm",
+        role=PlanRole(
+            name="Consensus judge", type="judge", model_tier=tier, prompt=CONSENSUS_PROMPT
+        ),
+        output_mode="json",
+        output_schema={
+            "type": "object",
+            "properties": {
+                "choice": {"type": "integer", "minimum": 0, "maximum": choices - 1},
+                "score": {"type": "number", "minimum": 0, "maximum": 1},
+                "rationale": {"type": "string"},
+            },
+            "required": ["choice", "score", "rationale"],
+        },
+        max_attempts=3,
     )

@@ -6,9 +6,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from armature_temporal.spec.templating import render
+from jinja2 import TemplateSyntaxError
 
-__all__ = ["ROLE_CONTRACTS", "build_messages", "stage_variables"]
+from armature_temporal.spec.templating import referenced_names, render
+
+__all__ = [
+    "ALWAYS_SENT",
+    "ROLE_CONTRACTS",
+    "build_messages",
+    "needed_variables",
+    "stage_variables",
+    "template_strings",
+]
 
 ROLE_CONTRACTS: dict[str, str] = {
     "worker": "You are {name}, a worker. Do exactly the task below and return only what it asks "
@@ -93,3 +102,31 @@ def build_messages(
         {"role": "system", "content": "\n\n".join(system)},
         {"role": "user", "content": user},
     ]
+
+
+#: Variables the activities use besides those a template names.
+ALWAYS_SENT = ("_retry_attempt", "_last_error", "_last_result")
+
+
+def needed_variables(variables: dict[str, Any], *templates: str) -> dict[str, Any]:
+    """Only the variables the templates read: activity inputs (and history) stay small even
+    when a stage has hundreds of upstream stages. A template with a syntax error gets them all
+    (the activity reports the error with its context)."""
+    names: set[str] = set(ALWAYS_SENT)
+    for source in templates:
+        try:
+            names.update(referenced_names(source))
+        except TemplateSyntaxError:
+            return variables
+    return {k: v for k, v in variables.items() if k in names}
+
+
+def template_strings(value: Any) -> list[str]:
+    """Every string inside a tool's args (templates among them)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in template_strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in template_strings(v)]
+    return []

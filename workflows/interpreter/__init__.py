@@ -1,0 +1,40 @@
+"""The spec interpreter's collaborators: one concept a module, each deterministic.
+
+``RunSpecWorkflow`` (workflows/run_spec.py) keeps the Temporal surface — run, the gate update,
+signal and status query, the DAG loop — and delegates the rest:
+
+- ``state``: ``RunContext``, everything one run knows (results, outputs, gates, arm choices);
+- ``tracing``: ``Tracer``, the run's hash-chained trace records and their flushes;
+- ``gates``: ``Gates``, durable waits for a person's decision;
+- ``tools``: ``ToolCalls``, tool activities under the safety policy (and their approvals);
+- ``arms``: ``Arms``, bandit arm selection and rewards;
+- ``llm``: ``LLMStages``, model calls: attempts, retries, escalation, loops, tool turns;
+- ``fanout``: ``FanOut``, child runs and fan-in;
+- ``failures``: how a stage fails (``StageFailure``) and how activity failures are classified.
+
+They run inside the workflow (no I/O, time from ``workflow.now()``, every effect an activity)
+and hold no module-level state, so the worker passes them through the sandbox: only the small
+workflow module is imported again for each run.
+"""
+
+from workflows.interpreter.arms import Arms
+from workflows.interpreter.failures import GateRejected, StageFailure, classify
+from workflows.interpreter.fanout import FanOut
+from workflows.interpreter.gates import Gates
+from workflows.interpreter.llm import LLMStages
+from workflows.interpreter.state import RunContext
+from workflows.interpreter.tools import ToolCalls
+from workflows.interpreter.tracing import Tracer
+
+__all__ = [
+    "Arms",
+    "FanOut",
+    "GateRejected",
+    "Gates",
+    "LLMStages",
+    "RunContext",
+    "StageFailure",
+    "ToolCalls",
+    "Tracer",
+    "classify",
+]

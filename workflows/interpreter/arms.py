@@ -1,0 +1,103 @@
+"""``Arms``: the stage configurations a bandit chooses between, and the rewards that teach it."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+from armature_temporal.runtime.models import (
+    BanditRewardInput,
+    BanditSelectInput,
+    BanditSelectResult,
+)
+from armature_temporal.spec.compiler import PlanArm, PlanStage
+from workflows.interpreter.state import RunContext
+
+__all__ = ["Arms"]
+
+
+class Arms:
+    """Thompson-sampled arm choice per stage (a local activity) and rewards from the evidence:
+    a judge's score, a gate decision, or the output's quality."""
+
+    def __init__(self, run: RunContext) -> None:
+        self.run = run
+
+    def bandit_name(self, stage_id: str) -> str:
+        return f"{self.run.plan.name}:{stage_id}"
+
+    async def select(self, stage: PlanStage) -> PlanArm:
+        """Thompson-sample the stage's arm (a local activity; retries get the same answer)."""
+        name = self.bandit_name(stage.id)
+        decision_id = f"{name}@{self.run.run_id}"
+        selected = await workflow.execute_local_activity(
+            "bandit_select",
+            BanditSelectInput(
+                name=name,
+                decision_id=decision_id,
+                arms=[{"arm_id": a.arm_id, "params": a.params} for a in stage.arms],
+            ),
+            result_type=BanditSelectResult,
+            start_to_close_timeout=timedelta(seconds=30),
+        )
+        self.run.arm_choice[stage.id] = (selected.arm_id, selected.decision_id)
+        return next(a for a in stage.arms if a.arm_id == selected.arm_id)
+
+    async def reward(self, stage_id: str, reward: float, source: str) -> None:
+        """Reward the stage's chosen arm once (never in a verification run)."""
+        run = self.run
+        choice = run.arm_choice.get(stage_id)
+        if choice is None or stage_id in run.rewarded or run.verification:
+            return
+        run.rewarded[stage_id] = (reward, source)
+        try:
+            await workflow.execute_local_activity(
+                "bandit_reward",
+                BanditRewardInput(
+                    name=self.bandit_name(stage_id),
+                    decision_id=choice[1],
+                    reward=max(0.0, min(1.0, reward)),
+                ),
+                start_to_close_timeout=timedelta(seconds=30),
+            )
+        except (ActivityError, ApplicationError) as exc:
+            # A reward that cannot be stored never fails the run; the trace keeps the evidence.
+            workflow.logger.warning("bandit reward for %s not stored: %s", stage_id, exc)
+
+    def wanted(self, stage: PlanStage) -> bool:
+        """Whether a finished stage may carry evidence for some arm."""
+        return bool(self.run.arm_choice) or (stage.role is not None and stage.role.type == "judge")
+
+    async def after_stage(self, stage: PlanStage) -> None:
+        """Reward arms when the evidence arrives: a judge's score for the stages it judged,
+        else the stage's own gate decision, else its output quality."""
+        run = self.run
+        result = run.results[stage.id]
+        if stage.role is not None and stage.role.type == "judge":
+            score = result.output.get("score") if isinstance(result.output, dict) else None
+            if isinstance(score, int | float):
+                for dep in stage.depends_on:
+                    if run.plan.stage(dep).reward == "auto":
+                        await self.reward(dep, float(score), f"judge {stage.id}")
+        if not stage.arms or stage.reward != "auto" or result.status == "running":
+            return
+        judged = any(
+            stage.id in s.depends_on and s.role is not None and s.role.type == "judge"
+            for s in run.plan.stages
+        )
+        if judged and result.status == "completed":
+            return  # the judge's score will reward it
+        if result.gate is not None:
+            await self.reward(stage.id, 1.0 if result.gate.decision == "approve" else 0.0, "gate")
+        elif result.status == "completed":
+            quality = run.last_quality.get(stage.id)
+            first_try = result.attempts <= 1 and not result.escalated
+            await self.reward(
+                stage.id,
+                quality if quality is not None else (1.0 if first_try else 0.5),
+                "simulated quality" if quality is not None else "validity",
+            )
+        elif result.status in ("failed", "rejected"):
+            await self.reward(stage.id, 0.0, result.error_type or result.status)

@@ -1,0 +1,184 @@
+"""``FanOut``: a stage's child runs (stable ids, retried per ``on_fail``) and its fan-in."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from temporalio import workflow
+from temporalio.workflow import ChildWorkflowCancellationType, ChildWorkflowHandle
+
+from armature_temporal.runtime.fanout import (
+    CONSENSUS_PROMPT,
+    consensus,
+    consensus_judge,
+    merge_outputs,
+    resolve_path,
+    split_fairly,
+)
+from armature_temporal.runtime.models import RunInput, RunResult
+from armature_temporal.runtime.progress import child_output, judge_tier
+from armature_temporal.spec.compiler import PlanStage
+from workflows.interpreter.failures import StageFailure
+from workflows.interpreter.llm import LLMStages
+from workflows.interpreter.state import RunContext
+from workflows.interpreter.tracing import Tracer
+
+__all__ = ["FanOut"]
+
+
+class FanOut:
+    """Starts one child run of the interpreter per partition (or ``fan_out`` copies), restarts
+    failed ones, and combines their outputs: list, merge, first or consensus."""
+
+    def __init__(self, run: RunContext, tracer: Tracer, llm: LLMStages, workflow_name: str) -> None:
+        self.run = run
+        self.tracer = tracer
+        self.llm = llm
+        self.workflow_name = workflow_name
+
+    def _child_inputs(self, stage: PlanStage, variables: dict[str, Any]) -> list[dict[str, Any]]:
+        inputs = self.run.inputs
+        count = stage.fan_out or 1
+        if stage.partition_key is None:
+            return [{**inputs, "index": i, "count": count} for i in range(count)]
+        try:
+            items = resolve_path(variables, stage.partition_key)
+        except KeyError as exc:
+            raise StageFailure("output_invalid", f"stage {stage.id!r}: {exc}") from None
+        if not isinstance(items, list):
+            raise StageFailure(
+                "output_invalid",
+                f"stage {stage.id!r}: partition_key {stage.partition_key!r} "
+                f"is {type(items).__name__}, not a list",
+            )
+        chunks = split_fairly(items, count)
+        return [
+            {**inputs, "partition": c, "index": i, "count": len(chunks)}
+            for i, c in enumerate(chunks)
+        ]
+
+    async def stage(self, stage: PlanStage, variables: dict[str, Any]) -> Any:
+        run = self.run
+        child_plan = run.plan.children[stage.id]
+        child_inputs = self._child_inputs(stage, variables)
+        if not child_inputs:
+            workflow.logger.info("stage %s: partition list is empty; no child runs", stage.id)
+            return [] if stage.fan_in in ("list", None) else None
+        result = run.results[stage.id]
+        result.attempts = len(child_inputs)
+
+        async def start_child(i: int, attempt: int) -> ChildWorkflowHandle[Any, RunResult]:
+            suffix = "" if attempt == 1 else f"~{attempt}"
+            child_id = f"{run.run_id}/{stage.id}/{i}{suffix}"
+            result.children[i] = {"id": child_id, "status": "running", "attempt": attempt}
+            return await workflow.start_child_workflow(
+                self.workflow_name,
+                RunInput(
+                    plan=child_plan,
+                    inputs=child_inputs[i],
+                    parent_run_id=run.run_id,
+                    outer_policies=[*run.outer_policies, run.own_policy()],
+                    verification=run.verification,
+                ),
+                id=child_id,
+                result_type=RunResult,
+                cancellation_type=ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED,
+                static_summary=(
+                    f"{stage.id} child {i + 1}/{len(child_inputs)}: {child_plan.name}"
+                    + (f" (attempt {attempt})" if attempt > 1 else "")
+                ),
+            )
+
+        result.children = [{} for _ in child_inputs]
+        handles = [await start_child(i, 1) for i in range(len(child_inputs))]
+        if stage.fan_in == "first":
+            done, pending = await workflow.wait(handles, return_when=asyncio.FIRST_COMPLETED)
+            for other in pending:
+                other.cancel()
+            # Wait until the losers have really stopped (their activities see the cancel).
+            await asyncio.gather(*pending, return_exceptions=True)
+            winner = next(iter(done))
+            index = handles.index(winner)
+            for k, child in enumerate(result.children):
+                child["status"] = "completed" if k == index else "cancelled"
+            return child_output(child_plan, winner.result())
+        # A failed child follows the stage's on_fail policy: it is started again (new id
+        # <run>/<stage>/<i>~<attempt>) until on_fail.loop.max attempts are spent.
+        outcomes: list[Any] = list(await asyncio.gather(*handles, return_exceptions=True))
+        for attempt in range(2, stage.max_attempts + 2):
+            failed = [i for i, o in enumerate(outcomes) if isinstance(o, BaseException)]
+            for i, outcome in enumerate(outcomes):
+                if not isinstance(outcome, BaseException):
+                    result.children[i]["status"] = "completed"
+            for i in failed:
+                result.children[i]["status"] = "failed"
+                result.children[i]["error"] = str(
+                    getattr(outcomes[i], "cause", None) or outcomes[i]
+                )[:500]
+            if not failed:
+                break
+            if attempt > stage.max_attempts:
+                first = result.children[failed[0]]
+                raise StageFailure(
+                    "dependency_failed",
+                    f"stage {stage.id!r}: {len(failed)} of {len(outcomes)} child run(s) failed "
+                    f"after {stage.max_attempts} attempt(s); first: {first['id']}: "
+                    f"{first.get('error', '')}",
+                )
+            retried = await asyncio.gather(
+                *[await start_child(i, attempt) for i in failed], return_exceptions=True
+            )
+            for i, outcome in zip(failed, retried, strict=True):
+                outcomes[i] = outcome
+        outputs = [child_output(child_plan, o) for o in outcomes if isinstance(o, RunResult)]
+        return await self._fan_in(stage, outputs)
+
+    async def _fan_in(self, stage: PlanStage, outputs: list[Any]) -> Any:
+        if stage.fan_in == "merge":
+            merged = merge_outputs(outputs)
+            return (
+                {**merged.merged, "_conflicts": merged.conflicts}
+                if merged.conflicts
+                else merged.merged
+            )
+        if stage.fan_in == "consensus":
+            vote = consensus(outputs)
+            verdict = {
+                "value": vote.value,
+                "agreement": vote.agreement,
+                "votes": vote.votes,
+                "majority": vote.majority,
+                "children": len(outputs),
+                "reconciled_by": None,
+            }
+            if not vote.majority:
+                verdict.update(await self._reconcile(stage, outputs))
+            return verdict
+        return outputs
+
+    async def _reconcile(self, stage: PlanStage, outputs: list[Any]) -> dict[str, Any]:
+        """No majority: a judge-tier model picks the best-supported child output and says how
+        much the children agree (a score the trace keeps)."""
+        tier = judge_tier(self.run.plan)
+        judge = consensus_judge(stage.id, tier, len(outputs))
+        result = self.run.results[stage.id]
+        for attempt in range(1, judge.max_attempts + 1):
+            llm = await self.llm.call_model(
+                judge, tier, CONSENSUS_PROMPT, {}, {"outputs": outputs, "stage": stage.id}, attempt
+            )
+            self.tracer.attempt(judge, llm, {}, result, tier)
+            if llm.valid and isinstance(llm.output, dict):
+                choice = int(llm.output["choice"])
+                return {
+                    "value": outputs[choice],
+                    "agreement": float(llm.output["score"]),
+                    "reconciled_by": tier,
+                    "choice": choice,
+                    "rationale": llm.output.get("rationale"),
+                }
+        raise StageFailure(
+            "output_invalid",
+            f"stage {stage.id!r}: the children disagree and "
+            "the consensus judge gave no valid verdict",
+        )

@@ -1,0 +1,133 @@
+"""``Gates``: durable waits for a person's decision — stage gates and mid-stage approvals
+(a tool call or a hook that asks for one)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, Literal
+
+from temporalio import workflow
+
+from armature_temporal.errors import did_you_mean
+from armature_temporal.runtime.models import GateDecision, GateInfo
+from armature_temporal.runtime.search_attributes import WAITING_GATE
+from armature_temporal.spec.compiler import PlanStage
+from armature_temporal.spec.templating import render
+from workflows.interpreter.failures import StageFailure
+from workflows.interpreter.state import RunContext
+from workflows.interpreter.tracing import Tracer
+
+__all__ = ["Gates"]
+
+
+class Gates:
+    """Which gates wait, what they ask, and the wait itself. Decisions arrive through the
+    workflow's ``resolve_gate`` update or ``gate`` signal into ``RunContext.decisions``."""
+
+    def __init__(self, run: RunContext, tracer: Tracer) -> None:
+        self.run = run
+        self.tracer = tracer
+
+    def problem(self, gate_id: str) -> str | None:
+        """Why a decision for ``gate_id`` cannot be taken now, or None if it can."""
+        run = self.run
+        if gate_id in run.pending and gate_id not in run.decisions:
+            return None
+        waiting = [g for g in run.pending if g not in run.decisions]
+        if gate_id not in run.results and "#" not in gate_id:
+            return (
+                f"unknown stage {gate_id!r} in run {run.run_id}; "
+                f"stages: {list(run.results)}; waiting gates: {waiting or 'none'}"
+                f"{did_you_mean(gate_id, waiting or list(run.results))}"
+            )
+        status = run.results[gate_id].status if gate_id in run.results else "not waiting"
+        return (
+            f"stage {gate_id!r} is not waiting for approval (status: {status}); "
+            f"waiting gates: {waiting or 'none'}"
+        )
+
+    @staticmethod
+    def message(stage: PlanStage, variables: dict[str, Any], output: Any) -> str:
+        """The stage gate's question, rendered with the stage's variables and output."""
+        assert stage.gate is not None
+        if stage.gate.message is None:
+            return f"approve stage {stage.id!r}?"
+        try:
+            return render(stage.gate.message, {**variables, "output": output})
+        except Exception as exc:  # jinja raises many types; show the template, say why
+            return f"{stage.gate.message} (could not render: {exc})"
+
+    async def wait(
+        self,
+        gate_id: str,
+        message: str,
+        timeout_s: float | None,
+        on_timeout: str,
+        *,
+        unattended: Literal["approve", "reject"] = "reject",
+    ) -> GateDecision:
+        """Wait durably for a person's decision on ``gate_id``. In a verification run nobody
+        is asked: the gate takes its ``unattended`` decision at once."""
+        run = self.run
+        if run.verification:
+            run.decisions[gate_id] = GateDecision(
+                stage=gate_id,
+                decision=unattended,
+                comment=f"decided automatically ({unattended}): a verification run",
+                by="armature improve",
+            )
+        if gate_id in run.results:
+            run.results[gate_id].status = "waiting_gate"
+        await self.tracer.flush()  # a waiting run's trace so far is visible in the store
+        run.pending[gate_id] = GateInfo(
+            stage=gate_id,
+            message=message,
+            since=workflow.now().isoformat(),
+            timeout_s=timeout_s,
+            on_timeout=on_timeout,
+        )
+        self._mark_waiting()
+        evicted = False
+        try:
+            await workflow.wait_condition(
+                lambda: gate_id in run.decisions,
+                timeout=timedelta(seconds=timeout_s) if timeout_s else None,
+                timeout_summary=f"gate {gate_id} timeout",
+            )
+        except TimeoutError:
+            if on_timeout == "fail":
+                raise StageFailure(
+                    "timeout",
+                    f"gate {gate_id!r}: nobody decided within {timeout_s:g}s (on_timeout: fail)",
+                ) from None
+            run.decisions[gate_id] = GateDecision(
+                stage=gate_id,
+                decision=on_timeout,  # type: ignore[arg-type]
+                comment=f"timed out after {timeout_s:g}s",
+                by="timeout",
+            )
+        except GeneratorExit:
+            # Evicted from the worker's cache: the run continues elsewhere from its history,
+            # and no workflow API may be called here.
+            evicted = True
+            raise
+        finally:
+            if not evicted:
+                self._after(gate_id)
+        return run.decisions[gate_id]
+
+    def _after(self, gate_id: str) -> None:
+        """A gate stopped waiting: trace its decision, clear it from the status."""
+        run = self.run
+        run.pending.pop(gate_id, None)
+        decided = run.decisions.get(gate_id)
+        if decided is not None:
+            self.tracer.gate(gate_id, decided)
+        if gate_id in run.results and run.results[gate_id].status == "waiting_gate":
+            run.results[gate_id].status = "running"
+        self._mark_waiting()
+
+    def _mark_waiting(self) -> None:
+        waiting = bool(self.run.pending)
+        self.run.state = "waiting_gate" if waiting else "running"
+        workflow.upsert_search_attributes([WAITING_GATE.value_set(waiting)])

@@ -1,0 +1,224 @@
+"""``LLMStages``: model calls — attempts and retries, tier escalation, loops, tool turns."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+from armature_temporal.runtime.models import LLMCallInput, LLMCallResult
+from armature_temporal.runtime.prompts import needed_variables
+from armature_temporal.spec.compiler import PlanStage
+from armature_temporal.spec.templating import evaluate
+from workflows.interpreter.arms import Arms
+from workflows.interpreter.failures import StageFailure
+from workflows.interpreter.gates import Gates
+from workflows.interpreter.state import RunContext
+from workflows.interpreter.tools import HEARTBEAT, ToolCalls
+from workflows.interpreter.tracing import Tracer
+
+__all__ = ["LLM_TIMEOUT", "PROVIDER_RETRY", "LLMStages"]
+
+LLM_TIMEOUT = timedelta(minutes=5)
+#: Provider failures (429, 5xx, timeouts) are retried by Temporal, not by litellm.
+PROVIDER_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(minutes=1),
+    maximum_attempts=5,
+)
+
+
+class LLMStages:
+    """One LLM stage: its arm, its loop iterations, and for each the attempts up the tier
+    ladder until an output passes the stage's checks."""
+
+    def __init__(
+        self, run: RunContext, tracer: Tracer, gates: Gates, tools: ToolCalls, arms: Arms
+    ) -> None:
+        self.run = run
+        self.tracer = tracer
+        self.gates = gates
+        self.tools = tools
+        self.arms = arms
+
+    async def stage(self, stage: PlanStage, variables: dict[str, Any]) -> Any:
+        assert stage.role is not None
+        tier, prompt, params = stage.role.model_tier, stage.role.prompt, {}
+        if stage.arms:
+            arm = await self.arms.select(stage)
+            tier, prompt, params = arm.model_tier, arm.prompt, dict(arm.params)
+        ladder = [tier]
+        if stage.escalate:
+            tiers = self.run.plan.tier_ladder
+            ladder += tiers[tiers.index(tier) + 1 :]
+        if stage.loop is None:
+            return await self.attempts(stage, ladder, prompt, params, variables)
+        loop = stage.loop
+        carried: dict[str, Any] = {}
+        output: Any = None
+        for num in range(1, loop.max_iterations + 1):
+            iteration = {
+                "num": num,
+                "is_first": num == 1,
+                "is_last": num == loop.max_iterations,
+                "carry_forward": carried,
+            }
+            iter_vars = {**variables, loop.iteration_var: iteration}
+            output = await self.attempts(stage, ladder, prompt, params, iter_vars)
+            self.run.results[stage.id].iterations = num
+            if isinstance(output, dict):
+                carried = {k: output.get(k) for k in loop.carry_forward}
+            if loop.until is not None:
+                try:
+                    done = evaluate(loop.until, {**iter_vars, "output": output})
+                except Exception as exc:  # jinja raises many types
+                    raise StageFailure(
+                        "output_invalid", f"stage {stage.id!r}: loop.until failed: {exc}"
+                    ) from exc
+                if done:
+                    break
+        return output
+
+    async def attempts(
+        self,
+        stage: PlanStage,
+        ladder: list[str],
+        prompt: str,
+        params: dict[str, Any],
+        variables: dict[str, Any],
+    ) -> Any:
+        """Attempts on each tier of the ladder in turn, with the stage's backoff between them;
+        each retry sees the previous attempt's error. The first valid output wins."""
+        result = self.run.results[stage.id]
+        last_error: str | None = None
+        last_text: str | None = None
+        for level, tier in enumerate(ladder):
+            for attempt in range(1, stage.max_attempts + 1):
+                if attempt > 1 and stage.backoff_s > 0:
+                    delay = stage.backoff_s * 2 ** (attempt - 2)
+                    if stage.backoff_max_s is not None:
+                        delay = min(delay, stage.backoff_max_s)
+                    await workflow.sleep(timedelta(seconds=delay))
+                result.attempts += 1
+                result.tier = tier
+                result.escalated = level > 0
+                call_vars = {
+                    **variables,
+                    "_retry_attempt": result.attempts - 1,
+                    "_last_error": last_error,
+                    "_last_result": last_text,
+                }
+                llm = await self.call_model(stage, tier, prompt, params, call_vars, result.attempts)
+                self.tracer.attempt(stage, llm, call_vars, result, tier)
+                if llm.simulated_quality is not None:
+                    self.run.last_quality[stage.id] = llm.simulated_quality
+                if llm.valid:
+                    return llm.output
+                last_error, last_text = llm.error, llm.text[:2000]
+        raise StageFailure(
+            "output_invalid",
+            f"stage {stage.id!r}: output invalid after {result.attempts} attempt(s) on "
+            f"tier(s) {ladder}: {last_error}",
+        )
+
+    async def call_model(
+        self,
+        stage: PlanStage,
+        tier: str,
+        prompt: str,
+        params: dict[str, Any],
+        variables: dict[str, Any],
+        attempt: int,
+    ) -> LLMCallResult:
+        """One attempt: the model call, and for a role with tools the turns of its tool loop
+        (each tool call its own activity) until it answers or ``max_turns`` is spent."""
+        assert stage.role is not None
+        run = self.run
+        transcript: list[dict[str, Any]] = []
+        timeout = timedelta(seconds=stage.timeout_s) if stage.timeout_s else LLM_TIMEOUT
+        approved = False
+        turn = 0
+        while turn < stage.role.max_turns:
+            llm: LLMCallResult = await workflow.execute_activity(
+                "llm_call",
+                LLMCallInput(
+                    run_id=run.run_id,
+                    stage=stage,
+                    tier=run.plan.tiers[tier],
+                    prompt_template=prompt,
+                    mission=run.plan.mission,
+                    variables=needed_variables(variables, prompt),
+                    attempt=attempt,
+                    params=params,
+                    tools=list(stage.role.tools),
+                    transcript=transcript,
+                    turn=turn,
+                    spec_name=run.plan.name,
+                    approved=approved,
+                ),
+                result_type=LLMCallResult,
+                start_to_close_timeout=timeout,
+                heartbeat_timeout=HEARTBEAT,
+                retry_policy=PROVIDER_RETRY,
+                summary=f"{stage.id}: {stage.role.name} ({stage.role.type}, tier {tier}, "
+                f"attempt {attempt}{f', turn {turn + 1}' if turn else ''})",
+            )
+            if llm.needs_approval is not None and not approved:
+                seq = run.next_approval(stage.id)
+                decision = await self.gates.wait(
+                    f"{stage.id}#{seq}",
+                    f"a hook asks for approval: {llm.needs_approval}",
+                    None,
+                    "fail",
+                )
+                if decision.decision == "reject":
+                    raise StageFailure(
+                        "policy_blocked",
+                        f"stage {stage.id!r}: the model call "
+                        f"was refused at approval: {decision.comment or ''}",
+                    )
+                approved = True
+                continue
+            if not llm.tool_calls:
+                return llm
+            turn += 1
+            transcript.append(_assistant_turn(llm))
+            for call in llm.tool_calls:
+                tool = await self.tools.call(
+                    stage, call["name"], call["arguments"], variables, render_args=False
+                )
+                content = (
+                    tool.output if tool.ok else {"error": tool.error, "error_type": tool.error_type}
+                )
+                transcript.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": call["id"],
+                        "content": json.dumps(content, default=str)[:20000],
+                    }
+                )
+        raise StageFailure(
+            "tool_error",
+            f"stage {stage.id!r}: no final answer after "
+            f"{stage.role.max_turns} turns (role.max_turns)",
+        )
+
+
+def _assistant_turn(llm: LLMCallResult) -> dict[str, Any]:
+    """The model's tool-calling reply as a chat message for the next turn."""
+    return {
+        "role": "assistant",
+        "content": llm.text or None,
+        "tool_calls": [
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])},
+            }
+            for c in llm.tool_calls
+        ],
+    }

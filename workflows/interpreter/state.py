@@ -1,0 +1,61 @@
+"""``RunContext``: everything one run knows, shared by the interpreter's collaborators."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from armature_temporal.runtime.models import (
+    GateDecision,
+    GateInfo,
+    PolicySet,
+    RunInput,
+    RunState,
+    StageResult,
+)
+from armature_temporal.spec.compiler import Plan
+
+__all__ = ["RunContext"]
+
+
+class RunContext:
+    """The mutable state of one run. It lives in the workflow instance (so in Temporal's
+    history, by replay) and is read by the ``status`` query."""
+
+    def __init__(self, inp: RunInput, run_id: str, started: datetime) -> None:
+        self.run_id = run_id
+        self.plan: Plan = inp.plan
+        self.inputs = inp.inputs
+        self.prior_run = inp.prior_run
+        self.prior_run_id: str | None = None
+        self.outer_policies = list(inp.outer_policies)
+        self.verification = inp.verification
+        #: stage id → (arm id, decision id) of the arm the bandit chose for it.
+        self.arm_choice: dict[str, tuple[str, str]] = {}
+        self.rewarded: dict[str, tuple[float, str]] = {}
+        self.last_quality: dict[str, float] = {}
+        self.results: dict[str, StageResult] = {s.id: StageResult() for s in inp.plan.stages}
+        self.outputs: dict[str, Any] = {}
+        self.pending: dict[str, GateInfo] = {}
+        self.decisions: dict[str, GateDecision] = {}
+        self.state: RunState = "running"
+        self.approval_seq: dict[str, int] = {}
+        self.started = started
+
+    def arm_of(self, stage_id: str) -> tuple[str | None, str | None]:
+        """(arm id, decision id) chosen for the stage, or (None, None)."""
+        return self.arm_choice.get(stage_id, (None, None))
+
+    def next_approval(self, stage_id: str) -> int:
+        """The number of the stage's next mid-stage approval (tool calls, hooks): 1, 2, ..."""
+        seq = self.approval_seq.get(stage_id, 0) + 1
+        self.approval_seq[stage_id] = seq
+        return seq
+
+    def own_policy(self) -> PolicySet:
+        """This run's safety policy, as child runs inherit it (outer policies)."""
+        return PolicySet(
+            safety_mode=self.plan.safety_mode,
+            safety_rules=[r.model_dump() for r in self.plan.safety_rules],
+            http_allow_hosts=self.plan.http_allow_hosts,
+        )

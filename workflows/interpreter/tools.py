@@ -1,0 +1,111 @@
+"""``ToolCalls``: tool activities under the run's safety policy, with the approvals a
+``require_approval`` rule asks for."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+from armature_temporal.runtime.models import ToolCallInput, ToolCallResult
+from armature_temporal.runtime.prompts import needed_variables, template_strings
+from armature_temporal.spec.compiler import PlanStage
+from workflows.interpreter.failures import TOOL_ERROR_TYPES, StageFailure
+from workflows.interpreter.gates import Gates
+from workflows.interpreter.state import RunContext
+from workflows.interpreter.tracing import Tracer
+
+__all__ = ["HEARTBEAT", "TOOL_RETRY", "TOOL_TIMEOUT", "ToolCalls"]
+
+TOOL_TIMEOUT = timedelta(minutes=2)
+TOOL_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1))
+HEARTBEAT = timedelta(seconds=10)
+
+
+class ToolCalls:
+    """Tool stages, and the tool calls a model makes in its tool loop: each call is its own
+    activity, which checks the safety policy before it runs anything."""
+
+    def __init__(self, run: RunContext, tracer: Tracer, gates: Gates) -> None:
+        self.run = run
+        self.tracer = tracer
+        self.gates = gates
+
+    async def stage(self, stage: PlanStage, variables: dict[str, Any]) -> Any:
+        """A tool stage: one call with the stage's (rendered) args; its output, or a failure."""
+        assert stage.tool is not None
+        result = await self.call(
+            stage, stage.tool.name, stage.tool.args, variables, render_args=True
+        )
+        self.run.results[stage.id].attempts = 1
+        if not result.ok:
+            raise StageFailure(
+                TOOL_ERROR_TYPES.get(result.error_type or "", "tool_error"),
+                f"stage {stage.id!r}: tool {stage.tool.name!r}: {result.error}",
+            )
+        return result.output
+
+    async def call(
+        self,
+        stage: PlanStage,
+        tool: str,
+        args: dict[str, Any],
+        variables: dict[str, Any],
+        *,
+        render_args: bool,
+    ) -> ToolCallResult:
+        """One tool call; if the policy requires approval, wait for it and call again."""
+        run = self.run
+        plan = run.plan
+        approved = False
+        timeout = timedelta(seconds=stage.timeout_s) if stage.timeout_s else TOOL_TIMEOUT
+        while True:
+            result: ToolCallResult = await workflow.execute_activity(
+                "tool_call",
+                ToolCallInput(
+                    run_id=run.run_id,
+                    stage_id=stage.id,
+                    tool=tool,
+                    args=args,
+                    variables=needed_variables(variables, *template_strings(args))
+                    if render_args
+                    else {},
+                    render_args=render_args,
+                    safety_mode=plan.safety_mode,
+                    safety_rules=[r.model_dump() for r in plan.safety_rules],
+                    outer_policies=run.outer_policies,
+                    http_allow_hosts=plan.http_allow_hosts,
+                    approved=approved,
+                    spec_name=plan.name,
+                    verification=run.verification,
+                ),
+                result_type=ToolCallResult,
+                start_to_close_timeout=timeout,
+                heartbeat_timeout=HEARTBEAT,
+                retry_policy=TOOL_RETRY,
+                summary=f"{stage.id}: tool {tool}",
+            )
+            self.tracer.tool(stage.id, tool, result, approved)
+            if result.policy_action != "require_approval" or approved:
+                return result
+            seq = run.next_approval(stage.id)
+            gate_id = stage.id if stage.kind == "tool" else f"{stage.id}#{seq}"
+            decision = await self.gates.wait(
+                gate_id,
+                f"tool {tool} needs approval: {result.policy_message} — args: "
+                f"{json.dumps(result.output.get('args', args), default=str)[:500]}",
+                None,
+                "fail",
+            )
+            if decision.decision == "reject":
+                return ToolCallResult(
+                    ok=False,
+                    error_type="policy_blocked",
+                    error=f"tool call rejected by {decision.by or 'a person'}: "
+                    f"{decision.comment or 'no reason given'}",
+                    policy_action="require_approval",
+                )
+            approved = True

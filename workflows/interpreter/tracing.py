@@ -1,0 +1,206 @@
+"""``Tracer``: the run's hash-chained trace records, buffered in the workflow and flushed to
+the trace store by a local activity."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+from armature_temporal.runtime.models import (
+    GateDecision,
+    LLMCallResult,
+    RunInput,
+    StageResult,
+    ToolCallResult,
+)
+from armature_temporal.runtime.traces import LOW_QUALITY_THRESHOLD, TraceBatch, TraceChain
+from armature_temporal.spec.compiler import PlanStage
+from workflows.interpreter.failures import TOOL_ERROR_TYPES
+from workflows.interpreter.state import RunContext
+
+__all__ = ["FLUSH_EVERY", "Tracer"]
+
+#: Buffered records that trigger an intermediate flush.
+FLUSH_EVERY = 25
+
+
+def _now() -> str:
+    return workflow.now().isoformat()
+
+
+class Tracer:
+    """Adds one record per run start and end, stage, model attempt, tool call and gate
+    decision, and sends them to the store in idempotent batches."""
+
+    def __init__(self, run: RunContext, inp: RunInput) -> None:
+        self.run = run
+        plan = inp.plan
+        self.chain = TraceChain(run.run_id, plan.name, plan.spec_hash, plan.policy_version)
+        self.chain.add(
+            "run_start",
+            run.started.isoformat(),
+            data={
+                "spec_version": plan.version,
+                "inputs": inp.inputs,
+                "parent_run_id": inp.parent_run_id,
+                # Only when set, so ordinary runs' records (and their hashes) are unchanged.
+                **({"verification": True} if inp.verification else {}),
+            },
+        )
+
+    @property
+    def buffered(self) -> int:
+        """Records not yet sent to the store."""
+        return len(self.chain.pending)
+
+    def end(self, reason: str | None) -> None:
+        run = self.run
+        elapsed = (workflow.now() - run.started).total_seconds() * 1000
+        self.chain.add(
+            "run_end",
+            _now(),
+            status=run.state,
+            error=reason,
+            output=run.outputs,
+            latency_ms=elapsed,
+            data={"prior_run_id": run.prior_run_id} if run.prior_run_id else {},
+        )
+
+    def stage(self, stage: PlanStage) -> None:
+        result = self.run.results[stage.id]
+        judge = None
+        error_type = result.error_type
+        if (
+            stage.role is not None
+            and stage.role.type == "judge"
+            and isinstance(result.output, dict)
+            and isinstance(result.output.get("score"), int | float)
+        ):
+            judge = float(result.output["score"])
+            if result.status == "completed" and judge < LOW_QUALITY_THRESHOLD:
+                error_type = "low_quality"
+        arm_id, decision_id = self.run.arm_of(stage.id)
+        self.chain.add(
+            "stage",
+            _now(),
+            stage_id=stage.id,
+            status=result.status,
+            iteration=result.iterations,
+            attempt=result.attempts,
+            tier=result.tier,
+            role=stage.role.name if stage.role else None,
+            role_type=stage.role.type if stage.role else None,
+            output=result.output,
+            error_type=error_type,
+            error=result.error,
+            escalated=result.escalated,
+            judge_score=judge,
+            arm_id=arm_id,
+            decision_id=decision_id,
+            data={"kind": stage.kind},
+        )
+
+    def attempt(
+        self,
+        stage: PlanStage,
+        llm: LLMCallResult,
+        variables: dict[str, Any],
+        result: StageResult,
+        tier: str,
+    ) -> None:
+        assert stage.role is not None
+        run = self.run
+        provenance = {k: "user_input" for k in variables.get("inputs", {})}
+        provenance.update({k: f"stage:{k}" for k in run.outputs if k in variables})
+        if run.plan.continuation is not None:
+            provenance[run.plan.continuation.inject_as] = "prior_run"
+        arm_id, decision_id = run.arm_of(stage.id)
+        self.chain.add(
+            "attempt",
+            _now(),
+            stage_id=stage.id,
+            iteration=result.iterations + (1 if stage.loop is not None else 0),
+            attempt=result.attempts,
+            role=stage.role.name,
+            role_type=stage.role.type,
+            tier=tier,
+            model=llm.model,
+            arm_id=arm_id,
+            decision_id=decision_id,
+            inputs_hash=llm.inputs_hash,
+            inputs_provenance=provenance,
+            output=llm.output,
+            output_valid=llm.valid,
+            error_type=None if llm.valid else "output_invalid",
+            error=llm.error,
+            latency_ms=llm.latency_ms,
+            prompt_tokens=llm.prompt_tokens,
+            completion_tokens=llm.completion_tokens,
+            cost_usd=llm.cost_usd,
+            escalated=result.escalated,
+            data={
+                "messages": llm.messages,
+                "simulated_quality": llm.simulated_quality,
+                **({"finish_reason": llm.finish_reason} if llm.finish_reason else {}),
+                # The raw reply of an invalid attempt (its output may be None): DPO's "rejected".
+                **({} if llm.valid else {"text": llm.text[:20000]}),
+            },
+        )
+
+    def tool(self, stage_id: str, tool: str, result: ToolCallResult, approved: bool) -> None:
+        self.chain.add(
+            "tool",
+            _now(),
+            stage_id=stage_id,
+            status="completed" if result.ok else "failed",
+            output=result.output,
+            error_type=None
+            if result.ok
+            else TOOL_ERROR_TYPES.get(result.error_type or "", "tool_error"),
+            error=result.error,
+            data={
+                "tool": tool,
+                "policy_action": result.policy_action,
+                "policy_rule": result.policy_rule,
+                "policy_message": result.policy_message,
+                "tool_error_type": result.error_type,
+                "hooks": result.hooks,
+                "approved": approved,
+            },
+        )
+
+    def gate(self, gate_id: str, decided: GateDecision) -> None:
+        """Every decided gate — stage gates and tool-call approvals alike — is traced with who
+        decided, when, and why (gate_decisions table, armature report)."""
+        self.chain.add(
+            "gate", _now(), stage_id=gate_id, status=decided.decision, data=decided.model_dump()
+        )
+
+    async def flush(self, *, final: bool = False) -> None:
+        """Send buffered trace records to the store (idempotent, so retries are safe).
+
+        If the store is down, an intermediate flush keeps the records for the next one (the
+        run goes on); the final flush retries until the store is back, so nothing is lost.
+        """
+        batch = self.chain.take()
+        if not batch:
+            return
+        try:
+            await workflow.execute_local_activity(
+                "record_traces",
+                TraceBatch(records=batch),
+                start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=RetryPolicy(
+                    maximum_attempts=0 if final else 3,
+                    maximum_interval=timedelta(seconds=60 if final else 10),
+                ),
+            )
+        except (ActivityError, ApplicationError) as exc:  # local activities raise the latter
+            workflow.logger.warning(
+                "trace store unavailable, keeping %d record(s): %s", len(batch), exc.cause or exc
+            )
+            self.chain.pending[:0] = batch
