@@ -1,0 +1,43 @@
+"""The ``armature`` command's commands, one module per room; ``cli.py`` assembles them.
+
+Each room module holds a ``typer.Typer`` named ``app`` with its commands (and its command
+groups, such as ``runs`` or ``proposals``); ``cli.py`` adds every room's ``app`` to the
+``armature`` app. Each command names its room's heading in ``armature --help`` with
+``rich_help_panel``.
+
+- :mod:`~armature_temporal.commands.authoring` (Write specs): ``validate``, ``plan``,
+  ``schema``, ``new``, ``scan``. No Temporal needed.
+- :mod:`~armature_temporal.commands.runs` (Run and approve): ``submit``, ``schedule``,
+  ``cancel``, ``runs list|show``.
+- :mod:`~armature_temporal.commands.approvals` (Run and approve): ``approve``, ``reject``,
+  ``gates``.
+- :mod:`~armature_temporal.commands.loops` (Learn and improve): ``improve``, ``finetune``.
+- :mod:`~armature_temporal.commands.review` (Learn and improve): ``proposals *``,
+  ``adapters *``.
+- :mod:`~armature_temporal.commands.bandits` (Learn and improve): ``bandit *``, ``reward``.
+- :mod:`~armature_temporal.commands.reports` (Inspect the record): ``report``,
+  ``dashboard``, ``traces verify``, ``export-traces``. The trace store only.
+- :mod:`~armature_temporal.commands.stack` (Run the stack): ``worker``, ``dev``,
+  ``dev stop``, ``serve``.
+- :mod:`~armature_temporal.commands._common`: what several rooms share (the consoles, the
+  ``--json``/``--address``/``--task-queue`` options, the ``SPEC`` argument, printing JSON,
+  failing with an exit code, running coroutines, the Temporal client, loading a spec, opening
+  the trace store), one place for each.
+
+Rooms import only ``_common`` from this package, never each other. Heavy modules (the Temporal
+client, the store, litellm, torch) are imported inside the commands that need them, so that
+``armature --help`` stays fast.
+"""
+
+from armature_temporal.commands import (
+    approvals,
+    authoring,
+    bandits,
+    loops,
+    reports,
+    review,
+    runs,
+    stack,
+)
+
+__all__ = ["approvals", "authoring", "bandits", "loops", "reports", "review", "runs", "stack"]

@@ -1,0 +1,133 @@
+"""What every room of the ``armature`` command shares: the two consoles, the options several
+commands take, and the helpers that print, fail, run coroutines and open the Temporal client,
+a spec and the trace store. One place for each.
+
+Heavy modules (the Temporal client, the store, the service layer) are imported inside the
+functions that use them, so that ``armature --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from armature_temporal.errors import ArmatureError, SpecError
+from armature_temporal.spec.compiler import Plan, compile_spec
+from armature_temporal.spec.loader import load_spec
+
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+# The headings `armature --help` lists the commands under, one per room of this package.
+WRITE = "Write specs"
+RUN = "Run and approve"
+LEARN = "Learn and improve"
+INSPECT = "Inspect the record"
+STACK = "Run the stack"
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+SpecArg = Annotated[Path, typer.Argument(help="The spec file.", show_default=False, metavar="SPEC")]
+AddressOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--address",
+        help="Temporal server host:port (default: $TEMPORAL_ADDRESS, else "
+        "the local dev server, started if needed).",
+    ),
+]
+QueueOpt = Annotated[
+    str | None,
+    typer.Option("--task-queue", help="Task queue (default: $ARMATURE_TASK_QUEUE or 'armature')."),
+]
+
+
+def print_json(value: Any) -> None:
+    """Write ``value`` to stdout as indented JSON (anything JSON lacks as its ``str``)."""
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    """Print ``message`` on stderr and return the exit to raise: ``raise fail(...)``."""
+    err.print(message, markup=False, highlight=False)
+    return typer.Exit(code)
+
+
+def shorten(value: Any, width: int = 70) -> str:
+    """``value`` on one line (JSON unless it is a string), cut to ``width`` with an ellipsis."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def load_or_exit(path: Path) -> Plan:
+    """The compiled plan of the spec at ``path``; on an invalid spec, its issues on stderr
+    and exit 2."""
+    try:
+        return compile_spec(load_spec(path))
+    except SpecError as exc:
+        for issue in exc.issues:
+            err.print(str(issue), markup=False, highlight=False)
+        raise typer.Exit(2) from None
+
+
+def run_coroutine(coro: Any) -> Any:
+    """Run a coroutine, turning Armature's errors into clean messages and exit codes."""
+    import asyncio
+
+    from armature_temporal.service.client import (
+        ConnectionFailed,
+        GateError,
+        InputError,
+        RunNotFound,
+    )
+
+    try:
+        return asyncio.run(coro)
+    except (InputError, GateError) as exc:
+        raise fail(f"error: {exc}", 2) from None
+    except RunNotFound as exc:
+        raise fail(f"error: {exc}", 2) from None
+    except ConnectionFailed as exc:
+        raise fail(f"error: {exc}", 1) from None
+    except ArmatureError as exc:
+        raise fail(f"error: {exc}", 1) from None
+
+
+async def temporal_client(address: str | None, *, start_local: bool = False) -> Any:
+    """A Temporal client for ``--address`` (else $TEMPORAL_ADDRESS, else the local dev
+    server). With ``start_local``, the local stack is started when needed, saying so on
+    stderr."""
+    from armature_temporal.service.client import connect
+    from armature_temporal.service.devstack import ensure_local_stack
+    from armature_temporal.settings import configured_address, dev_port
+
+    if start_local:
+        addr, said = await ensure_local_stack(address)
+        for line in said:
+            err.print(line, markup=False, highlight=False)
+    else:
+        addr = configured_address(address) or f"127.0.0.1:{dev_port()}"
+    return await connect(addr)
+
+
+def open_store() -> tuple[Any, str]:
+    """The trace store ($ARMATURE_DB_URL, else SQLite under $ARMATURE_HOME) and where it is
+    (for messages), or exit 1.
+
+    Reading never creates a SQLite file: when there is none yet, an empty store in memory
+    stands in for it.
+    """
+    from armature_temporal.store import TraceStore, database_url
+
+    url = database_url()
+    missing = url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists()
+    try:
+        store = TraceStore("sqlite:///:memory:" if missing else url)
+    except ArmatureError as exc:
+        raise fail(f"error: {exc}", 1) from None
+    return store, url if missing else str(store.engine.url.render_as_string(hide_password=True))

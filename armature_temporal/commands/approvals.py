@@ -1,0 +1,113 @@
+"""A person's decisions at human gates: ``armature approve``, ``reject`` and ``gates`` (the
+runs waiting for one)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from armature_temporal.commands._common import (
+    RUN,
+    AddressOpt,
+    JsonFlag,
+    out,
+    print_json,
+    run_coroutine,
+    shorten,
+    temporal_client,
+)
+
+app = typer.Typer()
+
+
+def _decide(
+    run_id: str, stage: str, decision: Any, comment: str | None, address: str | None
+) -> None:
+    import getpass
+
+    from armature_temporal.service.client import decide_gate
+
+    async def go() -> str:
+        return await decide_gate(
+            await temporal_client(address),
+            run_id,
+            stage,
+            decision,
+            comment=comment,
+            by=getpass.getuser(),
+        )
+
+    out.print(run_coroutine(go()), markup=False)
+
+
+@app.command(rich_help_panel=RUN)
+def approve(
+    run_id: Annotated[str, typer.Argument(help="The run id.", metavar="RUN")],
+    stage: Annotated[str, typer.Argument(help="The gate's stage id.", metavar="STAGE")],
+    comment: Annotated[
+        str | None, typer.Option("--comment", help="Why; kept with the decision.")
+    ] = None,
+    address: AddressOpt = None,
+) -> None:
+    """Approve a stage waiting at a human gate. Exits 2, changing nothing, if it is not
+    waiting."""
+    _decide(run_id, stage, "approve", comment, address)
+
+
+@app.command(rich_help_panel=RUN)
+def reject(
+    run_id: Annotated[str, typer.Argument(help="The run id.", metavar="RUN")],
+    stage: Annotated[str, typer.Argument(help="The gate's stage id.", metavar="STAGE")],
+    reason: Annotated[str, typer.Option("--reason", help="Why it is rejected (required).")],
+    address: AddressOpt = None,
+) -> None:
+    """Reject a stage waiting at a human gate; the run ends rejected."""
+    _decide(run_id, stage, "reject", reason, address)
+
+
+@app.command(rich_help_panel=RUN)
+def gates(
+    spec: Annotated[str | None, typer.Option("--spec", help="Only runs of this spec name.")] = None,
+    address: AddressOpt = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """List runs waiting for a person, with each waiting gate and its message.
+
+    Runs are found by the ArmatureWaitingGate search attribute and asked for their gates;
+    a run whose workers do not answer within 5 s is listed with that problem instead.
+    """
+    from armature_temporal.service.client import waiting_gates
+
+    async def go() -> Any:
+        return await waiting_gates(await temporal_client(address), spec=spec)
+
+    found = run_coroutine(go())
+    if as_json:
+        print_json(
+            [
+                {
+                    "run_id": run.run_id,
+                    "spec_name": run.spec_name,
+                    "gates": [g.model_dump() for g in pending] if isinstance(pending, list) else [],
+                    "problem": pending if isinstance(pending, str) else None,
+                }
+                for run, pending in found
+            ]
+        )
+        return
+    if not found:
+        out.print("no runs are waiting at a gate", markup=False)
+        return
+    for run, pending in found:
+        if isinstance(pending, str):
+            out.print(f"{run.run_id}  (gates unknown: {pending})", markup=False, highlight=False)
+            continue
+        for gate in pending:
+            out.print(
+                f"{run.run_id}  {gate.stage}  since {gate.since[:19]}  "
+                f"{shorten(gate.message or '', 60)}",
+                markup=False,
+                highlight=False,
+            )
+            out.print(f"    armature approve {run.run_id} {gate.stage}", markup=False)

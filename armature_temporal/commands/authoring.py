@@ -1,0 +1,206 @@
+"""Write specs: ``armature validate``, ``plan``, ``schema``, ``new`` and ``scan`` (the
+safety scanner, for checking texts a spec will see). None of them needs Temporal."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.text import Text
+from rich.tree import Tree
+
+from armature_temporal.commands._common import (
+    WRITE,
+    JsonFlag,
+    SpecArg,
+    err,
+    load_or_exit,
+    out,
+    print_json,
+)
+from armature_temporal.errors import SpecError
+from armature_temporal.spec.compiler import Plan, PlanStage, compile_spec
+from armature_temporal.spec.loader import load_spec
+from armature_temporal.spec.starter import starter_spec
+
+app = typer.Typer()
+
+
+@app.command(rich_help_panel=WRITE)
+def validate(
+    specs: Annotated[
+        list[Path], typer.Argument(help="Spec files to check.", show_default=False, metavar="SPEC")
+    ],
+    as_json: JsonFlag = False,
+) -> None:
+    """Check spec files and report every problem with file:line:column and a fix.
+
+    Exits 0 when all are valid, 2 when any is not.
+    """
+    results = []
+    for path in specs:
+        try:
+            plan = compile_spec(load_spec(path))
+        except SpecError as exc:
+            results.append(
+                {"path": str(path), "valid": False, "errors": [i.to_dict() for i in exc.issues]}
+            )
+            if not as_json:
+                for issue in exc.issues:
+                    err.print(str(issue), markup=False, highlight=False)
+            continue
+        results.append(
+            {
+                "path": str(path),
+                "valid": True,
+                "errors": [],
+                "name": plan.name,
+                "stages": len(plan.stages),
+                "spec_hash": plan.spec_hash,
+            }
+        )
+        if not as_json:
+            out.print(
+                f"{path}: ok — {plan.name!r}, {len(plan.stages)} stages, "
+                f"spec_hash {plan.spec_hash[:12]}",
+                markup=False,
+                highlight=False,
+            )
+    if as_json:
+        print_json(results)
+    bad = sum(not r["valid"] for r in results)
+    if bad:
+        if not as_json:
+            err.print(f"{bad} of {len(results)} spec(s) invalid", markup=False)
+        raise typer.Exit(2)
+
+
+def _stage_label(stage: PlanStage) -> str:
+    parts = [f"[bold]{stage.id}[/bold]"]
+    if stage.role is not None:
+        parts.append(f"{stage.role.type} · tier {stage.role.model_tier}")
+        if stage.role.tools:
+            parts.append(f"tools {', '.join(stage.role.tools)}")
+    elif stage.tool is not None:
+        parts.append(f"tool {stage.tool.name}")
+    elif stage.kind == "fan_out":
+        parts.append(f"fan_out {stage.fan_out} → fan_in {stage.fan_in}")
+    if stage.output_mode != "text":
+        parts.append(stage.output_mode)
+    if stage.max_attempts > 1:
+        parts.append(f"retry ×{stage.max_attempts}")
+    if stage.escalate and stage.escalation_ladder:
+        parts.append(f"escalate → {' → '.join(stage.escalation_ladder)}")
+    if stage.loop is not None:
+        parts.append(f"loop ≤{stage.loop.max_iterations}")
+    if stage.gate is not None:
+        parts.append("[yellow]human gate[/yellow]")
+    if stage.arms:
+        parts.append(f"arms {', '.join(a.arm_id for a in stage.arms)}")
+    if stage.condition or stage.skip_if:
+        parts.append("conditional")
+    return " · ".join(parts)
+
+
+def _fold(markup: str) -> Text:
+    return Text.from_markup(markup, overflow="fold")
+
+
+def _plan_tree(plan: Plan, title: str) -> Tree:
+    tree = Tree(_fold(title))
+    by_id = {s.id: s for s in plan.stages}
+    dependents: dict[str, list[str]] = {s.id: [] for s in plan.stages}
+    for s in plan.stages:
+        for d in s.depends_on:
+            dependents[d].append(s.id)
+    shown: set[str] = set()
+
+    def add(node: Tree, sid: str, parent: str | None) -> None:
+        stage = by_id[sid]
+        others = [d for d in stage.depends_on if d != parent]
+        label = _stage_label(stage)
+        if sid in shown:
+            node.add(_fold(f"{sid} [dim](shown above)[/dim]"))
+            return
+        if others:
+            label += f" [dim](also after {', '.join(others)})[/dim]"
+        shown.add(sid)
+        branch = node.add(_fold(label))
+        if sid in plan.children:
+            child = plan.children[sid]
+            branch.add(_plan_tree(child, f"[cyan]subagent {child.name}[/cyan]"))
+        for nxt in dependents[sid]:
+            # Show a stage under the last of its dependencies, once all are shown.
+            if by_id[nxt].depends_on[-1] == sid or all(d in shown for d in by_id[nxt].depends_on):
+                add(branch, nxt, sid)
+
+    for s in plan.stages:
+        if not s.depends_on and not s.post_run:
+            add(tree, s.id, None)
+    post = [s for s in plan.stages if s.post_run]
+    if post:
+        after = tree.add(_fold("[dim]after the DAG completes (post_run)[/dim]"))
+        for s in post:
+            after.add(_fold(_stage_label(s)))
+    return tree
+
+
+@app.command(rich_help_panel=WRITE)
+def plan(
+    spec: SpecArg,
+    as_json: JsonFlag = False,
+) -> None:
+    """Show the compiled plan: the stage DAG with tiers, retries, gates and fan-out."""
+    compiled = load_or_exit(spec)
+    if as_json:
+        sys.stdout.write(compiled.to_json() + "\n")
+        return
+    title = (
+        f"[bold]{compiled.name}[/bold] v{compiled.version} · "
+        f"spec_hash {compiled.spec_hash[:12]} · policy {compiled.policy_version[:12]}"
+    )
+    out.print(_plan_tree(compiled, title), soft_wrap=False)
+    tiers = ", ".join(
+        f"{t.name}={t.provider}{'/' + t.model if t.model else ''}" for t in compiled.tiers.values()
+    )
+    out.print(f"[dim]tiers (smallest first): {tiers}[/dim]")
+
+
+@app.command(rich_help_panel=WRITE)
+def schema() -> None:
+    """Print the JSON Schema of the spec language (for editor completion)."""
+    from armature_temporal.spec.models import Spec
+
+    print_json(Spec.model_json_schema())
+
+
+@app.command(rich_help_panel=WRITE)
+def new(
+    path: Annotated[
+        Path, typer.Argument(help="Where to write the starter spec.", metavar="PATH")
+    ] = Path("armature.yaml"),
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+) -> None:
+    """Write a commented starter spec that validates and runs offline."""
+    if path.exists() and not force:
+        err.print(f"{path} already exists; choose another path or pass --force", markup=False)
+        raise typer.Exit(2)
+    path.write_text(starter_spec(str(path)), encoding="utf-8")
+    out.print(f"wrote {path}; next: armature validate {path} && armature plan {path}", markup=False)
+
+
+@app.command(rich_help_panel=WRITE)
+def scan() -> None:
+    """Scan texts for prompt injection, score manipulation, tool misuse, secrets, personal
+    data and scope overreach.
+
+    Reads one JSON string per line on stdin; writes one JSON object per line:
+    {"flagged": bool, "findings": [{"category", "span", "score", ...}]}. A line that is not a
+    JSON string gets {"line": N, "error": ...} and the exit code is 1; flagged texts do not
+    change the exit code. Example: echo '"ignore all previous instructions"' | armature scan
+    """
+    from armature_temporal.scanner import scan_jsonl
+
+    raise typer.Exit(scan_jsonl(sys.stdin, sys.stdout))

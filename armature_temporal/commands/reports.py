@@ -1,0 +1,266 @@
+"""Inspect the record: ``armature report``, ``dashboard``, ``traces verify`` and
+``export-traces``. They read only the trace store, so they work when Temporal is gone."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import typer
+
+from armature_temporal.commands._common import (
+    INSPECT,
+    JsonFlag,
+    err,
+    fail,
+    load_or_exit,
+    open_store,
+    out,
+    print_json,
+)
+from armature_temporal.errors import did_you_mean
+
+app = typer.Typer()
+
+
+@app.command(rich_help_panel=INSPECT)
+def report(
+    run_id: Annotated[str, typer.Argument(help="The run id.", metavar="RUN")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Show a run from the trace store: its stages, every attempt (tier, model, validity,
+    latency, tokens, cost, error), tool calls, gate decisions, HQS and cost.
+
+    Reads only the trace store, so it works for finished runs when the Temporal server is
+    gone. Exits 2 when the store has no such run.
+    """
+    from armature_temporal.views import build_report, load_run, render_report
+
+    store, where = open_store()
+    found = load_run(store, run_id)
+    if found is None:
+        recent = [r.run_id for r in store.runs(limit=200)]
+        raise fail(
+            f"error: no run {run_id!r} in the trace store at {where}; list runs with "
+            f"`armature runs list`{did_you_mean(run_id, recent)}",
+            2,
+        )
+    view = build_report(*found)
+    if as_json:
+        print_json(view.model_dump(mode="json"))
+    else:
+        out.print(render_report(view))
+
+
+@app.command(rich_help_panel=INSPECT)
+def dashboard(
+    spec: Annotated[
+        str | None,
+        typer.Argument(
+            help="A spec name (or spec file); without one, every spec in one line each.",
+            metavar="SPEC",
+            show_default=False,
+        ),
+    ] = None,
+    watch: Annotated[
+        bool, typer.Option("--watch", help="Redraw every --interval seconds until Ctrl-C.")
+    ] = False,
+    interval: Annotated[
+        float, typer.Option("--interval", help="Seconds between redraws with --watch.", min=0.2)
+    ] = 2.0,
+    limit: Annotated[int, typer.Option("--limit", help="Read the newest N runs.", min=1)] = 500,
+    as_json: JsonFlag = False,
+) -> None:
+    """Show how a spec is doing, from the trace store: HQS per spec version (with a
+    sparkline of its trend), failure taxonomy counts, run latency p50/p95, tokens and cost,
+    and the configurations (stage, tier, model, arm) its attempts used.
+
+    Invalid model attempts each count as output_invalid; other failures count once per
+    stage. With --watch --json, prints one JSON document per line at each redraw. Exits 2
+    when the store has no runs of SPEC.
+    """
+    from armature_temporal.views import (
+        build_dashboard,
+        build_overview,
+        load_runs,
+        render_dashboard,
+        render_overview,
+    )
+
+    store, where = open_store()
+    name = _spec_name(spec) if spec else None
+
+    def snapshot() -> tuple[Any, Any]:
+        if name is None:
+            specs = build_overview(load_runs(store, limit=limit, records=False))
+            return [s.model_dump(mode="json") for s in specs], render_overview(specs)
+        board = build_dashboard(name, load_runs(store, spec=name, limit=limit))
+        return board.model_dump(mode="json"), render_dashboard(board)
+
+    data, shown = snapshot()
+    if name is not None and not data["runs"] and not watch:
+        raise _unknown_spec(store, where, name)
+    if not watch:
+        if as_json:
+            print_json(data)
+        elif name is None and not data:
+            out.print(
+                "no runs in the trace store yet — start one with: "
+                "armature submit specs/quickstart.yaml",
+                markup=False,
+            )
+        else:
+            out.print(shown)
+        return
+    import time
+
+    try:
+        if as_json:
+            while True:
+                sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
+                sys.stdout.flush()
+                time.sleep(interval)
+                data, shown = snapshot()
+        from rich.live import Live
+
+        with Live(shown, console=out, auto_refresh=False) as live:
+            while True:
+                time.sleep(interval)
+                data, shown = snapshot()
+                live.update(shown, refresh=True)
+    except KeyboardInterrupt:
+        return
+
+
+traces_app = typer.Typer(help="Check the trace store.", no_args_is_help=True)
+app.add_typer(traces_app, name="traces", rich_help_panel=INSPECT)
+
+
+@traces_app.command("verify")
+def traces_verify(
+    run_id: Annotated[
+        str | None,
+        typer.Argument(help="Check only this run.", metavar="RUN", show_default=False),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Check that no trace record was edited, deleted, inserted or reordered.
+
+    Recomputes each run's hash chain (every run's, or RUN's) and prints, for each broken
+    run, the first record where its chain breaks. Exits 0 when every chain holds, 1 when
+    any is broken, 2 when RUN is not in the store.
+    """
+    store, where = open_store()
+    if run_id is not None and store.run(run_id) is None and not store.records(run_id):
+        raise fail(f"error: no run {run_id!r} in the trace store at {where}", 2)
+    checked, breaks = store.verify([run_id] if run_id is not None else None)
+    if as_json:
+        print_json(
+            {
+                "checked": checked,
+                "ok": not breaks,
+                "breaks": [b.model_dump(mode="json") for b in breaks],
+            }
+        )
+    elif not breaks:
+        out.print(f"{checked} run(s) checked: every chain is intact", markup=False)
+    else:
+        for b in breaks:
+            out.print(f"{b.run_id}: {b.problem}: {b.detail}", markup=False, highlight=False)
+        err.print(f"{len(breaks)} of {checked} run(s) have a broken chain", markup=False)
+    if breaks:
+        raise typer.Exit(1)
+
+
+@app.command("export-traces", rich_help_panel=INSPECT)
+def export_traces(
+    spec: Annotated[
+        str, typer.Option("--spec", help="The spec name (or spec file) to export from.")
+    ],
+    fmt: Annotated[
+        Literal["sft", "dpo"],
+        typer.Option("--format", help="sft (supervised rows) or dpo (preference pairs)."),
+    ],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="The JSON Lines file to write.", metavar="FILE")
+    ],
+    stage: Annotated[
+        str | None, typer.Option("--stage", help="Only this stage's attempts.")
+    ] = None,
+    min_score: Annotated[
+        float | None,
+        typer.Option(
+            "--min-score",
+            help="sft only: keep rows from runs whose mean judge score (or HQS, for runs "
+            "without judges) is at least X.",
+            metavar="X",
+            min=0.0,
+            max=1.0,
+        ),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Write training data from a spec's traces as JSON Lines, one object per line.
+
+    sft: one row per valid attempt of a stage that completed, {"messages": [the chat
+    messages the model was sent], "output": "the reply"}.
+
+    dpo: pairs of attempts sent the same messages (same inputs_hash) where one did better,
+    {"prompt": [chat messages], "chosen": "reply", "rejected": "reply"}. A valid output beats
+    an invalid one; between valid outputs of a stage a downstream judge scored, the higher
+    judge score wins. Each group's best attempt is paired with every attempt it beats.
+
+    A reply is the text of a text stage, compact JSON for a JSON stage. Attempts recorded
+    without their messages are skipped. A count summary goes to stderr (and, with --json,
+    to stdout as JSON). Exits 2 when the store has no runs of the spec or no such stage.
+    """
+    from armature_temporal.finetune.export import dpo_rows, sft_rows, write_jsonl
+    from armature_temporal.views import load_runs
+
+    if min_score is not None and fmt != "sft":
+        raise fail("error: --min-score applies to --format sft only", 2)
+    name = _spec_name(spec)
+    store, where = open_store()
+    runs = load_runs(store, spec=name, limit=10**9)
+    if not runs:
+        raise _unknown_spec(store, where, name)
+    if stage is not None:
+        seen = sorted(
+            {r.stage_id or "" for run in runs for r in run.records if r.kind == "attempt"}
+        )
+        if stage not in seen:
+            raise fail(
+                f"error: spec {name!r} has no model attempts of stage {stage!r}; stages with "
+                f"attempts: {seen or 'none'}{did_you_mean(stage, seen)}",
+                2,
+            )
+    if fmt == "sft":
+        rows, stats = sft_rows(runs, spec=name, stage=stage, min_score=min_score)
+    else:
+        rows, stats = dpo_rows(runs, spec=name, stage=stage)
+    try:
+        write_jsonl(rows, output)
+    except OSError as exc:
+        raise fail(f"error: cannot write {output}: {exc}", 1) from None
+    err.print(stats.summary(output), markup=False, highlight=False)
+    if as_json:
+        print_json({**stats.model_dump(mode="json"), "output": str(output)})
+
+
+def _spec_name(spec: str) -> str:
+    """A spec name as given, or the name inside a spec file when given a path to one."""
+    path = Path(spec)
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        return load_or_exit(path).name
+    return spec
+
+
+def _unknown_spec(store: Any, where: str, spec: str) -> typer.Exit:
+    known = sorted({r.spec_name for r in store.runs(limit=10_000)})
+    return fail(
+        f"error: no runs of spec {spec!r} in the trace store at {where}; specs with "
+        f"runs: {known or 'none yet'}{did_you_mean(spec, known)}",
+        2,
+    )

@@ -1,0 +1,227 @@
+"""What the learning loops keep, reviewed and acted on: ``armature proposals`` (the
+improvement loop's spec changes) and ``armature adapters`` (the fine-tune loop's LoRA
+adapters). Both read and update the trace store only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from armature_temporal.commands._common import (
+    LEARN,
+    JsonFlag,
+    fail,
+    open_store,
+    out,
+    print_json,
+)
+from armature_temporal.errors import ArmatureError, did_you_mean
+
+app = typer.Typer()
+
+
+proposals_app = typer.Typer(
+    help="Review the improvement loop's proposals, and apply or dismiss them.",
+    no_args_is_help=True,
+)
+app.add_typer(proposals_app, name="proposals", rich_help_panel=LEARN)
+
+
+def _proposal_or_exit(store: Any, proposal_id: str) -> Any:
+    found = store.proposal(proposal_id)
+    if found is None:
+        known = [p.id for p in store.proposals(limit=200)]
+        raise fail(
+            f"error: no proposal {proposal_id!r}; list them with `armature proposals list`"
+            + did_you_mean(proposal_id, known),
+            2,
+        )
+    return found
+
+
+@proposals_app.command("list")
+def proposals_list(
+    spec: Annotated[str | None, typer.Option("--spec", help="Only this spec's.")] = None,
+    status: Annotated[
+        str | None, typer.Option("--status", help="proposed, applied or dismissed.")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 50,
+    as_json: JsonFlag = False,
+) -> None:
+    """List proposals, newest first, with their verdict and measured HQS change."""
+    if status is not None and status not in ("proposed", "applied", "dismissed"):
+        raise fail(f"error: --status {status!r}: use proposed, applied or dismissed", 2)
+    store, where = open_store()
+    try:
+        found = store.proposals(spec=spec, status=status, limit=limit)
+    finally:
+        store.close()
+    if as_json:
+        print_json(
+            [p.model_dump(mode="json", exclude={"spec_text", "base_spec_text"}) for p in found]
+        )
+        return
+    if not found:
+        out.print(
+            f"no proposals in the store at {where}; `armature improve SPEC` makes some",
+            markup=False,
+        )
+        return
+    from armature_temporal.improve.render import render_proposals
+
+    out.print(render_proposals(found))
+
+
+@proposals_app.command("show")
+def proposals_show(
+    proposal_id: Annotated[str, typer.Argument(help="The proposal id.", metavar="ID")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Show a proposal: the change, the evidence behind it, the paired scores and the diff."""
+    store, _ = open_store()
+    try:
+        found = _proposal_or_exit(store, proposal_id)
+    finally:
+        store.close()
+    if as_json:
+        print_json(found.model_dump(mode="json"))
+        return
+    from armature_temporal.improve.render import render_proposal
+
+    out.print(render_proposal(found))
+
+
+@proposals_app.command("apply")
+def proposals_apply(
+    proposal_id: Annotated[str, typer.Argument(help="The proposal id.", metavar="ID")],
+    spec: Annotated[
+        Path,
+        typer.Argument(help="The spec file to write it to.", show_default=False, metavar="SPEC"),
+    ],
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Apply a proposal whose change was not verified."),
+    ] = False,
+) -> None:
+    """Write a proposal's change into the spec file (only if the file is exactly the text the
+    proposal was made from), and mark it applied. Runs after this are a new spec version."""
+    import os
+
+    store, _ = open_store()
+    try:
+        found = _proposal_or_exit(store, proposal_id)
+        if found.status != "proposed":
+            raise fail(
+                f"error: proposal {proposal_id} is already {found.status}; nothing changed", 2
+            )
+        if found.verdict != "verified" and not force:
+            raise fail(
+                f"error: proposal {proposal_id} was not verified ({found.verdict}: "
+                f"{found.detail}); pass --force to apply it anyway",
+                2,
+            )
+        try:
+            current = spec.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise fail(f"error: cannot read {spec}: {exc.strerror}", 2) from None
+        if current != found.base_spec_text:
+            raise fail(
+                f"error: {spec} is not the text proposal {proposal_id} was made from (spec "
+                f"{found.spec_name!r}, spec_hash {found.base_spec_hash[:12]}): it changed since, "
+                "or it is another file. Run `armature improve` on it again; nothing was written",
+                2,
+            )
+        tmp = spec.with_name(f".{spec.name}.armature-tmp")
+        tmp.write_text(found.spec_text, encoding="utf-8")
+        os.replace(tmp, spec)
+        try:
+            store.set_proposal_status(proposal_id, "applied")
+        except ArmatureError as exc:
+            tmp.write_text(current, encoding="utf-8")
+            os.replace(tmp, spec)
+            raise fail(f"error: {exc}; {spec} left as it was", 1) from None
+    finally:
+        store.close()
+    for change in found.changes:
+        from armature_temporal.improve.render import change_label
+
+        out.print(f"applied {proposal_id} to {spec}: {change_label(change)}", markup=False)
+    out.print(
+        f"spec_hash {found.candidate_spec_hash[:12]}: runs started from this file are a new "
+        "version; schedules and `armature serve` keep the plan they were given until you run "
+        "`armature schedule` / restart `armature serve` with it",
+        markup=False,
+    )
+
+
+@proposals_app.command("dismiss")
+def proposals_dismiss(
+    proposal_id: Annotated[str, typer.Argument(help="The proposal id.", metavar="ID")],
+) -> None:
+    """Mark a proposal dismissed (kept in the store, no longer offered)."""
+    store, _ = open_store()
+    try:
+        _proposal_or_exit(store, proposal_id)
+        try:
+            store.set_proposal_status(proposal_id, "dismissed")
+        except ArmatureError as exc:
+            raise fail(f"error: {exc}", 2) from None
+    finally:
+        store.close()
+    out.print(f"dismissed {proposal_id}", markup=False)
+
+
+adapters_app = typer.Typer(
+    help="The LoRA adapters the fine-tune loop trained.", no_args_is_help=True
+)
+app.add_typer(adapters_app, name="adapters", rich_help_panel=LEARN)
+
+
+@adapters_app.command("list")
+def adapters_list(
+    spec: Annotated[str | None, typer.Option("--spec", help="Only this spec's.")] = None,
+    stage: Annotated[str | None, typer.Option("--stage", help="Only this stage's.")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 50,
+    as_json: JsonFlag = False,
+) -> None:
+    """List adapters, newest first: verdict, held-out loss before → after, where it is. The
+    one `adapter: latest` loads for a stage is its newest verified active one."""
+    store, where = open_store()
+    try:
+        found = store.adapters(spec=spec, stage=stage, limit=limit)
+    finally:
+        store.close()
+    if as_json:
+        print_json([a.model_dump(mode="json") for a in found])
+        return
+    if not found:
+        out.print(
+            f"no adapters in the store at {where}; `armature finetune SPEC` trains some",
+            markup=False,
+        )
+        return
+    for a in found:
+        out.print(
+            f"{a.id}  {a.status}  {a.verdict}  loss {a.report.eval_loss_before:.3f} → "
+            f"{a.report.eval_loss_after:.3f}  {a.examples} examples  {a.created_at[:19]}",
+            markup=False,
+            highlight=False,
+        )
+        out.print(f"    {a.path}", markup=False, highlight=False)
+
+
+@adapters_app.command("retire")
+def adapters_retire(
+    adapter_id: Annotated[str, typer.Argument(help="The adapter id.", metavar="ID")],
+) -> None:
+    """Stop offering an adapter to `adapter: latest` (the files stay where they are)."""
+    store, _ = open_store()
+    try:
+        store.set_adapter_status(adapter_id, "retired", expected="active")
+    except ArmatureError as exc:
+        raise fail(f"error: {exc}", 2) from None
+    finally:
+        store.close()
+    out.print(f"retired {adapter_id}", markup=False)

@@ -1,0 +1,360 @@
+"""Start and follow runs: ``armature submit``, ``schedule``, ``cancel`` and ``runs
+list|show``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.text import Text
+
+from armature_temporal.commands._common import (
+    RUN,
+    AddressOpt,
+    JsonFlag,
+    QueueOpt,
+    SpecArg,
+    err,
+    fail,
+    load_or_exit,
+    open_store,
+    out,
+    print_json,
+    run_coroutine,
+    shorten,
+    temporal_client,
+)
+from armature_temporal.spec.compiler import Plan
+
+app = typer.Typer()
+
+
+@app.command(rich_help_panel=RUN)
+def submit(
+    spec: SpecArg,
+    input_pairs: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--input", "-i", help="A run input as name=value (JSON values allowed); repeatable."
+        ),
+    ] = None,
+    inputs_file: Annotated[
+        Path | None, typer.Option("--inputs", help="A JSON file with the run inputs.")
+    ] = None,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait",
+            help="Wait for the run to finish, showing progress, then print every stage's output.",
+        ),
+    ] = False,
+    address: AddressOpt = None,
+    queue: QueueOpt = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Compile a spec and run it as a Temporal workflow.
+
+    Prints the run id and its Web UI link. With no --address and no $TEMPORAL_ADDRESS, the
+    local stack (Temporal dev server + worker, under $ARMATURE_HOME) is started if needed.
+    Exits 0 when the run was started (or, with --wait, completed), 1 when it failed or was
+    rejected, 2 on an invalid spec or inputs.
+    """
+    compiled = load_or_exit(spec)
+    values = _parse_inputs(input_pairs or [], inputs_file)
+    run_coroutine(_submit(compiled, values, wait, address, queue, as_json))
+
+
+def _parse_inputs(pairs: list[str], inputs_file: Path | None) -> dict[str, Any]:
+    """The run inputs from ``--inputs FILE`` and then each ``--input name=value``, or exit 2."""
+    values: dict[str, Any] = {}
+    if inputs_file is not None:
+        try:
+            loaded = json.loads(inputs_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise fail(f"error: --inputs {inputs_file}: {exc}", 2) from None
+        if not isinstance(loaded, dict):
+            raise fail(f"error: --inputs {inputs_file} must hold a JSON object", 2)
+        values.update(loaded)
+    for pair in pairs:
+        name, sep, raw = pair.partition("=")
+        if not sep or not name:
+            raise fail(f"error: --input {pair!r} must look like name=value", 2)
+        try:
+            values[name] = json.loads(raw) if raw[:1] in '[{"' else raw
+        except ValueError:
+            values[name] = raw
+    return values
+
+
+async def _submit(
+    plan: Plan,
+    values: dict[str, Any],
+    wait: bool,
+    address: str | None,
+    queue: str | None,
+    as_json: bool,
+) -> None:
+    from armature_temporal.service.client import ensure_search_attributes, prepare_inputs, start_run
+    from armature_temporal.settings import task_queue, ui_url
+
+    inputs = prepare_inputs(plan, values)
+    client = await temporal_client(address, start_local=True)
+    await ensure_search_attributes(client)
+    handle = await start_run(client, plan, inputs, task_queue=queue or task_queue())
+    link = ui_url(handle.id, handle.result_run_id)
+    if not wait:
+        if as_json:
+            print_json(
+                {"run_id": handle.id, "temporal_run_id": handle.result_run_id, "ui_url": link}
+            )
+        else:
+            out.print(f"started run {handle.id}", markup=False)
+            out.print(f"Web UI: {link}", markup=False)
+            out.print(f"follow it: armature runs show {handle.id}", markup=False)
+        return
+    err.print(f"started run {handle.id} — {link}", markup=False, highlight=False)
+    view = await _follow(client, handle.id)
+    if as_json:
+        print_json({**view.model_dump(mode="json"), "ui_url": link})
+    else:
+        _print_run(view)
+    if (view.state or view.status) != "completed":
+        raise typer.Exit(1)
+
+
+async def _follow(client: Any, run_id: str) -> Any:
+    """Poll the run, reporting stage transitions on stderr, until it closes."""
+    import asyncio
+
+    from armature_temporal.service.client import show_run
+
+    seen: dict[str, str] = {}
+    told: set[str] = set()
+    while True:
+        view = await show_run(client, run_id)
+        for sid, st in view.stages.items():
+            if st.status != "pending" and seen.get(sid) != st.status:
+                seen[sid] = st.status
+                extra = f" (attempt {st.attempts}, tier {st.tier})" if st.attempts > 1 else ""
+                err.print(f"  {sid}: {st.status}{extra}", markup=False, highlight=False)
+        for gate in view.pending_gates:
+            if gate.stage not in told:
+                told.add(gate.stage)
+                err.print(
+                    f"  waiting for a person at gate {gate.stage!r}: approve with "
+                    f"`armature approve {run_id} {gate.stage}` (Ctrl-C stops waiting; "
+                    "the run keeps waiting durably)",
+                    markup=False,
+                    highlight=False,
+                )
+        if view.status != "running":
+            return view
+        await asyncio.sleep(0.5)
+
+
+def _print_run(view: Any) -> None:
+    """A run's state, a table of its stages, its pending gates and its Web UI link."""
+    from rich.table import Table
+
+    from armature_temporal.settings import ui_url
+
+    state = view.state or view.status
+    colour = {
+        "completed": "green",
+        "failed": "red",
+        "rejected": "red",
+        "waiting_gate": "yellow",
+    }.get(state, "cyan")
+    out.print(
+        f"run [bold]{view.run_id}[/bold] · spec {view.spec_name} · [{colour}]{state}[/{colour}]"
+    )
+    if view.reason:
+        out.print(f"reason: {view.reason}", markup=False, highlight=False)
+    table = Table(show_edge=False, pad_edge=False)
+    for col in ("stage", "status", "tier", "attempts", "output / error"):
+        table.add_column(col, overflow="fold")
+    for sid, st in view.stages.items():
+        detail = shorten(st.error) if st.error and st.status != "completed" else shorten(st.output)
+        if st.escalated:
+            detail = "(escalated) " + detail
+        table.add_row(sid, st.status, st.tier or "", str(st.attempts or ""), Text(detail))
+        for child in st.children:
+            child_id = str(child.get("id", "?")).removeprefix(f"{view.run_id}/")
+            table.add_row(
+                Text(f"  └ {child_id}"),
+                str(child.get("status", "")),
+                "",
+                str(child.get("attempt", "")),
+                Text(shorten(child.get("error", ""))),
+            )
+    out.print(table)
+    for gate in view.pending_gates:
+        out.print(Text(f"waiting at gate {gate.stage}: {gate.message or ''}", style="yellow"))
+        out.print(
+            f"  armature approve {view.run_id} {gate.stage}   |   "
+            f"armature reject {view.run_id} {gate.stage} --reason ...",
+            markup=False,
+        )
+    out.print(f"Web UI: {ui_url(view.run_id, view.temporal_run_id)}", markup=False)
+
+
+@app.command(rich_help_panel=RUN)
+def schedule(
+    spec: SpecArg,
+    delete: Annotated[bool, typer.Option("--delete", help="Delete the spec's schedules.")] = False,
+    address: AddressOpt = None,
+    queue: QueueOpt = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Turn the spec's cron triggers into Temporal Schedules (created or updated in place,
+    overlap policy SKIP); schedules of removed triggers are deleted. A spec with arms also gets
+    an hourly bandit-maintenance schedule (evolution, retirement, learning-curve snapshots), and
+    one with self_improvement an improvement-loop schedule (`armature improve` on its cron,
+    with the spec text as it is now: apply again after editing the spec)."""
+    compiled = load_or_exit(spec)
+
+    async def go() -> Any:
+        from armature_temporal.service.client import ensure_search_attributes
+        from armature_temporal.service.schedules import apply_triggers
+        from armature_temporal.settings import task_queue
+
+        client = await temporal_client(address, start_local=True)
+        await ensure_search_attributes(client)
+        return await apply_triggers(
+            client,
+            compiled,
+            queue or task_queue(),
+            delete=delete,
+            spec_text=spec.read_text(encoding="utf-8"),
+            spec_path=str(spec.resolve()),
+        )
+
+    changes = run_coroutine(go())
+    if as_json:
+        print_json([c.model_dump() for c in changes])
+        return
+    if not changes:
+        out.print(f"{compiled.name}: no cron triggers, no schedules", markup=False)
+    for change in changes:
+        cron = f" ({change.cron})" if change.cron else ""
+        out.print(f"{change.action} schedule {change.schedule_id}{cron}", markup=False)
+
+
+@app.command(rich_help_panel=RUN)
+def cancel(
+    run_id: Annotated[str, typer.Argument(help="The run id.", metavar="RUN")],
+    address: AddressOpt = None,
+) -> None:
+    """Cancel a running run (running stages are cancelled too)."""
+    from armature_temporal.service.client import cancel_run
+
+    async def go() -> None:
+        await cancel_run(await temporal_client(address), run_id)
+
+    run_coroutine(go())
+    out.print(f"cancel requested for {run_id}", markup=False)
+
+
+runs_app = typer.Typer(help="List and inspect runs.", no_args_is_help=True)
+app.add_typer(runs_app, name="runs", rich_help_panel=RUN)
+
+
+@runs_app.command("list")
+def runs_list(
+    spec: Annotated[str | None, typer.Option("--spec", help="Only runs of this spec name.")] = None,
+    limit: Annotated[int, typer.Option("--limit", help="How many, newest first.")] = 20,
+    address: AddressOpt = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """List runs, newest first.
+
+    When the Temporal server cannot be reached, lists the runs the trace store recorded instead,
+    and says so on stderr.
+    """
+    from armature_temporal.service.client import ConnectionFailed, list_runs
+
+    async def go() -> tuple[Any, ConnectionFailed | None]:
+        try:
+            client = await temporal_client(address)
+        except ConnectionFailed as exc:
+            return [], exc
+        return await list_runs(client, spec=spec, limit=limit), None
+
+    runs, down = run_coroutine(go())
+    if down is not None:
+        runs, where = _stored_runs(spec, limit)
+        if not runs:
+            raise fail(f"error: {down}; the trace store at {where} has no runs to show instead")
+        err.print(
+            f"{down}\nshowing runs from the trace store at {where} instead: statuses as last "
+            "recorded; whether a run waits at a gate is not known there",
+            markup=False,
+            highlight=False,
+        )
+    if as_json:
+        print_json([r.model_dump() for r in runs])
+        return
+    if not runs:
+        out.print(
+            "no runs yet — start one with: armature submit specs/quickstart.yaml", markup=False
+        )
+        return
+    from rich.table import Table
+
+    table = Table(show_edge=False, pad_edge=False)
+    for col in ("run", "spec", "status", "started"):
+        table.add_column(col)
+    for r in runs:
+        status = r.status + (
+            " (waiting at a gate)" if r.waiting_gate and r.status == "running" else ""
+        )
+        table.add_row(Text(r.run_id), Text(r.spec_name or ""), status, (r.started or "")[:19])
+    out.print(table)
+
+
+def _stored_runs(spec: str | None, limit: int) -> tuple[list[Any], str]:
+    """Runs as the trace store recorded them (for when Temporal is unreachable), and where
+    that store is."""
+    from armature_temporal.service.client import RunSummary
+
+    store, where = open_store()
+    try:
+        rows = store.runs(spec=spec, limit=limit)
+    finally:
+        store.close()
+    summaries = [
+        RunSummary(
+            run_id=r.run_id,
+            spec_name=r.spec_name,
+            status=r.status,
+            started=r.started_at,
+            closed=r.finished_at,
+        )
+        for r in rows
+    ]
+    return summaries, where
+
+
+@runs_app.command("show")
+def runs_show(
+    run_id: Annotated[str, typer.Argument(help="The run id.", metavar="RUN")],
+    address: AddressOpt = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Show a run: stages, status, attempts, outputs and pending gates."""
+    from armature_temporal.service.client import show_run
+
+    async def go() -> Any:
+        return await show_run(await temporal_client(address), run_id)
+
+    view = run_coroutine(go())
+    if as_json:
+        from armature_temporal.settings import ui_url
+
+        print_json(
+            {**view.model_dump(mode="json"), "ui_url": ui_url(view.run_id, view.temporal_run_id)}
+        )
+    else:
+        _print_run(view)
