@@ -19,6 +19,7 @@ from activities.improve import improve_prepare, improve_record
 from activities.llm import llm_call
 from activities.tools import tool_call
 from activities.traces import load_prior_run, record_traces
+from armature_temporal import settings
 from workflows.finetune import FinetuneWorkflow
 from workflows.improve import ImproveWorkflow
 from workflows.maintenance import BanditMaintenanceWorkflow
@@ -47,14 +48,28 @@ ACTIVITIES: list[Any] = [
     finetune_record,
 ]
 
-#: Pure modules the sandbox may share across workflow runs instead of re-importing.
+#: Modules the sandbox shares across workflow runs instead of re-importing them for each run:
+#: the pure core and the template and schema libraries it uses.
 PASSTHROUGH = ("armature_temporal", "jinja2", "markupsafe", "jsonschema", "ruamel")
+#: The interpreter (workflows/) too, unless the sandbox is strict. It holds no module-level
+#: state, and importing it again costs every run its first workflow task's worth of CPU.
+INTERPRETER = "workflows"
 
 
-def workflow_runner() -> SandboxedWorkflowRunner:
-    """The workflow sandbox with Armature's pure core passed through."""
+def workflow_runner(*, strict: bool | None = None) -> SandboxedWorkflowRunner:
+    """The workflow sandbox with Armature's pure core passed through.
+
+    Args:
+        strict: Re-import the interpreter in every run's sandbox, under the sandbox's full
+            restrictions: a non-deterministic call (``datetime.now()``, ``random``, I/O) in
+            workflow code raises at once instead of passing silently. Slower; the test suite
+            runs so. Default: ``ARMATURE_STRICT_SANDBOX`` (off).
+    """
+    if strict is None:
+        strict = settings.strict_sandbox()
+    modules = PASSTHROUGH if strict else (*PASSTHROUGH, INTERPRETER)
     return SandboxedWorkflowRunner(
-        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH)
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(*modules)
     )
 
 
@@ -65,6 +80,7 @@ def build_worker(
     activities: Sequence[Any] | None = None,
     max_cached_workflows: int = 1000,
     max_concurrent_activities: int = 100,
+    strict_sandbox: bool | None = None,
 ) -> Worker:
     """A worker for the interpreter workflow and (by default) the real activities.
 
@@ -74,13 +90,14 @@ def build_worker(
         activities: Replace the activities (tests register ``fake_*`` ones under the same names).
         max_cached_workflows: 0 replays every workflow task from history (replay testing).
         max_concurrent_activities: Upper bound on activities running at once.
+        strict_sandbox: See :func:`workflow_runner`.
     """
     return Worker(
         client,
         task_queue=task_queue,
         workflows=WORKFLOWS,
         activities=list(ACTIVITIES if activities is None else activities),
-        workflow_runner=workflow_runner(),
+        workflow_runner=workflow_runner(strict=strict_sandbox),
         max_cached_workflows=max_cached_workflows,
         max_concurrent_activities=max_concurrent_activities,
     )

@@ -14,12 +14,17 @@ __all__ = ["heartbeating"]
 
 @contextlib.asynccontextmanager
 async def heartbeating(interval_s: float = 2.0) -> AsyncIterator[None]:
-    """Send a heartbeat every ``interval_s`` seconds while the block runs."""
+    """Send a heartbeat every ``interval_s`` seconds while the block runs.
+
+    The first one goes after ``interval_s``, not at once: work that ends sooner (a simulated or
+    cached reply, a quick tool) costs the server no heartbeat call, and the heartbeat timeout
+    (10 s) still notices a lost worker.
+    """
 
     async def beat() -> None:
         while True:
-            activity.heartbeat()
             await asyncio.sleep(interval_s)
+            activity.heartbeat()
 
     task = asyncio.create_task(beat())
     try:

@@ -82,3 +82,9 @@ def workspace_root(spec_name: str) -> Path:
     """Where file and shell tools of a spec may work (``$ARMATURE_WORKSPACE`` overrides)."""
     override = os.environ.get("ARMATURE_WORKSPACE")
     return Path(override) if override else armature_home() / "workspace" / spec_name
+
+
+def strict_sandbox() -> bool:
+    """ARMATURE_STRICT_SANDBOX=1: re-import the interpreter in every run's sandbox, where a
+    non-deterministic call raises at once (the test suite runs so); default off."""
+    return os.environ.get("ARMATURE_STRICT_SANDBOX", "").strip().lower() in ("1", "true", "yes")

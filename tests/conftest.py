@@ -21,6 +21,10 @@ from armature_temporal.runtime.search_attributes import ALL_KEYS
 from armature_temporal.service.temporal_bin import temporal_binary
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# Workers in tests (and the worker processes they start) re-import the interpreter in every
+# run's sandbox, so non-deterministic workflow code fails the suite; tests/workflows/
+# test_sandbox.py runs the default, passed-through configuration.
+os.environ.setdefault("ARMATURE_STRICT_SANDBOX", "1")
 # The Temporal dev server (Go, built without cgo) needs $USER to start.
 os.environ.setdefault("USER", getpass.getuser())
 

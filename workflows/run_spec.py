@@ -7,7 +7,8 @@ marks the rest skipped and fails the run with the reason.
 
 This module keeps the Temporal surface — the run, the gate update and signal, the status query
 and the DAG loop — and hands each kind of stage to a collaborator in ``workflows.interpreter``.
-Those are passed through the sandbox, so only this small module is imported again per run.
+None of them holds module-level state, so the worker passes them through the sandbox (imported
+once per worker, not once per run) unless its sandbox is strict (``worker.workflow_runner``).
 """
 
 from __future__ import annotations
@@ -32,19 +33,22 @@ with workflow.unsafe.imports_passed_through():
     from armature_temporal.runtime.prompts import stage_variables
     from armature_temporal.spec.compiler import PlanStage
     from armature_temporal.spec.templating import evaluate
-    from workflows.interpreter import (
-        Arms,
-        FanOut,
-        GateRejected,
-        Gates,
-        LLMStages,
-        RunContext,
-        StageFailure,
-        ToolCalls,
-        Tracer,
-        classify,
-    )
-    from workflows.interpreter.tracing import FLUSH_EVERY
+
+# Not under imports_passed_through: the worker passes workflows/ through unless its sandbox is
+# strict, and a strict sandbox must import (and restrict) the interpreter's code too.
+from workflows.interpreter import (
+    Arms,
+    FanOut,
+    GateRejected,
+    Gates,
+    LLMStages,
+    RunContext,
+    StageFailure,
+    ToolCalls,
+    Tracer,
+    classify,
+)
+from workflows.interpreter.tracing import FLUSH_EVERY
 
 __all__ = ["WORKFLOW_NAME", "RunSpecWorkflow", "StageFailure"]
 

@@ -220,3 +220,20 @@ async def test_the_standalone_bandit_api_works_from_the_package_root() -> None:
     await runtime_update("root_api", decision_id=selection.decision_id, reward=1.0)
     arms = await runtime_arms("root_api")
     assert sum(a.pulls for a in arms) == 1
+
+
+def test_the_worker_passes_the_interpreter_through_unless_the_sandbox_is_strict(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from worker import workflow_runner
+
+    def passed(runner: object) -> frozenset[str]:
+        return frozenset(runner.restrictions.passthrough_modules)  # type: ignore[attr-defined]
+
+    assert "workflows" in passed(workflow_runner(strict=False))
+    assert "workflows" not in passed(workflow_runner(strict=True))
+    assert "armature_temporal" in passed(workflow_runner(strict=True))
+    monkeypatch.setenv("ARMATURE_STRICT_SANDBOX", "1")
+    assert "workflows" not in passed(workflow_runner())
+    monkeypatch.setenv("ARMATURE_STRICT_SANDBOX", "0")
+    assert "workflows" in passed(workflow_runner())

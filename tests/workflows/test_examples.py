@@ -33,10 +33,13 @@ EXPECTED = {
 INPUTS = {"researcher.yaml": {"partition": ["Why do tides happen?"], "index": 0, "count": 1}}
 
 
+@pytest.mark.parametrize("strict", [True, False], ids=["strict", "passthrough"])
 @pytest.mark.parametrize("path", sorted(SPECS.glob("*.yaml")), ids=lambda p: p.name)
-async def test_example_spec_runs_to_its_end(client: Client, task_queue: str, path: Path) -> None:
+async def test_example_spec_runs_to_its_end(
+    client: Client, task_queue: str, path: Path, strict: bool
+) -> None:
     plan = compile_spec(load_spec(path))
-    async with build_worker(client, task_queue):
+    async with build_worker(client, task_queue, strict_sandbox=strict):
         handle = await client.start_workflow(
             "RunSpec",
             RunInput(

@@ -50,11 +50,11 @@ def golden_files() -> list[Path]:
     return sorted(GOLDEN.glob("*.json"))
 
 
-def replayer(workflows: list[type] | None = None) -> Replayer:
+def replayer(workflows: list[type] | None = None, *, strict: bool = True) -> Replayer:
     return Replayer(
         workflows=workflows or WORKFLOWS,
         data_converter=data_converter(),
-        workflow_runner=workflow_runner(),
+        workflow_runner=workflow_runner(strict=strict),
     )
 
 
@@ -69,10 +69,11 @@ def test_golden_histories_are_committed() -> None:
     } <= names
 
 
+@pytest.mark.parametrize("strict", [True, False], ids=["strict", "passthrough"])
 @pytest.mark.parametrize("path", golden_files(), ids=lambda p: p.stem)
-async def test_golden_history_replays_cleanly(path: Path) -> None:
+async def test_golden_history_replays_cleanly(path: Path, strict: bool) -> None:
     history = WorkflowHistory.from_json(path.stem, path.read_text(encoding="utf-8"))
-    result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+    result = await replayer(strict=strict).replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
 
 

@@ -13,8 +13,8 @@ signal and status query, the DAG loop — and delegates the rest:
 - ``failures``: how a stage fails (``StageFailure``) and how activity failures are classified.
 
 They run inside the workflow (no I/O, time from ``workflow.now()``, every effect an activity)
-and hold no module-level state, so the worker passes them through the sandbox: only the small
-workflow module is imported again for each run.
+and hold no module-level state, so the worker can pass them through the sandbox (see
+``worker.workflow_runner``).
 """
 
 from workflows.interpreter.arms import Arms
