@@ -1,6 +1,9 @@
 """Armature: durable LLM agent workflows on Temporal that get better the more they run.
 
-The bandit functions are re-exported lazily, so ``import armature_temporal`` stays light.
+The bandit functions and the hook API are re-exported lazily, so ``import armature_temporal``
+stays light. The layers live in subpackages: ``spec`` (the spec language), ``runtime`` (what the
+interpreter and the activities share), ``service`` (the Temporal side), and ``bandit``,
+``store``, ``tools``, ``scanner``, ``improve``, ``finetune``, ``views``.
 """
 
 from typing import Any
@@ -14,6 +17,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ArmatureError",
+    "HookContext",
+    "HookResult",
     "LoadedSpec",
     "Plan",
     "Spec",
@@ -25,12 +30,14 @@ __all__ = [
     "load_plan",
     "load_spec",
     "load_spec_text",
+    "register_hook",
     "runtime_arms",
     "runtime_select",
     "runtime_update",
 ]
 
 _BANDIT = ("configure_runtime", "runtime_arms", "runtime_select", "runtime_update")
+_HOOKS = ("HookContext", "HookResult", "register_hook")
 
 
 def __getattr__(name: str) -> Any:
@@ -38,4 +45,8 @@ def __getattr__(name: str) -> Any:
         from armature_temporal import bandit
 
         return getattr(bandit, name)
+    if name in _HOOKS:
+        from armature_temporal.runtime import hooks
+
+        return getattr(hooks, name)
     raise AttributeError(f"module 'armature_temporal' has no attribute {name!r}")

@@ -7,7 +7,7 @@ modify its args) and ``post_tool`` (after it; may modify or block the result). H
 activity that does the work, in every safety mode; the spec's safety rules are the built-in
 first ``pre_tool`` hook. Register hooks in the worker's process::
 
-    from armature_temporal.runtime.hooks import HookContext, HookResult, register_hook
+    from armature_temporal import HookContext, HookResult, register_hook
 
     @register_hook("pre_tool")
     def no_prod_hosts(ctx: HookContext) -> HookResult | None:

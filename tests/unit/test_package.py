@@ -159,6 +159,8 @@ def test_public_api_is_pinned() -> None:
     assert sorted(armature_temporal.__all__) == sorted(
         [
             "ArmatureError",
+            "HookContext",
+            "HookResult",
             "LoadedSpec",
             "Plan",
             "Spec",
@@ -170,6 +172,7 @@ def test_public_api_is_pinned() -> None:
             "load_plan",
             "load_spec",
             "load_spec_text",
+            "register_hook",
             "runtime_arms",
             "runtime_select",
             "runtime_update",
