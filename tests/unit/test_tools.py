@@ -16,7 +16,6 @@ from typing import Any, cast
 
 import pytest
 
-import armature_temporal.tools as tools
 from armature_temporal.errors import ArmatureError
 from armature_temporal.tools import (
     ToolContext,
@@ -40,24 +39,6 @@ def workspace(tmp_path: Path) -> Path:
 @pytest.fixture
 def ctx(workspace: Path) -> ToolContext:
     return ToolContext(workspace=workspace, timeout_s=5, output_cap_bytes=1000)
-
-
-def test_public_api_is_pinned() -> None:
-    assert sorted(tools.__all__) == [
-        "Reversibility",
-        "ToolContext",
-        "ToolError",
-        "ToolErrorType",
-        "ToolRegistry",
-        "ToolResult",
-        "ToolSpec",
-        "call_tool",
-        "get_tool_spec",
-        "register_tool",
-        "tool_reversibility",
-    ]
-    for name in tools.__all__:
-        assert hasattr(tools, name), name
 
 
 def test_tool_layer_does_not_import_temporalio() -> None:
