@@ -59,9 +59,9 @@ class ToolCalls:
     ) -> ToolCallResult:
         """One tool call; if the policy requires approval, wait for it and call again."""
         run = self.run
-        plan = run.plan
         approved = False
         timeout = timedelta(seconds=stage.timeout_s) if stage.timeout_s else TOOL_TIMEOUT
+        policy = run.own_policy()
         while True:
             result: ToolCallResult = await workflow.execute_activity(
                 "tool_call",
@@ -74,12 +74,12 @@ class ToolCalls:
                     if render_args
                     else {},
                     render_args=render_args,
-                    safety_mode=plan.safety_mode,
-                    safety_rules=[r.model_dump() for r in plan.safety_rules],
+                    safety_mode=policy.safety_mode,
+                    safety_rules=policy.safety_rules,
                     outer_policies=run.outer_policies,
-                    http_allow_hosts=plan.http_allow_hosts,
+                    http_allow_hosts=policy.http_allow_hosts,
                     approved=approved,
-                    spec_name=plan.name,
+                    spec_name=run.plan.name,
                     verification=run.verification,
                 ),
                 result_type=ToolCallResult,
