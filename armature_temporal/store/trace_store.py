@@ -128,7 +128,10 @@ class TraceStore(ProposalStore, AdapterStore):
             ).all()
             chain = [_to_record(row._mapping) for row in rows]
         p50 = median(conn.execute(self._latency_window, {"b_spec_hash": end.spec_hash}).scalars())
-        score = run_hqs(chain, p50)
+        try:  # with the weights the run recorded (its plan's), else the defaults
+            hqs: float | None = run_hqs(chain, p50).hqs
+        except ValueError:  # recorded weights no valid plan has: the run stays unscored
+            hqs = None
         attempts = [r for r in chain if r.kind == "attempt"]
         conn.execute(
             self._update_run,
@@ -139,7 +142,7 @@ class TraceStore(ProposalStore, AdapterStore):
                 "outputs": end.output,
                 "finished_at": end.recorded_at,
                 "latency_ms": end.latency_ms,
-                "hqs": score.hqs,
+                "hqs": hqs,
                 "prompt_tokens": sum(r.prompt_tokens for r in attempts),
                 "completion_tokens": sum(r.completion_tokens for r in attempts),
                 "cost_usd": sum(r.cost_usd for r in attempts),
