@@ -34,6 +34,7 @@ def make_run(
     gate_stage: str | None = None,
     latency_ms: float = 4000.0,
     start: float = 0.0,
+    hqs_weights: dict[str, float] | None = None,
 ) -> list[TraceRecord]:
     """One finished run's chain: run_start, per stage its attempt(s) and outcome, an optional
     judge stage and gate decision, and run_end.
@@ -46,7 +47,12 @@ def make_run(
     chain.add(
         "run_start",
         _at(clock),
-        data={"spec_version": "3", "inputs": {"ticket": f"ticket {run_id}"}, "parent_run_id": None},
+        data={
+            "spec_version": "3",
+            "inputs": {"ticket": f"ticket {run_id}"},
+            "parent_run_id": None,
+            **({"hqs_weights": hqs_weights} if hqs_weights is not None else {}),
+        },
     )
     status = "completed"
     reason: str | None = None

@@ -51,10 +51,12 @@ def test_retried_batch_is_stored_once_and_the_run_summary_is_right(store: TraceS
     assert (run.prompt_tokens, run.completion_tokens) == (400, 80)
     assert run.cost_usd == pytest.approx(0.004)
     # First run of its version: no latency baseline, so that component is left out.
-    # success 1, output_valid 3/4, judge 0.8, happy_path 3/4 (draft retried), weights renormalised.
+    # success 1, output_valid 3/4, judge 0.8, happy_path 3/4 (draft retried), weights renormalised:
+    # (0.25 + 0.2625 + 0.16 + 0.075) / 0.90
     assert run.hqs == pytest.approx(
-        (0.30 * 1 + 0.20 * 0.75 + 0.25 * 0.8 + 0.15 * 0.75) / 0.90, abs=1e-4
+        (0.25 * 1 + 0.35 * 0.75 + 0.20 * 0.8 + 0.10 * 0.75) / 0.90, abs=1e-4
     )
+    assert run.hqs == 0.8306
     assert run.chain_head == records[-1].hash
     gates = store.gate_decisions("run-a")
     assert [(g.stage_id, g.decision, g.decided_by, g.comment) for g in gates] == [
@@ -85,10 +87,23 @@ def test_failed_run_summary_keeps_its_reason_and_scores_no_success(store: TraceS
     run = store.run("run-f")
     assert run is not None
     assert (run.status, run.reason) == ("failed", "stage 'draft' failed: output invalid")
-    # success 0, output_valid 1/2, happy_path 1/2: (0 + 0.2·0.5 + 0.15·0.5) / 0.65
-    assert run.hqs == pytest.approx((0.20 * 0.5 + 0.15 * 0.5) / 0.65, abs=1e-4)
+    # success 0, output_valid 1/2, happy_path 1/2: (0 + 0.35·0.5 + 0.10·0.5) / 0.70
+    assert run.hqs == pytest.approx((0.35 * 0.5 + 0.10 * 0.5) / 0.70, abs=1e-4)
+    assert run.hqs == 0.3214
     assert run.prompt_tokens == 200
     assert run.cost_usd == pytest.approx(0.002)
+
+
+def test_a_run_is_scored_with_the_hqs_weights_it_recorded(store: TraceStore) -> None:
+    store.write(make_run("run-w", fail_stage="draft", hqs_weights={"success": 0.0}))
+    store.write(make_run("run-x", fail_stage="draft", hqs_weights={"speed": 1.0}))
+
+    weighted, unknown = store.run("run-w"), store.run("run-x")
+    assert weighted is not None and unknown is not None
+    # The failed run of the test above, its success not counted: (0.35·0.5 + 0.10·0.5) / 0.45
+    assert weighted.hqs == 0.5
+    # Weights no valid plan has: the run is recorded, unscored.
+    assert (unknown.status, unknown.hqs) == ("failed", None)
 
 
 def test_latency_is_scored_against_earlier_runs_and_a_retry_keeps_the_score(
@@ -100,8 +115,9 @@ def test_latency_is_scored_against_earlier_runs_and_a_retry_keeps_the_score(
     store.write(second)
     score = store.run("run-2")
     assert score is not None
-    # All else perfect: success, output_valid and happy_path are 1; latency 4000/8000.
-    assert score.hqs == pytest.approx((0.30 + 0.20 + 0.15 + 0.10 * 0.5) / 0.75, abs=1e-4)
+    # All else perfect: success, output_valid and happy_path are 1; latency 4000/8000:
+    # (0.25 + 0.35 + 0.10 + 0.10·0.5) / 0.80
+    assert score.hqs == 0.9375
 
     for n in (3, 4):  # fast runs move the version's median to 2500 ms
         store.write(make_run(f"run-{n}", latency_ms=1000.0, start=60.0 * n))
@@ -189,8 +205,8 @@ def test_first_schema_database_is_migrated_and_its_data_stays_readable(db_url: s
         store.write(new)
         fresh = store.run("new-run")
         assert fresh is not None and fresh.chain_head == new[-1].hash
-        # old-run's 4000 ms is the baseline: latency scores 0.5, all else 1.
-        assert fresh.hqs == pytest.approx((0.30 + 0.20 + 0.15 + 0.10 * 0.5) / 0.75, abs=1e-4)
+        # old-run's 4000 ms is the baseline: latency scores 0.5, all else 1 (see above).
+        assert fresh.hqs == 0.9375
     finally:
         store.close()
 

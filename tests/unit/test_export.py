@@ -171,13 +171,16 @@ def test_sft_stage_filter_and_min_score_use_the_judge_score_else_the_hqs(
     drafts, _ = sft_rows(runs, spec=SPEC, stage="draft")
     assert [r["output"] for r in drafts] == ["Tides rise.", "Tides fall.", "Tides turn."]
     hqs = {r.run_id: r.hqs for r in runs}["writer-3"]
-    assert hqs is not None and 0.3 < hqs < 0.35, "writer-3 has no judge score; its HQS decides"
-    kept, stats = sft_rows(runs, spec=SPEC, stage="draft", min_score=0.5)
+    # writer-3 has no judge score, so its HQS decides: it failed (success 0), both outputs were
+    # valid (1) and its one LLM stage, the judge, failed (happy_path 0): 0.35 / 0.70.
+    assert hqs == 0.5
+    # writer-1: judge 0.9, writer-2: judge 0.4, writer-3: HQS 0.5.
+    kept, stats = sft_rows(runs, spec=SPEC, stage="draft", min_score=0.6)
     assert [r["output"] for r in kept] == ["Tides rise."]
     assert stats.below_min_score == 2
-    kept, _ = sft_rows(runs, spec=SPEC, stage="draft", min_score=0.35)
-    assert [r["output"] for r in kept] == ["Tides rise.", "Tides fall."]
-    kept, _ = sft_rows(runs, spec=SPEC, stage="draft", min_score=0.3)
+    kept, _ = sft_rows(runs, spec=SPEC, stage="draft", min_score=0.45)
+    assert [r["output"] for r in kept] == ["Tides rise.", "Tides turn."]
+    kept, _ = sft_rows(runs, spec=SPEC, stage="draft", min_score=0.4)
     assert [r["output"] for r in kept] == ["Tides rise.", "Tides fall.", "Tides turn."]
 
 
