@@ -2,6 +2,9 @@
 
 Every tool call in Armature — tool stages and an agent's own calls — goes through here, and so
 through :func:`armature_temporal.runtime.policy.evaluate_policy`, the single place that decides.
+The policy sees :func:`armature_temporal.tools.policy_args` (what will run: shell's ``cmd`` and
+``argv`` both), and tools from the plan's tool modules, loaded here once per worker process,
+pass the same rules, reversibility checks and approvals as built-ins.
 """
 
 from __future__ import annotations
@@ -24,7 +27,17 @@ from armature_temporal.runtime.policy import PolicyDecision, evaluate_policy
 from armature_temporal.settings import tool_output_cap, workspace_root
 from armature_temporal.spec.models import SafetyRule
 from armature_temporal.spec.templating import evaluate, render
-from armature_temporal.tools import ToolContext, ToolError, call_tool, tool_reversibility
+from armature_temporal.tools import (
+    Reversibility,
+    ToolContext,
+    ToolError,
+    ToolSpec,
+    call_tool,
+    get_tool_spec,
+    load_tool_modules,
+    policy_args,
+    tool_reversibility,
+)
 
 __all__ = ["render_args", "tool_call"]
 
@@ -76,6 +89,28 @@ def _outer_host_block(args: dict[str, Any], outer: list[PolicySet]) -> str | Non
     return None
 
 
+def _resolve(
+    tool: str, args: dict[str, Any], modules: list[str]
+) -> tuple[ToolSpec, Reversibility, dict[str, Any]]:
+    """Load the plan's tool modules, then the tool's spec, this call's reversibility and what
+    the policy sees. Blocking (imports): run it in a thread."""
+    load_tool_modules(modules)
+    return get_tool_spec(tool), tool_reversibility(tool, args), policy_args(tool, args)
+
+
+def _destructive_floor(decision: PolicyDecision, spec: ToolSpec) -> PolicyDecision:
+    """A tool registered with permission ``destructive`` never runs unattended: a call the
+    rules let through waits for a person instead (a rule that blocks still blocks)."""
+    if spec.permission != "destructive" or not decision.proceeds:
+        return decision
+    return PolicyDecision(
+        action="require_approval",
+        rule_index=decision.rule_index,
+        message=f"tool {spec.name!r} is registered with permission 'destructive': each call "
+        f"needs a person's approval ({decision.message})",
+    )
+
+
 @activity.defn(name="tool_call")
 async def tool_call(inp: ToolCallInput) -> ToolCallResult:
     """Run one tool call under the spec's safety policy."""
@@ -88,7 +123,9 @@ async def tool_call(inp: ToolCallInput) -> ToolCallResult:
             non_retryable=True,
         ) from exc
     try:
-        reversibility = await asyncio.to_thread(tool_reversibility, inp.tool, args)
+        spec, reversibility, seen = await asyncio.to_thread(
+            _resolve, inp.tool, args, inp.tool_modules
+        )
     except ToolError as exc:
         return ToolCallResult(ok=False, error_type="unknown_tool", error=str(exc))
     decision = strictest(
@@ -96,7 +133,7 @@ async def tool_call(inp: ToolCallInput) -> ToolCallResult:
             rules=[SafetyRule.model_validate(r) for r in level.safety_rules],
             mode=level.safety_mode,
             tool=inp.tool,
-            args=args,
+            args=seen,
             reversibility=reversibility,
         )
         # A subagent runs under every enclosing run's policy too: it can only tighten them.
@@ -109,6 +146,7 @@ async def tool_call(inp: ToolCallInput) -> ToolCallResult:
         narrowed = _outer_host_block(args, inp.outer_policies)
         if narrowed is not None:
             decision = PolicyDecision(action="block", rule_index=None, message=narrowed)
+    decision = _destructive_floor(decision, spec)
     policy = ToolCallResult(
         ok=False,
         policy_action=decision.action,
@@ -123,17 +161,22 @@ async def tool_call(inp: ToolCallInput) -> ToolCallResult:
                 "error": f"blocked by the safety policy: {decision.message}",
             }
         )
-    if inp.verification and reversibility != "full":
+    if inp.verification and (reversibility != "full" or spec.permission not in (None, "read_only")):
         # An improvement round's verification run replays a recent input unattended: it may
         # read and compute, never act (send, write, run commands) where it cannot undo it.
+        what = (
+            f"reversibility {reversibility!r}"
+            if reversibility != "full"
+            else f"registered with permission {spec.permission!r}"
+        )
         return policy.model_copy(
             update={
                 "policy_action": "block",
                 "policy_message": "verification run",
                 "error_type": "policy_blocked",
-                "error": f"not run in a verification run: tool {inp.tool!r} is reversibility "
-                f"{reversibility!r}, and verification runs only make calls that are fully "
-                "reversible",
+                "error": f"not run in a verification run: tool {inp.tool!r} is {what}, and "
+                "verification runs only make calls that are fully reversible (and, for tool "
+                "module tools, read_only)",
             }
         )
     hook_ctx = HookContext(

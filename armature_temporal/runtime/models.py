@@ -185,6 +185,7 @@ class ToolCallInput(_Model):
     outer_policies: list[PolicySet] = Field(default_factory=list)
     http_allow_hosts: list[str] = Field(default_factory=list)
     verification: bool = False  # an improvement round's run: only fully reversible calls
+    tool_modules: list[str] = Field(default_factory=list)  # the plan's; loaded before the call
 
 
 class ToolCallResult(_Model):

@@ -3,9 +3,12 @@
 ``call_tool(name, args, ctx)`` validates the arguments against the tool's JSON Schema, runs the
 tool inside the :class:`ToolContext` sandbox and returns a :class:`ToolResult`; it never raises
 for a failing tool. Built-ins: ``file_read``, ``file_write``, ``file_list`` (confined to the
-workspace), ``shell`` (no shell: argv only), ``http_request`` (allow-listed hosts only). Any
+workspace), ``shell`` (``argv`` or ``cmd``, never through a shell), ``http_request``
+(allow-listed hosts only); :func:`tool_arg_fields` names their arguments. Any
 ``module:function`` is a tool too; :func:`register_tool` adds a name, a reversibility and a
-postcondition. Safety rules are checked by :mod:`armature_temporal.runtime.policy` before the call.
+postcondition; :func:`load_tool_modules` loads armature-agents 0.7.0 tool modules (see
+:mod:`armature_temporal.tools.compat`). Safety rules are checked by
+:mod:`armature_temporal.runtime.policy` before the call, on :func:`policy_args`.
 
 This package does I/O; it never imports temporalio.
 """
@@ -22,7 +25,10 @@ from armature_temporal.tools._registry import (
     ToolRegistry,
     call_tool,
     get_tool_spec,
+    load_tool_modules,
+    policy_args,
     register_tool,
+    tool_arg_fields,
     tool_reversibility,
 )
 
@@ -36,6 +42,9 @@ __all__ = [
     "ToolSpec",
     "call_tool",
     "get_tool_spec",
+    "load_tool_modules",
+    "policy_args",
     "register_tool",
+    "tool_arg_fields",
     "tool_reversibility",
 ]

@@ -11,7 +11,15 @@ from pydantic import BaseModel, ConfigDict
 
 from armature_temporal.tools._models import Reversibility, ToolContext, ToolSpec
 
-__all__ = ["Postcondition", "RunFn", "ToolArgs", "ToolImpl", "builtin_spec", "typed_run"]
+__all__ = [
+    "PolicyView",
+    "Postcondition",
+    "RunFn",
+    "ToolArgs",
+    "ToolImpl",
+    "builtin_spec",
+    "typed_run",
+]
 
 A = TypeVar("A", bound=BaseModel)
 
@@ -21,6 +29,9 @@ RunFn = Callable[[BaseModel, ToolContext], Awaitable[dict[str, Any]]]
 #: Checked after a successful call with the validated args and the output; False fails the
 #: call with ``postcondition_failed``.
 Postcondition = Callable[[Mapping[str, Any], Mapping[str, Any]], bool]
+
+#: The fields safety rules see for a call, from its validated args (see ToolImpl.policy_view).
+PolicyView = Callable[[BaseModel], dict[str, Any]]
 
 
 class ToolArgs(BaseModel):
@@ -34,7 +45,10 @@ class ToolImpl:
     """A resolved tool: its spec, how to validate its args, and how to run it.
 
     ``run`` returns the JSON-safe output or raises ``ToolFailure``; it enforces its own time
-    limit from the context.
+    limit from the context. ``policy_view`` turns validated args into what safety rules see
+    (default: the args as given), so a rule matches what will run, e.g. shell's ``cmd`` and
+    ``argv`` both. ``check_schema`` False skips the JSON Schema check before the call (tools
+    of 0.7.0 tool modules, whose handlers took their args unchecked).
     """
 
     spec: ToolSpec
@@ -42,6 +56,8 @@ class ToolImpl:
     run: RunFn
     postcondition: Postcondition | None = None
     reversibility_of: Callable[[Mapping[str, Any]], Reversibility] | None = None
+    policy_view: PolicyView | None = None
+    check_schema: bool = True
 
     def renamed(self, name: str) -> ToolImpl:
         """The same tool under another name (a registered tool reached as module:function)."""

@@ -9,12 +9,23 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["Reversibility", "ToolContext", "ToolErrorType", "ToolResult", "ToolSpec"]
+__all__ = [
+    "Permission",
+    "Reversibility",
+    "ToolContext",
+    "ToolErrorType",
+    "ToolResult",
+    "ToolSpec",
+]
 
 #: How far a tool call can be undone: ``full`` (no lasting effect, or trivially undone),
 #: ``partial`` (some effects can be undone) or ``none``. Safety rules see it as the pseudo-field
 #: ``_tool_reversibility``.
 Reversibility = Literal["full", "partial", "none"]
+
+#: The permission level an armature-agents 0.7.0 tool module gives a tool. ``destructive``: every
+#: call waits for a person's approval; verification runs call only ``read_only`` tools.
+Permission = Literal["read_only", "workspace", "network", "destructive"]
 
 #: Why a call failed. ``policy_blocked`` covers both safety rules and the tool's own sandbox
 #: (a path outside the workspace, a host not in the allow-list).
@@ -42,6 +53,9 @@ class ToolSpec(_Frozen):
     )
     reversibility: Reversibility = Field(
         ..., description="Worst case over its calls; see tool_reversibility() for one call."
+    )
+    permission: Permission | None = Field(
+        None, description="Set for tools a 0.7.0 tool module registered; None for the rest."
     )
 
 

@@ -31,7 +31,7 @@ from armature_temporal.tools._base import Postcondition, ToolImpl
 from armature_temporal.tools._errors import ToolError, ToolFailure
 from armature_temporal.tools._models import Reversibility, ToolContext, ToolSpec
 
-__all__ = ["function_tool"]
+__all__ = ["capped_output", "function_tool", "to_output"]
 
 _SECTION = re.compile(r"^(Args|Arguments|Parameters|Returns|Yields|Raises|Examples?|Notes?):\s*$")
 _ARG_LINE = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
@@ -130,6 +130,19 @@ def to_output(value: Any) -> dict[str, Any]:
     return {"result": data}
 
 
+def capped_output(value: Any, ctx: ToolContext) -> dict[str, Any]:
+    """A function's return value as its output; over the context's cap it is a tool error."""
+    output = to_output(value)
+    size = len(json.dumps(output).encode())
+    if size > ctx.output_cap_bytes:
+        raise ToolFailure(
+            "tool_error",
+            f"output is {size} bytes of JSON, over the {ctx.output_cap_bytes}-byte cap; "
+            "return less, or write it to a file and return the path",
+        )
+    return output
+
+
 def function_tool(
     fn: Callable[..., Any],
     *,
@@ -157,15 +170,7 @@ def function_tool(
                 result = await asyncio.to_thread(functools.partial(fn, *positional, **keywords))
                 if inspect.isawaitable(result):
                     result = await result
-        output = to_output(result)
-        size = len(json.dumps(output).encode())
-        if size > ctx.output_cap_bytes:
-            raise ToolFailure(
-                "tool_error",
-                f"output is {size} bytes of JSON, over the {ctx.output_cap_bytes}-byte cap; "
-                "return less, or write it to a file and return the path",
-            )
-        return output
+        return capped_output(result, ctx)
 
     spec = ToolSpec(
         name=name,

@@ -1,10 +1,16 @@
 """Finding tools by name and calling them: the registry, ``register_tool`` and ``call_tool``.
 
 A name resolves, in order, to a built-in (:data:`BUILTIN_NAMES`), a tool registered in the
-registry, or ``module:function``: the module is imported (which runs its ``@register_tool``
-decorators) and the function looked up. A function registered with ``@register_tool`` keeps its
-reversibility and postcondition under its ``module:function`` name too. A plain function nobody
-registered gets reversibility ``"none"``: Armature cannot know what it does.
+registry (by ``register_tool``, or by a tool module's ``register(registry)``), or
+``module:function``: the module is imported (which runs its ``@register_tool`` decorators) and
+the function looked up. A function registered with ``@register_tool`` keeps its reversibility
+and postcondition under its ``module:function`` name too. A plain function nobody registered
+gets reversibility ``"none"``: Armature cannot know what it does.
+
+Tool modules (a spec's ``tools: [{module: pkg.mod}]``, as armature-agents 0.7.0 wrote them)
+are imported by :func:`load_tool_modules`, once per registry (so once per worker process), and
+their ``register(registry)`` is handed the :class:`ToolRegistry`, whose ``register(descriptor)``
+takes a 0.7.0 ``ToolDescriptor`` (see :mod:`armature_temporal.tools.compat`).
 """
 
 from __future__ import annotations
@@ -14,7 +20,8 @@ import contextlib
 import importlib
 import inspect
 import re
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar, overload
 
 from jsonschema import Draft202012Validator
@@ -25,6 +32,7 @@ from armature_temporal.tools._base import Postcondition, ToolImpl
 from armature_temporal.tools._errors import ToolError, ToolFailure
 from armature_temporal.tools._files import FILE_TOOLS
 from armature_temporal.tools._http import HTTP_TOOL
+from armature_temporal.tools._legacy import descriptor_tool, is_descriptor
 from armature_temporal.tools._models import Reversibility, ToolContext, ToolResult, ToolSpec
 from armature_temporal.tools._python import function_tool
 from armature_temporal.tools._shell import SHELL_TOOL
@@ -34,7 +42,10 @@ __all__ = [
     "ToolRegistry",
     "call_tool",
     "get_tool_spec",
+    "load_tool_modules",
+    "policy_args",
     "register_tool",
+    "tool_arg_fields",
     "tool_reversibility",
 ]
 
@@ -60,6 +71,9 @@ class ToolRegistry:
         self._tools: dict[str, ToolImpl] = {t.spec.name: t for t in _BUILTINS}
         self._sources: dict[str, str] = {}  # registered name -> module.qualname of its function
         self._imported: dict[str, ToolImpl] = {}  # module:function names resolved by import
+        self._modules: dict[str, list[str]] = {}  # loaded tool module -> the names it registered
+        self._loading: list[str] | None = None  # names registered by the module being loaded
+        self._lock = threading.RLock()
 
     @classmethod
     def default(cls) -> ToolRegistry:
@@ -71,6 +85,117 @@ class ToolRegistry:
     def names(self) -> list[str]:
         """Built-in and registered tool names (module:function tools resolve on demand)."""
         return list(self._tools)
+
+    def modules(self) -> dict[str, list[str]]:
+        """The tool modules loaded into this registry, each with the tool names it registered."""
+        return {module: list(names) for module, names in self._modules.items()}
+
+    def _check_name(self, name: str, source: str) -> None:
+        if name in BUILTIN_NAMES:
+            raise ToolError(
+                f"tool name {name!r} is a built-in tool's; pick another name (built-ins cannot "
+                "be replaced: they carry the workspace and host sandbox)"
+            )
+        if not (_NAME.match(name) or PY_TOOL.match(name)):
+            raise ToolError(
+                f"tool name {name!r} is not usable; use letters, digits, _ . - "
+                "(starting with a letter or _), or module:function"
+            )
+        if self._sources.get(name, source) != source:
+            raise ToolError(
+                f"tool {name!r} is already registered for {self._sources[name]}; pick another name"
+            )
+
+    def _store(self, name: str, impl: ToolImpl, source: str) -> None:
+        with self._lock:
+            self._check_name(name, source)
+            self._tools[name] = impl
+            self._sources[name] = source
+            self._imported.pop(name, None)
+            if self._loading is not None:
+                self._loading.append(name)
+
+    def register(self, descriptor: Any) -> None:
+        """Register a tool the way an armature-agents 0.7.0 tool module does.
+
+        ``descriptor`` is a ``ToolDescriptor`` (:mod:`armature_temporal.tools.compat`'s, or the
+        0.7.0 package's own): ``name``, ``description``, ``permission``, ``handler`` (a function
+        of one ``args`` dict, async or not), ``parameters``, ``reversibility`` and
+        ``postcondition``. Registering the same handler under its name again is a no-op.
+
+        Raises:
+            ToolError: not a descriptor, a built-in's name, a name taken by another handler, or
+                fields 0.7.0 would not have accepted.
+        """
+        if not is_descriptor(descriptor):
+            raise ToolError(
+                f"registry.register takes a ToolDescriptor (name, description, permission, "
+                f"handler, parameters), got {descriptor!r}; see armature_temporal.tools.compat, "
+                "or use register_tool for a plain Python function"
+            )
+        impl = descriptor_tool(descriptor)
+        handler = descriptor.handler
+        source = f"{getattr(handler, '__module__', '?')}.{getattr(handler, '__qualname__', '?')}"
+        self._store(impl.spec.name, impl, source)
+
+    def get(self, name: str) -> ToolSpec | None:
+        """The spec of a built-in or registered tool, or None (0.7.0's ``registry.get``)."""
+        impl = self.cached(name)
+        return impl.spec if impl is not None else None
+
+    def descriptors(self) -> list[dict[str, Any]]:
+        """Name, description and parameters of every built-in and registered tool."""
+        return [
+            {
+                "name": t.spec.name,
+                "description": t.spec.description,
+                "parameters": t.spec.parameters,
+            }
+            for t in self._tools.values()
+        ]
+
+    def load_module(self, module_name: str) -> list[str]:
+        """Import a tool module and call its ``register(self)``, once per registry.
+
+        Returns:
+            The tool names the module registered.
+
+        Raises:
+            ToolError: the module cannot be imported, has no ``register``, or its ``register``
+                raised; the module is not marked loaded, so a later call tries again.
+        """
+        with self._lock:
+            if module_name in self._modules:
+                return list(self._modules[module_name])
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError as exc:
+                raise ToolError(_import_failure(module_name, exc)) from exc
+            except Exception as exc:
+                raise ToolError(
+                    f"tool module {module_name!r}: importing it raised {type(exc).__name__}: {exc}"
+                ) from exc
+            register = getattr(module, "register", None)
+            if not callable(register):
+                raise ToolError(
+                    f"tool module {module_name!r} has no register(registry) function; a tool "
+                    "module defines def register(registry): registry.register(ToolDescriptor("
+                    "name=..., description=..., permission=..., handler=..., parameters=...))"
+                )
+            self._loading = []
+            try:
+                register(self)
+            except ToolError as exc:
+                raise ToolError(f"tool module {module_name!r}: {exc}") from exc
+            except Exception as exc:
+                raise ToolError(
+                    f"tool module {module_name!r}: register(registry) raised "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            finally:
+                names, self._loading = self._loading, None
+            self._modules[module_name] = names
+            return list(names)
 
     def add(
         self,
@@ -86,17 +211,7 @@ class ToolRegistry:
             raise ToolError(f"register_tool needs a function, got {fn!r}")
         source = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
         name = name or f"{getattr(fn, '__module__', '')}:{getattr(fn, '__name__', '')}"
-        if name in BUILTIN_NAMES:
-            raise ToolError(f"tool name {name!r} is a built-in tool's; pick another name")
-        if not (_NAME.match(name) or PY_TOOL.match(name)):
-            raise ToolError(
-                f"tool name {name!r} is not usable; use letters, digits, _ . - "
-                "(starting with a letter or _), or module:function"
-            )
-        if self._sources.get(name, source) != source:
-            raise ToolError(
-                f"tool {name!r} is already registered for {self._sources[name]}; pick another name"
-            )
+        self._check_name(name, source)
         impl = function_tool(
             fn,
             name=name,
@@ -104,9 +219,7 @@ class ToolRegistry:
             reversibility=reversibility,
             postcondition=postcondition,
         )
-        self._tools[name] = impl
-        self._sources[name] = source
-        self._imported.pop(name, None)
+        self._store(name, impl, source)
         with contextlib.suppress(AttributeError, TypeError):  # e.g. a builtin function
             setattr(fn, _TAG, impl)
         return impl.spec
@@ -125,9 +238,11 @@ class ToolRegistry:
             return impl
         if not PY_TOOL.match(name):
             known = self.names()
+            loaded = f" (tool modules loaded: {sorted(self._modules)})" if self._modules else ""
             raise ToolError(
-                f"unknown tool {name!r}; known tools: {known}, or name a Python function as "
-                f"module:function{did_you_mean(name, known)}"
+                f"unknown tool {name!r}; known tools: {known}{loaded}; name a Python function "
+                f"as module:function, or register {name!r} in a tool module the spec lists "
+                f"under tools: [{{module: ...}}]{did_you_mean(name, known)}"
             )
         module_name, function_name = name.split(":")
         try:
@@ -260,6 +375,69 @@ def tool_reversibility(
     return (registry or ToolRegistry.default()).resolve(name).reversibility(args)
 
 
+def policy_args(
+    name: str, args: Mapping[str, Any], *, registry: ToolRegistry | None = None
+) -> dict[str, Any]:
+    """The fields safety rules see for this call: what will run, not only what was written.
+
+    For ``shell`` both ``argv`` (the list that runs) and ``cmd`` (``shlex.join`` of it),
+    whichever form the call used; for other tools the args as given. Args that do not
+    validate are returned as given (the call then fails with ``invalid_args``). Pass the
+    result to :func:`armature_temporal.runtime.policy.evaluate_policy`.
+
+    Raises:
+        ToolError: as :func:`get_tool_spec`.
+    """
+    impl = (registry or ToolRegistry.default()).resolve(name)
+    if impl.policy_view is None:
+        return dict(args)
+    try:
+        parsed = impl.args_model.model_validate(dict(args))
+    except ValidationError:
+        return dict(args)
+    return impl.policy_view(parsed)
+
+
+def tool_arg_fields(name: str) -> list[str] | None:
+    """The argument names of the built-in tool ``name``, from its argument model; None for
+    any other name (module:function and registered tools are known only where they load).
+
+    ``tool_arg_fields("shell")`` is ``["argv", "cmd", "timeout_s", "cwd"]``.
+    """
+    impl = next((t for t in _BUILTINS if t.spec.name == name), None)
+    if impl is None:
+        return None
+    return [info.alias or field for field, info in impl.args_model.model_fields.items()]
+
+
+def load_tool_modules(modules: Iterable[str], *, registry: ToolRegistry | None = None) -> None:
+    """Import each tool module and call its ``register(registry)``, once per registry.
+
+    Blocking (imports): call it from a thread in async code.
+
+    Raises:
+        ToolError: a module cannot be imported, has no ``register``, or registering failed.
+    """
+    target = registry or ToolRegistry.default()
+    for module in modules:
+        target.load_module(module)
+
+
+def _import_failure(module_name: str, exc: ImportError) -> str:
+    missing = getattr(exc, "name", None) or ""
+    if missing == "armature" or missing.startswith("armature."):
+        return (
+            f"tool module {module_name!r} imports {missing!r}, from the armature-agents 0.7.0 "
+            "package; import ToolRegistry, ToolDescriptor, PermissionLevel and Reversibility "
+            "from armature_temporal.tools.compat instead (same names, same use), or install "
+            "armature-agents in the worker's environment"
+        )
+    return (
+        f"tool module {module_name!r} cannot be imported: {exc}; check the name and that the "
+        "module is importable by the worker (on sys.path, or installed)"
+    )
+
+
 def _schema_errors(schema: dict[str, Any], args: Mapping[str, Any]) -> list[str]:
     errors = sorted(Draft202012Validator(schema).iter_errors(args), key=lambda e: list(e.path))
     return [f"{'.'.join(map(str, e.path)) or '(args)'}: {e.message}" for e in errors]
@@ -296,7 +474,7 @@ async def call_tool(
         return ToolResult.failure(
             "invalid_args", f"tool {name!r} takes an object of arguments, got {args!r}"
         )
-    problems = _schema_errors(impl.spec.parameters, args)
+    problems = _schema_errors(impl.spec.parameters, args) if impl.check_schema else []
     if problems:
         return _invalid(name, problems)
     try:

@@ -88,7 +88,10 @@ SUBPACKAGE_ALL: dict[str, list[str]] = {
         "ToolSpec",
         "call_tool",
         "get_tool_spec",
+        "load_tool_modules",
+        "policy_args",
         "register_tool",
+        "tool_arg_fields",
         "tool_reversibility",
     ],
     "scanner": [

@@ -1,0 +1,3 @@
+"""A module listed as a tool module that forgot register(registry)."""
+
+VALUE = 1
