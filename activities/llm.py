@@ -67,6 +67,8 @@ async def llm_call(inp: LLMCallInput) -> LLMCallResult:
             mission=inp.mission,
             output_mode=stage.output_mode,
             output_schema=stage.output_schema,
+            guidance=stage.role.guidance,
+            context=inp.context,
         )
     except TemplateError as exc:
         raise ApplicationError(

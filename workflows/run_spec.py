@@ -29,9 +29,16 @@ with workflow.unsafe.imports_passed_through():
         RunResult,
         RunStatus,
     )
+    from armature_temporal.runtime.outputs import (
+        SKIPPED,
+        failed_output,
+        judge_score,
+        truncate_output,
+    )
     from armature_temporal.runtime.progress import ancestors, diagnostics, transcript
     from armature_temporal.runtime.prompts import stage_variables
     from armature_temporal.spec.compiler import PlanStage
+    from armature_temporal.spec.models import unwrap_expression as unwrap
     from armature_temporal.spec.templating import evaluate
 
 # Not under imports_passed_through: the worker passes workflows/ through unless its sandbox is
@@ -121,6 +128,8 @@ class RunSpecWorkflow:
             self.tracer.end("run cancelled")
             await self.tracer.flush(final=True)
             raise
+        if reason is None:
+            reason = self._missing_outputs()
         post = [s for s in self.plan.stages if s.post_run]
         if post:
             await self._run_dag(post, post_run=True)
@@ -147,6 +156,19 @@ class RunSpecWorkflow:
                 non_retryable=True,
             )
         return result
+
+    def _missing_outputs(self) -> str | None:
+        """contracts.outputs: the first required output the run did not produce, or None."""
+        for contract in self.plan.required_outputs:
+            if not contract.required:
+                continue
+            output = self.ctx.outputs.get(contract.stage)
+            if not isinstance(output, dict) or output.get(contract.key) is None:
+                return (
+                    f"required output {contract.stage}.{contract.key} is missing or null "
+                    "(contracts.outputs)"
+                )
+        return None
 
     async def _load_prior_run(self) -> None:
         """The previous run's ``carry_forward`` values (continuation), by a local activity."""
@@ -220,9 +242,14 @@ class RunSpecWorkflow:
             if self._should_skip(stage, variables):
                 result.status = "skipped"
                 result.error = "condition not met"
+                self.ctx.outputs[stage.id] = result.output = dict(SKIPPED)
                 return
             output: Any = None
-            if stage.kind == "llm":
+            if stage.kind != "llm":
+                self.ctx.count_execution(stage.id)
+            if stage.partition_source is not None:
+                output = await self._per_item(stage, variables)
+            elif stage.kind == "llm":
                 output = await self.llm.stage(stage, variables)
             elif stage.kind == "tool":
                 output = await self.tools.stage(stage, variables)
@@ -237,17 +264,22 @@ class RunSpecWorkflow:
                     unattended="approve",
                 )
                 result.gate = decision
-                if decision.decision == "reject":
+                if decision.decision == "reject" and stage.gate.on_reject == "stop":
                     raise GateRejected(decision.comment or "rejected")
                 if output is None:
                     output = {
+                        "approved": decision.decision == "approve",
+                        "feedback": decision.comment,
                         "decision": decision.decision,
                         "comment": decision.comment,
                         "by": decision.by,
                     }
+            if stage.output_max_chars is not None:
+                output = truncate_output(output, stage.output_max_chars)
             self.ctx.outputs[stage.id] = output
             result.output = output
             result.status = "completed"
+            self._check_judge(stage, output)
         except GateRejected as exc:
             result.status, result.error_type = "rejected", "gate_rejected"
             result.error = f"rejected at the gate: {exc}"
@@ -269,11 +301,81 @@ class RunSpecWorkflow:
             raise
         finally:
             if not evicted:
+                self._failure_as_value(stage)
                 result.finished_at = workflow.now().isoformat()
                 if result.status != "running":
                     self.tracer.stage(stage)
         if self.arms.wanted(stage):
             await self.arms.after_stage(stage)
+
+    async def _per_item(self, stage: PlanStage, variables: dict[str, Any]) -> Any:
+        """``partition_source``: the stage once per item of a list (item bound to
+        partition_key), at most ``fan_out`` at a time; an item that fails gives
+        ``{_failed, error}`` instead of failing the others; results combined by fan_in."""
+        assert stage.partition_source is not None
+        try:
+            items = evaluate(unwrap(stage.partition_source), variables)
+        except Exception as exc:  # jinja raises many types
+            raise StageFailure(
+                "output_invalid", f"stage {stage.id!r}: partition_source failed: {exc}"
+            ) from exc
+        if not isinstance(items, list | tuple):
+            raise StageFailure(
+                "output_invalid",
+                f"stage {stage.id!r}: partition_source {stage.partition_source!r} gave "
+                f"{type(items).__name__}, not a list",
+            )
+        if stage.kind == "fan_out":
+            return await self.fan_out.stage(stage, variables, list(items))
+        name = stage.partition_key or "item"
+        limit = asyncio.Semaphore(stage.fan_out or 20)
+
+        async def one(item: Any) -> Any:
+            async with limit:
+                item_vars = {**variables, name: item}
+                try:
+                    if stage.kind == "llm":
+                        return await self.llm.stage(stage, item_vars)
+                    return await self.tools.stage(stage, item_vars)
+                except StageFailure as exc:
+                    return failed_output(str(exc), exc.error_type)
+
+        outputs = list(await asyncio.gather(*(one(item) for item in items)))
+        if stage.fan_in == "merge":
+            merged: dict[str, Any] = {}
+            for out in outputs:
+                if isinstance(out, dict):
+                    merged.update(out)
+            return merged
+        if stage.fan_in == "first":
+            return outputs[0] if outputs else None
+        return outputs
+
+    def _check_judge(self, stage: PlanStage, output: Any) -> None:
+        """A judge scoring below its ``block_below`` stops its dependents (and the run)."""
+        if stage.block_below is None:
+            return
+        score = judge_score(output)
+        if score is None or score < stage.block_below:
+            shown = "no score" if score is None else f"score {score:.3g}"
+            raise StageFailure(
+                "judge_blocked",
+                f"stage {stage.id!r}: judge gave {shown}, below block_below "
+                f"{stage.block_below:g}; its dependents do not run",
+            )
+
+    def _failure_as_value(self, stage: PlanStage) -> None:
+        """``fail_as_value``: a failed stage completes with ``{_failed, error, error_type}``
+        and its dependents run. Run-level stops (limits, judge blocks) are never converted."""
+        result = self.ctx.results[stage.id]
+        if (
+            stage.fail_as_value
+            and result.status == "failed"
+            and result.error_type not in ("limit_exceeded", "judge_blocked")
+        ):
+            output = failed_output(result.error or "failed", result.error_type)
+            self.ctx.outputs[stage.id] = result.output = output
+            result.status = "completed"
 
     # --- variables, conditions ------------------------------------------------------------------
 
@@ -284,16 +386,25 @@ class RunSpecWorkflow:
             if post_run
             else ancestors(self.plan, stage.id)
         )
+        inputs = run.inputs
+        keys, never = stage.context_keys, set(stage.context_never)
+        if keys is not None or never:
+            inputs = {k: v for k, v in inputs.items() if (keys is None or k in keys)}
+            inputs = {k: v for k, v in inputs.items() if k not in never}
+            visible = [s for s in visible if (keys is None or s in keys) and s not in never]
+        run.context_keys[stage.id] = (list(inputs), [s for s in visible if s in run.outputs])
         prior = None
         if self.plan.continuation is not None:
             values = run.prior_run or {k: None for k in self.plan.continuation.carry_forward}
             prior = (self.plan.continuation.inject_as, values)
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = {"run_id": run.run_id}
+        if run.memory is not None and self.plan.memory is not None:
+            extra[self.plan.memory.inject_as] = run.memory
         if post_run:
             extra["_transcript"] = transcript(run.results)
             extra["_diagnostics"] = diagnostics(run.results)
         return stage_variables(
-            inputs=run.inputs,
+            inputs=inputs,
             outputs=run.outputs,
             visible=visible,
             mission=self.plan.mission,

@@ -10,13 +10,19 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from armature_temporal.spec.compiler import Plan, PlanStage, ResolvedTier
+from armature_temporal.spec.compiler import Plan, PlanAdapter, PlanStage, ResolvedTier
 
 __all__ = [
+    "AdapterCallInput",
+    "AdapterCallResult",
     "GateDecision",
     "GateInfo",
     "LLMCallInput",
     "LLMCallResult",
+    "MemoryCapture",
+    "MemoryEntry",
+    "MemoryQuery",
+    "MemoryValues",
     "PolicySet",
     "PriorRunQuery",
     "PriorRunResult",
@@ -51,6 +57,8 @@ ErrorType = Literal[
     "provider_error",
     "dependency_failed",
     "cancelled",
+    "judge_blocked",
+    "limit_exceeded",
 ]
 
 
@@ -110,6 +118,9 @@ class StageResult(_Model):
     children: list[dict[str, Any]] = Field(default_factory=list)
     started_at: str | None = None
     finished_at: str | None = None
+    #: The run's verdict on the stage's ``evaluate`` criteria, after the run: ``{scores,
+    #: mean, rationale, tier}``, or ``{error, tier}`` when the evaluation itself failed.
+    evaluation: dict[str, Any] | None = None
 
 
 class RunStatus(_Model):
@@ -149,6 +160,9 @@ class LLMCallInput(_Model):
     turn: int = 0
     spec_name: str = ""
     approved: bool = False
+    #: The accumulated context the stage sees (run inputs and upstream outputs its template
+    #: does not already quote), listed after the task in the prompt.
+    context: dict[str, Any] = Field(default_factory=dict)
 
 
 class LLMCallResult(_Model):
@@ -197,6 +211,72 @@ class ToolCallResult(_Model):
     policy_rule: int | None = None
     policy_message: str = ""
     hooks: dict[str, Any] = Field(default_factory=dict)
+
+
+class AdapterCallInput(_Model):
+    """One run of a spec adapter (a script or a Python function) under the run's policy."""
+
+    run_id: str
+    stage_id: str
+    spec_name: str
+    adapter: PlanAdapter
+    #: The stage's variables: the argv (or args) templates read them, and a script gets them
+    #: as JSON in ``ARMATURE_CONTEXT``, as armature-agents 0.7.0 gave it its context.
+    variables: dict[str, Any] = Field(default_factory=dict)
+    safety_mode: Literal["permissive", "strict"] = "permissive"
+    safety_rules: list[Any] = Field(default_factory=list)
+    outer_policies: list[PolicySet] = Field(default_factory=list)
+    approved: bool = False
+    verification: bool = False
+
+
+class AdapterCallResult(_Model):
+    """What the adapter returned, or why it did not run (``ok`` False: ``error_type``
+    ``policy_blocked``, ``timeout`` or ``tool_error``)."""
+
+    ok: bool
+    #: script: ``{stdout, stderr, exit_code, truncated}``, or with ``parse: json`` the object
+    #: it printed; python: the function's (JSON-safe) return value.
+    output: Any = None
+    error_type: str | None = None
+    error: str | None = None
+    #: What the safety policy saw: ``{cmd, argv}`` (script) or ``{fn, **args}`` (python).
+    seen: dict[str, Any] = Field(default_factory=dict)
+    policy_action: str = "allow"
+    policy_rule: int | None = None
+    policy_message: str = ""
+
+
+class MemoryQuery(_Model):
+    """Read the memory kept under ``memory_name``; ``limits`` caps each ``stage.key``."""
+
+    memory_name: str
+    limits: dict[str, int] = Field(default_factory=dict)
+
+
+class MemoryEntry(_Model):
+    """One remembered value and where it came from."""
+
+    stage: str
+    key: str
+    value: Any = None
+    run_id: str
+    recorded_at: str
+
+
+class MemoryValues(_Model):
+    """The remembered values, oldest first."""
+
+    entries: list[MemoryEntry] = Field(default_factory=list)
+
+
+class MemoryCapture(_Model):
+    """Keep these values of one finished stage under ``memory_name``, each ``stage.key`` in a
+    rolling window of ``max_entries`` (``limits``)."""
+
+    memory_name: str
+    entries: list[MemoryEntry]
+    limits: dict[str, int]
 
 
 class PriorRunQuery(_Model):

@@ -15,6 +15,7 @@ __all__ = [
     "ROLE_CONTRACTS",
     "build_messages",
     "needed_variables",
+    "stage_context",
     "stage_variables",
     "template_strings",
 ]
@@ -80,11 +81,18 @@ def build_messages(
     mission: str,
     output_mode: str,
     output_schema: dict[str, Any] | None,
+    guidance: str = "",
+    context: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Chat messages for one model call (raises jinja2 errors on template problems)."""
+    """Chat messages for one model call (raises jinja2 errors on template problems).
+
+    ``guidance`` (context layers, skills, output keys) joins the system message; ``context``
+    (the run inputs and upstream outputs the template does not quote) follows the task."""
     system = [ROLE_CONTRACTS[role_type].format(name=role_name)]
     if mission:
         system.append(f"Mission: {mission}")
+    if guidance:
+        system.append(guidance)
     if output_mode != "text":
         contract = "Reply with a single JSON value and nothing else."
         if output_schema is not None:
@@ -92,6 +100,9 @@ def build_messages(
             contract += f" It must satisfy this JSON Schema: {schema}"
         system.append(contract)
     user = render(prompt_template, variables).strip()
+    if context:
+        lines = [f"- {key}: {_context_value(value)}" for key, value in context.items()]
+        user += "\n\nContext:\n" + "\n".join(lines)
     last_error = variables.get("_last_error")
     if last_error:
         user += (
@@ -102,6 +113,45 @@ def build_messages(
         {"role": "system", "content": "\n\n".join(system)},
         {"role": "user", "content": user},
     ]
+
+
+#: A context value longer than this is cut (with a marker) in the prompt's Context section.
+CONTEXT_VALUE_CHARS = 8000
+
+
+def _context_value(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    if len(text) > CONTEXT_VALUE_CHARS:
+        text = text[:CONTEXT_VALUE_CHARS] + "...[truncated]"
+    return text
+
+
+def stage_context(
+    variables: dict[str, Any],
+    input_keys: list[str],
+    stage_keys: list[str],
+    template: str,
+) -> dict[str, Any]:
+    """The accumulated context a stage sees in its prompt (as in armature-agents 0.7.0): the
+    run inputs and upstream outputs present in ``variables``, less those ``template`` already
+    quotes (``{{ topic }}``, ``{{ inputs.topic }}``, ``{{ analyze.summary }}``) and the
+    markers of skipped stages."""
+    try:
+        names = referenced_names(template)
+    except TemplateSyntaxError:
+        names = {}
+    quoted = set(names)
+    if "inputs" in names:
+        quoted |= names["inputs"] or set(input_keys)
+    out: dict[str, Any] = {}
+    for key in [*input_keys, *stage_keys]:
+        if key in quoted or key not in variables or key in out:
+            continue
+        value = variables[key]
+        if value is None or (isinstance(value, dict) and value.get("_skipped") is True):
+            continue
+        out[key] = value
+    return out
 
 
 #: Variables the activities use besides those a template names.

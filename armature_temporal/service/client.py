@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from datetime import timedelta
 from typing import Any, Literal
 
 import jsonschema
@@ -191,6 +192,8 @@ async def start_run(
         task_queue=task_queue,
         id_reuse_policy=id_reuse_policy or WorkflowIDReusePolicy.ALLOW_DUPLICATE,
         result_type=RunResult,
+        # contracts.timeout_hours bounds the whole run, gates included.
+        run_timeout=timedelta(seconds=plan.run_timeout_s) if plan.run_timeout_s else None,
         memo={
             "spec_name": plan.name,
             "spec_version": plan.version,

@@ -8,6 +8,7 @@ Subagent files are checked by the loader, which knows about files.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,16 +17,27 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from armature_temporal.errors import did_you_mean
-from armature_temporal.spec.models import STANDARD_TIERS, Spec, Stage
+from armature_temporal.spec.models import (
+    IDENTIFIER,
+    STANDARD_TIERS,
+    SURFACE_GROUPS,
+    Spec,
+    Stage,
+    unwrap_expression,
+)
 from armature_temporal.spec.templating import referenced_names
 
 __all__ = [
     "BUILTIN_TOOLS",
     "EDITABLE_FIELDS",
+    "JUDGE_SCORE_KEYS",
     "Path",
     "check_spec",
     "cron_problem",
     "find_cycle",
+    "implicit_dependencies",
+    "spec_warnings",
+    "stage_templates",
     "tier_names",
 ]
 
@@ -41,10 +53,15 @@ RUN_VARIABLES: tuple[str, ...] = (
     "inputs",
     "mission",
     "run",
+    "run_id",
     "_retry_attempt",
     "_last_error",
     "_last_result",
 )
+#: Where a judge's output carries its score, first match wins (0.7.0 judges use all three).
+JUDGE_SCORE_KEYS: tuple[str, ...] = ("score", "quality_score", "confidence")
+#: Fields every stage output may carry besides its own: skipped and failed-as-value markers.
+MARKER_FIELDS: tuple[str, ...] = ("_skipped", "_failed", "error", "error_type")
 POST_RUN_VARIABLES: tuple[str, ...] = ("_transcript", "_diagnostics")
 _PY_TOOL = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
@@ -54,16 +71,22 @@ def tier_names(spec: Spec) -> list[str]:
     return list(spec.model_tiers) if spec.model_tiers else list(STANDARD_TIERS)
 
 
-def check_spec(spec: Spec) -> list[Problem]:
-    """Every whole-document problem in ``spec`` (empty when it is consistent)."""
+def check_spec(spec: Spec, skip: set[str] | frozenset[str] = frozenset()) -> list[Problem]:
+    """Every whole-document problem in ``spec`` (empty when it is consistent).
+
+    ``skip`` names check families (``tiers``, ``templates``) to leave out: the loader skips
+    those whose inputs had schema errors, so one mistake is not reported twice."""
     problems: list[Problem] = []
     problems += _check_stage_graph(spec)
-    problems += _check_tiers(spec)
+    if "tiers" not in skip:
+        problems += _check_tiers(spec)
     problems += _check_schemas(spec)
-    problems += _check_templates(spec)
+    if "templates" not in skip:
+        problems += _check_templates(spec)
     problems += _check_tools_and_rules(spec)
     problems += _check_loops_and_fanout(spec)
     problems += _check_top_level_refs(spec)
+    problems += _check_older_fields(spec)
     return problems
 
 
@@ -233,11 +256,12 @@ def _check_schemas(spec: Spec) -> Iterator[Problem]:
             yield ("stages", i, "output_schema"), msg
         elif stage.role is not None and stage.role.type == "judge":
             props = stage.output_schema.get("properties", {})
-            if not isinstance(props, dict) or "score" not in props:
+            if not isinstance(props, dict) or not any(k in props for k in JUDGE_SCORE_KEYS):
                 yield (
                     ("stages", i, "output_schema"),
-                    "a judge's output_schema must have a 'score' property (a number in "
-                    "[0, 1]); add it, or drop output_schema to use the default judge contract",
+                    "a judge's output_schema must have a 'score' property (or quality_score "
+                    "or confidence: a number in [0, 1]); add it, or drop output_schema to use "
+                    "the default judge contract",
                 )
 
 
@@ -255,6 +279,90 @@ def _input_names(spec: Spec) -> list[str]:
     return schema_properties(spec.inputs_schema) or []
 
 
+def _declares_inputs(spec: Spec) -> bool:
+    return spec.inputs is not None or (
+        spec.contracts is not None and spec.contracts.inputs is not None
+    )
+
+
+Template = tuple[Path, str, bool, set[str]]
+
+
+def stage_templates(spec: Spec, i: int) -> list[Template]:
+    """Every template and expression of stage ``i``: ``(path, source, is_expression,
+    extra names it may read)``. ``until`` expressions may read the output's fields by name."""
+    stage = spec.stages[i]
+    out_fields = set(_output_fields(stage) or [])
+    texts: list[Template] = []
+    if stage.role is not None:
+        texts.append((("stages", i, "role", "description"), stage.role.description, False, set()))
+    for k, arm in enumerate(stage.arms):
+        if arm.description is not None:
+            texts.append((("stages", i, "arms", k, "description"), arm.description, False, set()))
+    if stage.gate is not None and stage.gate.message is not None:
+        texts.append((("stages", i, "gate", "message"), stage.gate.message, False, {"output"}))
+    item = {stage.partition_key or "item"} if stage.partition_source is not None else set()
+    if stage.tool is not None:
+        for key, value in stage.tool.args.items():
+            if isinstance(value, str):
+                texts.append((("stages", i, "tool", "args", key), value, False, item))
+    if stage.adapter is not None and stage.adapter in spec.adapters:
+        adapter = spec.adapters[stage.adapter]
+        parts = [adapter.cmd] if isinstance(adapter.cmd, str) else list(adapter.cmd or [])
+        for part in parts:
+            texts.append((("adapters", stage.adapter, "cmd"), part, False, set()))
+        for key, value in adapter.args.items():
+            if isinstance(value, str):
+                texts.append((("adapters", stage.adapter, "args", key), value, False, set()))
+    if stage.partition_source is not None:
+        source = unwrap_expression(stage.partition_source)
+        texts.append((("stages", i, "partition_source"), source, True, set()))
+    if stage.loop is not None and stage.loop.until is not None:
+        extra = {"output", "_result"} | out_fields
+        texts.append((("stages", i, "loop", "until"), stage.loop.until, True, extra))
+    retry = stage.on_fail.loop if stage.on_fail is not None else None
+    if retry is not None and retry.until is not None:
+        extra = {"output", "_result"} | out_fields
+        texts.append((("stages", i, "on_fail", "loop", "until"), retry.until, True, extra))
+    for field in ("condition", "skip_if"):
+        expr = getattr(stage, field)
+        if expr is not None:
+            texts.append((("stages", i, field), expr, True, set()))
+    return texts
+
+
+def _referenced_stage_ids(spec: Spec, i: int) -> set[str]:
+    ids = {s.id for s in spec.stages}
+    names: set[str] = set()
+    for _path, source, is_expr, extra in stage_templates(spec, i):
+        try:
+            names |= set(referenced_names(source, expression=is_expr)) - extra
+        except TemplateSyntaxError:
+            continue
+    stage = spec.stages[i]
+    if stage.signature is not None:
+        names |= set(stage.signature.input)
+    if stage.partition_key is not None and stage.partition_source is None:
+        names.add(stage.partition_key.split(".", 1)[0])
+    return names & ids
+
+
+def implicit_dependencies(spec: Spec) -> dict[str, list[str]]:
+    """Per stage, the stages its templates read that ``depends_on`` does not already make
+    upstream: reading a stage's output makes it upstream (as in armature-agents 0.7.0)."""
+    post_run = {s.id for s in spec.stages if s.post_run}
+    ups = ancestors(spec)
+    extra: dict[str, list[str]] = {}
+    for i, stage in enumerate(spec.stages):
+        if stage.post_run:
+            continue
+        wanted = _referenced_stage_ids(spec, i) - {stage.id} - post_run
+        missing = sorted(wanted - ups.get(stage.id, set()))
+        if missing:
+            extra[stage.id] = missing
+    return extra
+
+
 def _check_templates(spec: Spec) -> Iterator[Problem]:
     ups = ancestors(spec)
     stages = {s.id: s for s in spec.stages}
@@ -263,10 +371,13 @@ def _check_templates(spec: Spec) -> Iterator[Problem]:
         if name in stages:
             yield (("inputs",), f"input {name!r} has the same name as a stage; rename one of them")
     prior = spec.continuation.inject_as if spec.continuation else None
+    open_inputs = not _declares_inputs(spec)
     for i, stage in enumerate(spec.stages):
         base = set(RUN_VARIABLES) | set(inputs)
         if prior:
             base.add(prior)
+        if spec.memory is not None:
+            base.add(spec.memory.inject_as)
         if stage.post_run:
             base |= set(POST_RUN_VARIABLES)
             visible = set(stages) - {stage.id}
@@ -274,31 +385,12 @@ def _check_templates(spec: Spec) -> Iterator[Problem]:
             visible = ups.get(stage.id, set())
         if stage.loop is not None:
             base.add(stage.loop.iteration_var)
-        texts: list[tuple[Path, str, bool, set[str]]] = []
-        if stage.role is not None:
-            texts.append(
-                (("stages", i, "role", "description"), stage.role.description, False, set())
-            )
-        for k, arm in enumerate(stage.arms):
-            if arm.description is not None:
-                texts.append(
-                    (("stages", i, "arms", k, "description"), arm.description, False, set())
-                )
-        if stage.gate is not None and stage.gate.message is not None:
-            texts.append((("stages", i, "gate", "message"), stage.gate.message, False, {"output"}))
-        if stage.tool is not None:
-            for key, value in stage.tool.args.items():
-                if isinstance(value, str):
-                    texts.append((("stages", i, "tool", "args", key), value, False, set()))
-        if stage.loop is not None and stage.loop.until is not None:
-            texts.append((("stages", i, "loop", "until"), stage.loop.until, True, {"output"}))
-        for field in ("condition", "skip_if"):
-            expr = getattr(stage, field)
-            if expr is not None:
-                texts.append((("stages", i, field), expr, True, set()))
-        for path, source, is_expr, extra in texts:
+            base |= set(stage.loop.carry_forward or [])
+            if stage.loop.carry_forward is None:
+                base |= set(_output_fields(stage) or [])
+        for path, source, is_expr, extra in stage_templates(spec, i):
             yield from _check_one_template(
-                path, source, is_expr, base | extra, visible, stages, stage.id
+                path, source, is_expr, base | extra, visible, stages, stage.id, open_inputs
             )
 
 
@@ -310,6 +402,7 @@ def _check_one_template(
     visible: set[str],
     stages: dict[str, Stage],
     own_id: str,
+    open_inputs: bool = False,
 ) -> Iterator[Problem]:
     kind = "expression" if is_expr else "template"
     try:
@@ -330,6 +423,11 @@ def _check_one_template(
                     f"{kind} reads the stage's own output {name!r}; inside loop.until and "
                     "gate.message use 'output', elsewhere it does not exist yet"
                 )
+            elif stages[name].post_run:
+                msg = (
+                    f"{kind} reads post_run stage {name!r}, which runs after every other "
+                    "stage; only other post_run stages can read it"
+                )
             else:
                 msg = (
                     f"{kind} reads stage {name!r}, which is not upstream of {own_id!r}, so "
@@ -337,6 +435,8 @@ def _check_one_template(
                 )
             yield path, msg
             continue
+        if open_inputs:
+            continue  # a run input: spec_warnings says how to declare it
         choices = sorted(allowed | visible)
         yield (
             path,
@@ -344,17 +444,23 @@ def _check_one_template(
         )
 
 
-def _check_stage_attrs(path: Path, name: str, attrs: set[str], stage: Stage) -> Iterator[Problem]:
+def _output_fields(stage: Stage) -> list[str] | None:
     if stage.role is not None and stage.role.type == "judge" and stage.output_schema is None:
-        fields: list[str] | None = ["score", "rationale"]
-    elif stage.output_mode == "text" and stage.role is not None:
-        fields = ["content"]
-    else:
-        fields = schema_properties(stage.output_schema)
-    if fields is None:
+        return ["score", "rationale"]
+    if stage.output_mode == "text" and stage.role is not None:
+        return ["content"]
+    bare_gate = stage.role is None and stage.tool is None and stage.adapter is None
+    if stage.gate is not None and bare_gate and stage.subagent_spec is None:
+        return ["approved", "feedback", "decision", "comment", "by"]
+    return schema_properties(stage.output_schema)
+
+
+def _check_stage_attrs(path: Path, name: str, attrs: set[str], stage: Stage) -> Iterator[Problem]:
+    fields = _output_fields(stage)
+    if fields is None or stage.partition_source is not None:
         return
     for attr in sorted(attrs):
-        if attr not in fields:
+        if attr not in fields and attr not in MARKER_FIELDS:
             yield (
                 path,
                 f"stage {name!r} has no output field {attr!r}; its fields: {fields}"
@@ -375,14 +481,43 @@ def tool_problem(name: str) -> str | None:
     )
 
 
-def _check_tools_and_rules(spec: Spec) -> Iterator[Problem]:
+def _unregistered_tools(spec: Spec) -> Iterator[Problem]:
+    """Tool names that are neither built in nor module:function: a tools: module may register
+    them when the worker loads it, so validate warns instead of refusing."""
+    hint = (
+        " — unless a tools: module registers it"
+        if spec.tools
+        else "; if a Python module provides it, list the module under tools: [{module: ...}]"
+    )
     for i, stage in enumerate(spec.stages):
         if stage.role is not None:
             for k, tool in enumerate(stage.role.tools):
                 if msg := tool_problem(tool):
-                    yield ("stages", i, "role", "tools", k), msg
+                    yield ("stages", i, "role", "tools", k), msg + hint
         if stage.tool is not None and (msg := tool_problem(stage.tool.name)):
-            yield ("stages", i, "tool", "name"), msg
+            yield ("stages", i, "tool", "name"), msg + hint
+
+
+def _rule_field_problem(tool: str, field: str) -> str | None:
+    """Why a safety rule's condition field can never match a call of ``tool``, or None."""
+    if field == "_tool_reversibility" or tool == "*":
+        return None
+    from armature_temporal import tools as tools_package
+
+    fields_of = getattr(tools_package, "tool_arg_fields", None)
+    known = fields_of(tool) if fields_of is not None else None
+    if known is None:
+        return None
+    root = field.split(".", 1)[0]
+    if root in known:
+        return None
+    return (
+        f"tool {tool!r} has no argument {root!r}, so this rule would never match; its "
+        f"arguments: {sorted(known)}{did_you_mean(root, sorted(known))}"
+    )
+
+
+def _check_tools_and_rules(spec: Spec) -> Iterator[Problem]:
     uses_http = [
         i
         for i, st in enumerate(spec.stages)
@@ -401,6 +536,8 @@ def _check_tools_and_rules(spec: Spec) -> Iterator[Problem]:
         cond = rule.condition
         if cond is None:
             continue
+        if msg := _rule_field_problem(rule.tool, cond.field):
+            yield ("safety_rules", r, "condition", "field"), msg
         if cond.op == "matches_regex":
             if not isinstance(cond.value, str):
                 yield (
@@ -448,16 +585,30 @@ def _check_loops_and_fanout(spec: Spec) -> Iterator[Problem]:
                         f"output has no field {field!r}; its fields: {fields}"
                         f"{did_you_mean(field, fields)}",
                     )
-        if stage.partition_key is not None:
+        if stage.partition_key is not None and stage.partition_source is None:
             root = stage.partition_key.split(".", 1)[0]
-            allowed = ["inputs", *sorted(ups.get(stage.id, set()))]
-            if root not in allowed or "." not in stage.partition_key:
+            inputs = _input_names(spec)
+            allowed = ["inputs", *inputs, *sorted(ups.get(stage.id, set()))]
+            bare_ok = "." not in stage.partition_key and (
+                root in inputs or root in ups.get(stage.id, set()) or not _declares_inputs(spec)
+            )
+            if not bare_ok and (root not in allowed or root == stage.partition_key == "inputs"):
                 yield (
                     ("stages", i, "partition_key"),
-                    f"partition_key {stage.partition_key!r} must be a dot path into inputs "
-                    f"or an upstream stage's output, e.g. inputs.items; roots: {allowed}"
-                    f"{did_you_mean(root, allowed)}",
+                    f"partition_key {stage.partition_key!r} must name a run input (queries), "
+                    f"or be a dot path into inputs or an upstream stage's output (inputs.items, "
+                    f"plan.queries); known: {allowed}{did_you_mean(root, allowed)}",
                 )
+        if (
+            stage.partition_key is not None
+            and stage.partition_source is not None
+            and not IDENTIFIER.match(stage.partition_key)
+        ):
+            yield (
+                ("stages", i, "partition_key"),
+                f"with partition_source, partition_key is the name each item is bound to; "
+                f"{stage.partition_key!r} is not a plain name (letters, digits, _)",
+            )
         if stage.on_fail is not None and stage.on_fail.loop is not None:
             loop = stage.on_fail.loop
             if loop.backoff_max_s is not None and loop.backoff_max_s < loop.backoff_s:
@@ -525,6 +676,8 @@ def _check_top_level_refs(spec: Spec) -> Iterator[Problem]:
         for k, surface in enumerate(si.editable_surfaces):
             sid, _, field = surface.partition(".")
             path = ("self_improvement", "editable_surfaces", k)
+            if surface in SURFACE_GROUPS:
+                continue  # a 0.7.0 group name; spec_warnings covers those not editable here
             if sid not in stages:
                 yield (
                     path,
@@ -552,3 +705,237 @@ def _check_top_level_refs(spec: Spec) -> Iterator[Problem]:
                     ("finetune", "target_stages", k),
                     f"{sid!r} is not an LLM stage; only LLM stages have traces to train on",
                 )
+
+
+# --- fields of the armature-agents 0.7.0 format ---------------------------------------------------
+
+
+def _check_older_fields(spec: Spec) -> Iterator[Problem]:
+    stages = {s.id: s for s in spec.stages}
+    ids = list(stages)
+    adapters = sorted(spec.adapters)
+    skills = sorted(spec.skill_library)
+    layers = [layer.name for layer in spec.context_layers]
+    for i, stage in enumerate(spec.stages):
+        if stage.adapter is not None and stage.adapter not in spec.adapters:
+            yield (
+                ("stages", i, "adapter"),
+                f"unknown adapter {stage.adapter!r}; adapters: {adapters}"
+                + did_you_mean(stage.adapter, adapters),
+            )
+        for k, skill in enumerate(stage.role.skills if stage.role is not None else []):
+            if skill not in spec.skill_library:
+                yield (
+                    ("stages", i, "role", "skills", k),
+                    f"unknown skill {skill!r}; skill_library has {skills}"
+                    + did_you_mean(skill, skills),
+                )
+        policy = stage.context_policy
+        for k, name in enumerate(policy.must if policy is not None else []):
+            if name not in layers:
+                yield (
+                    ("stages", i, "context_policy", "must", k),
+                    f"unknown context layer {name!r}; context_layers: {layers}"
+                    + did_you_mean(name, layers),
+                )
+    for k, name in enumerate(spec.context_policy.must if spec.context_policy else []):
+        if name not in layers:
+            yield (
+                ("context_policy", "must", k),
+                f"unknown context layer {name!r}; context_layers: {layers}"
+                + did_you_mean(name, layers),
+            )
+    for name, adapter in spec.adapters.items():
+        if adapter.type == "script" and isinstance(adapter.cmd, str) and not adapter.shell:
+            try:
+                shlex.split(adapter.cmd)
+            except ValueError as exc:
+                yield (
+                    ("adapters", name, "cmd"),
+                    f"cmd {adapter.cmd!r} cannot be split into arguments ({exc}); fix the "
+                    "quoting, or give an argv list",
+                )
+    if spec.memory is not None:
+        for k, cap in enumerate(spec.memory.capture):
+            path: Path = ("memory", "capture", k)
+            if cap.stage not in stages:
+                yield (
+                    (*path, "stage"),
+                    f"unknown stage {cap.stage!r}; stages: {ids}" + did_you_mean(cap.stage, ids),
+                )
+                continue
+            fields = _output_fields(stages[cap.stage])
+            if fields is not None and cap.key not in fields:
+                yield (
+                    (*path, "key"),
+                    f"stage {cap.stage!r} has no output field {cap.key!r}; its fields: {fields}"
+                    + did_you_mean(cap.key, fields),
+                )
+    outputs = spec.contracts.outputs if spec.contracts is not None else []
+    for k, contract in enumerate(outputs):
+        if contract.stage not in stages:
+            yield (
+                ("contracts", "outputs", k, "stage"),
+                f"unknown stage {contract.stage!r}; stages: {ids}"
+                + did_you_mean(contract.stage, ids),
+            )
+
+
+#: 0.7.0 top-level fields that are accepted but not acted on here, and what to use instead.
+_ACCEPTED_ONLY: dict[str, str] = {
+    "roles": "a role library used by 0.7.0's export; give each stage its role inline",
+    "failures": "documentation in 0.7.0; on_fail and fail_as_value handle failures",
+    "file_state": "stages share data through their outputs; use file_read/file_write tools",
+    "trace": "every run is traced, always (armature traces list/show/verify)",
+    "adapter_factory": "use finetune: (armature finetune) to train LoRA adapters",
+    "mcp_servers": "MCP is not supported; expose tools through a tools: module",
+    "sandbox": "tools run in a restricted subprocess with no secrets (README: safety)",
+    "destinations": "read outputs with armature status --json / armature run --output",
+    "closure": "missions are not part of this engine",
+}
+
+
+def spec_warnings(spec: Spec) -> list[Problem]:
+    """What deserves a look but does not stop a run (validate prints them and exits 0)."""
+    warnings: list[Problem] = []
+    warnings += _bare_input_warnings(spec)
+    warnings += _unregistered_tools(spec)
+    for key, instead in _ACCEPTED_ONLY.items():
+        value = getattr(spec, key)
+        if value:
+            warnings.append(
+                ((key,), f"accepted from armature-agents 0.7.0 but not used: {instead}")
+            )
+    if spec.mission_source != "static":
+        warnings.append(
+            (("mission_source",), "missions are not part of this engine; mission: is static")
+        )
+    for name, tier in (spec.model_tiers or {}).items():
+        for key in ("adapter_support", "adapter_path_template"):
+            if getattr(tier, key) is not None:
+                warnings.append(
+                    (
+                        ("model_tiers", name, key),
+                        "accepted but not used: LoRA adapters are served by provider: local "
+                        "with adapter: (see finetune:)",
+                    )
+                )
+    tiers_without_tools = {
+        n for n, t in (spec.model_tiers or {}).items() if t.tool_calling is False
+    }
+    memory = spec.memory
+    if memory is not None:
+        for key in ("db", "extract_knowledge", "reconcile_llm", "navigation_tools"):
+            default = type(memory).model_fields[key].default
+            if getattr(memory, key) != default:
+                warnings.append(
+                    (
+                        ("memory", key),
+                        "accepted but not used: memory lives in the trace store and holds the "
+                        "captured values only",
+                    )
+                )
+    si = spec.self_improvement
+    if si is not None:
+        for k, surface in enumerate(si.editable_surfaces):
+            if surface in SURFACE_GROUPS and not SURFACE_GROUPS[surface]:
+                warnings.append(
+                    (
+                        ("self_improvement", "editable_surfaces", k),
+                        f"{surface!r} is not editable by the improvement loop yet; it edits "
+                        "descriptions and model_tiers (and stage.temperature / stage.max_tokens)",
+                    )
+                )
+        if si.drift_threshold is not None:
+            warnings.append(
+                (
+                    ("self_improvement", "drift_threshold"),
+                    "accepted but not used yet: drift scoring is not implemented",
+                )
+            )
+    for key, skill in spec.skill_library.items():
+        if skill.adapter is not None:
+            warnings.append(
+                (
+                    ("skill_library", key, "adapter"),
+                    "accepted but not used: the skill's text goes into the prompt"
+                    + ("" if skill.content else " (and it has none)"),
+                )
+            )
+    known_keys = set(_input_names(spec)) | {s.id for s in spec.stages} | set(RUN_VARIABLES)
+    for i, stage in enumerate(spec.stages):
+        retry = stage.on_fail.loop if stage.on_fail is not None else None
+        if retry is not None and retry.stage is not None and retry.stage != stage.id:
+            warnings.append(
+                (
+                    ("stages", i, "on_fail", "loop", "stage"),
+                    f"only the failing stage is retried (here {stage.id!r}), not "
+                    f"{retry.stage!r}; to redo an earlier stage, use loop: on a stage that "
+                    "does both",
+                )
+            )
+        if stage.role is not None and stage.role.tools:
+            role_tier = stage.role.model_tier
+            if role_tier in tiers_without_tools:
+                warnings.append(
+                    (
+                        ("stages", i, "role", "tools"),
+                        f"tier {role_tier!r} says tool_calling: false, but this role calls tools; "
+                        "use a tier whose model calls tools",
+                    )
+                )
+        for field, instead in (
+            ("inject_file_as", "read files with a file_read tool stage (safety rules apply)"),
+            ("response_stage", "follow a run with armature status or the Temporal Web UI"),
+            ("sandbox_image", "tools run in a restricted subprocess (README: safety)"),
+        ):
+            if getattr(stage, field):
+                warnings.append(
+                    (("stages", i, field), f"accepted from 0.7.0 but not used: {instead}")
+                )
+        if stage.signature is not None and _declares_inputs(spec):
+            for key in stage.signature.input:
+                if key not in known_keys:
+                    warnings.append(
+                        (
+                            ("stages", i, "signature", "input", key),
+                            f"{key!r} is not a run input or a stage, so it narrows to nothing",
+                        )
+                    )
+    return warnings
+
+
+def _bare_input_warnings(spec: Spec) -> list[Problem]:
+    """Names no stage produces, read by templates of a spec that declares no inputs: run
+    inputs, as in 0.7.0. One warning per name, at its first use."""
+    if _declares_inputs(spec):
+        return []
+    known = set(RUN_VARIABLES) | set(POST_RUN_VARIABLES) | {s.id for s in spec.stages}
+    if spec.continuation is not None:
+        known.add(spec.continuation.inject_as)
+    if spec.memory is not None:
+        known.add(spec.memory.inject_as)
+    first: dict[str, Path] = {}
+    for i, stage in enumerate(spec.stages):
+        local = set(known)
+        if stage.loop is not None:
+            local.add(stage.loop.iteration_var)
+            local |= set(stage.loop.carry_forward or _output_fields(stage) or [])
+        for path, source, is_expr, extra in stage_templates(spec, i):
+            try:
+                names = referenced_names(source, expression=is_expr)
+            except TemplateSyntaxError:
+                continue
+            for name in sorted(set(names) - local - extra):
+                first.setdefault(name, path)
+    if not first:
+        return []
+    listed = sorted(first)
+    return [
+        (
+            path,
+            f"{name!r} is read as a run input (no stage produces it); declare the inputs so a "
+            f"misspelt name is caught: inputs: {listed}",
+        )
+        for name, path in sorted(first.items(), key=lambda kv: str(kv[1]))
+    ]

@@ -10,19 +10,25 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from pathlib import Path
 from typing import Any, Literal
 
+from jinja2 import TemplateSyntaxError
 from pydantic import BaseModel, ConfigDict, Field
 
 from armature_temporal.spec.checks import tier_names
 from armature_temporal.spec.loader import LoadedSpec, load_spec
 from armature_temporal.spec.models import (
     STANDARD_TIERS,
+    SURFACE_GROUPS,
+    Adapter,
     Arm,
     Continuation,
     FinetuneConfig,
+    MemoryConfig,
     ModelTier,
+    OutputContract,
     SafetyRule,
     SelfImprovement,
     Spec,
@@ -30,11 +36,13 @@ from armature_temporal.spec.models import (
     ToolCall,
     Trigger,
 )
+from armature_temporal.spec.templating import referenced_names
 
 __all__ = [
     "DEFAULT_JUDGE_SCHEMA",
     "PLAN_FORMAT",
     "Plan",
+    "PlanAdapter",
     "PlanArm",
     "PlanGate",
     "PlanLoop",
@@ -101,6 +109,9 @@ class PlanRole(_Frozen):
     name: str
     type: Literal["worker", "orchestrator", "judge", "researcher"]
     prompt: str
+    #: Plain text (not a template) added to the system message: context layers, skills and
+    #: the signature's output keys.
+    guidance: str = ""
     model_tier: str
     temperature: float | None = None
     max_tokens: int | None = None
@@ -112,13 +123,31 @@ class PlanGate(_Frozen):
     message: str | None = None
     timeout_s: float | None = None
     on_timeout: Literal["approve", "reject", "fail"] = "fail"
+    on_reject: Literal["stop", "continue"] = "stop"
 
 
 class PlanLoop(_Frozen):
     max_iterations: int
     until: str | None = None
-    carry_forward: list[str] = Field(default_factory=list)
+    #: None carries the whole output.
+    carry_forward: list[str] | None = None
     iteration_var: str = "_iteration"
+    backoff_s: float = 0.0
+    backoff_max_s: float = 60.0
+
+
+class PlanAdapter(_Frozen):
+    """A script or Python function, run by the ``run_adapter`` activity."""
+
+    name: str
+    type: Literal["script", "python"]
+    #: script: argv templates (or one command string when ``shell``).
+    argv: list[str] = Field(default_factory=list)
+    shell: bool = False
+    fn: str | None = None
+    args: dict[str, Any] = Field(default_factory=dict)
+    timeout_s: float = 60.0
+    parse: Literal["json"] | None = None
 
 
 class PlanArm(_Frozen):
@@ -132,8 +161,10 @@ class PlanStage(_Frozen):
     """One stage, ready to execute. ``kind`` says which activity family runs it."""
 
     id: str
-    kind: Literal["llm", "tool", "fan_out", "gate"]
+    kind: Literal["llm", "tool", "adapter", "fan_out", "gate"]
     depends_on: list[str] = Field(default_factory=list)
+    #: The part of depends_on that templates implied (shown by ``armature plan``).
+    implicit_depends_on: list[str] = Field(default_factory=list)
     role: PlanRole | None = None
     output_mode: Literal["text", "json", "guided_json"] = "text"
     output_schema: dict[str, Any] | None = None
@@ -154,6 +185,18 @@ class PlanStage(_Frozen):
     timeout_s: float | None = None
     arms: list[PlanArm] = Field(default_factory=list)
     reward: Literal["auto", "external"] = "auto"
+    retry_until: str | None = None
+    adapter: PlanAdapter | None = None
+    partition_source: str | None = None
+    isolated: bool = False
+    fail_as_value: bool = False
+    block_below: float | None = None
+    output_max_chars: int | None = None
+    #: The context keys the stage sees (signature.input); None: all of its context.
+    context_keys: list[str] | None = None
+    #: Context keys it never sees (context_policy.never and layers' never).
+    context_never: list[str] = Field(default_factory=list)
+    evaluate: list[str] = Field(default_factory=list)
 
 
 class Plan(_Frozen):
@@ -179,6 +222,19 @@ class Plan(_Frozen):
     self_improvement: SelfImprovement | None = None
     finetune: FinetuneConfig | None = None
     children: dict[str, Plan] = Field(default_factory=dict)
+    max_llm_calls: int | None = None
+    max_iterations: int | None = None
+    #: Bound on the whole run (contracts.timeout_hours), seconds.
+    run_timeout_s: float | None = None
+    required_outputs: list[OutputContract] = Field(default_factory=list)
+    completion: str | None = None
+    memory: MemoryConfig | None = None
+    #: The namespace memory is kept under (memory.workflow_name or the spec's name).
+    memory_name: str | None = None
+    tool_modules: list[str] = Field(default_factory=list)
+    hqs_weights: dict[str, float] | None = None
+    #: Every field of the spec is durable on Temporal; 0.7.0's checkpoint: asked for it.
+    checkpoint: bool = False
 
     def stage(self, stage_id: str) -> PlanStage:
         """The stage with this id; KeyError names the known ids."""
@@ -216,7 +272,11 @@ def compile_spec(loaded: LoadedSpec) -> Plan:
     tiers = _resolve_tiers(spec, source.parent if source.is_file() else None)
     ladder = tier_names(spec)
     order = _topological_order(spec)
-    stages = [_compile_stage(spec, spec_stage, ladder) for spec_stage in order]
+    stages = [
+        _compile_stage(spec, spec_stage, ladder, loaded.implicit.get(spec_stage.id, []))
+        for spec_stage in order
+    ]
+    contracts = spec.contracts
     policy = {
         "http_allow_hosts": list(spec.http_allow_hosts),
         "safety_mode": spec.safety_mode,
@@ -244,10 +304,39 @@ def compile_spec(loaded: LoadedSpec) -> Plan:
         http_allow_hosts=list(spec.http_allow_hosts),
         continuation=spec.continuation,
         triggers=list(spec.triggers),
-        self_improvement=spec.self_improvement,
+        self_improvement=_self_improvement(spec),
         finetune=spec.finetune,
         children=children,
+        max_llm_calls=contracts.max_llm_calls if contracts else None,
+        max_iterations=contracts.max_iterations if contracts else None,
+        run_timeout_s=contracts.timeout_hours * 3600
+        if contracts and contracts.timeout_hours
+        else None,
+        required_outputs=list(contracts.outputs) if contracts else [],
+        completion=contracts.completion if contracts else None,
+        memory=spec.memory if spec.memory is not None and spec.memory.enabled else None,
+        memory_name=(spec.memory.workflow_name or spec.name) if spec.memory else None,
+        tool_modules=[t.module for t in spec.tools],
+        hqs_weights={str(k): v for k, v in spec.hqs.weights.items()}
+        if spec.hqs is not None and spec.hqs.weights
+        else None,
+        checkpoint=spec.checkpoint,
     )
+
+
+def _self_improvement(spec: Spec) -> SelfImprovement | None:
+    """0.7.0 surface groups (descriptions, model_tiers) become stage.field surfaces."""
+    si = spec.self_improvement
+    if si is None or not any(s in SURFACE_GROUPS for s in si.editable_surfaces):
+        return si
+    surfaces: list[str] = []
+    for surface in si.editable_surfaces:
+        if surface not in SURFACE_GROUPS:
+            surfaces.append(surface)
+            continue
+        for field in SURFACE_GROUPS[surface]:
+            surfaces += [f"{s.id}.{field}" for s in spec.stages if s.role is not None]
+    return si.model_copy(update={"editable_surfaces": list(dict.fromkeys(surfaces))})
 
 
 def _resolve_tiers(spec: Spec, base_dir: Path | None = None) -> dict[str, ResolvedTier]:
@@ -262,7 +351,10 @@ def _resolve_tiers(spec: Spec, base_dir: Path | None = None) -> dict[str, Resolv
         }
     out = {}
     for name, tier in declared.items():
-        values = tier.model_dump(exclude_none=True)
+        values = tier.model_dump(
+            exclude_none=True,
+            exclude={"tool_calling", "adapter_support", "adapter_path_template"},
+        )
         if tier.provider == "local" and base_dir is not None:
             for key in ("model", "adapter"):
                 value = values.get(key)
@@ -295,11 +387,14 @@ def _topological_order(spec: Spec) -> list[Stage]:
     return done + [s for s in spec.stages if s.post_run]
 
 
-def _compile_stage(spec: Spec, stage: Stage, ladder: list[str]) -> PlanStage:
+def _compile_stage(
+    spec: Spec, stage: Stage, ladder: list[str], implicit: list[str] | None = None
+) -> PlanStage:
     role = None
     output_mode = stage.output_mode
     output_schema = stage.output_schema
     escalation: list[str] = []
+    escalate = False
     if stage.role is not None:
         defaults = spec.role_type_defaults.get(stage.role.type)
         tier = (
@@ -308,9 +403,10 @@ def _compile_stage(spec: Spec, stage: Stage, ladder: list[str]) -> PlanStage:
             or _fallback_tier(ROLE_TYPE_TIERS[stage.role.type], ladder)
         )
         role = PlanRole(
-            name=stage.role.name,
+            name=stage.role.name or stage.id.replace("_", " ").strip().capitalize() or stage.id,
             type=stage.role.type,
             prompt=stage.role.description,
+            guidance=_guidance(spec, stage),
             model_tier=tier,
             temperature=stage.role.temperature
             if stage.role.temperature is not None
@@ -323,29 +419,43 @@ def _compile_stage(spec: Spec, stage: Stage, ladder: list[str]) -> PlanStage:
         )
         if stage.role.type == "judge" and output_schema is None:
             output_mode, output_schema = "json", DEFAULT_JUDGE_SCHEMA
-        if stage.on_fail is not None and stage.on_fail.escalate:
-            escalation = ladder[ladder.index(tier) + 1 :]
+        declared = stage.on_fail.escalate if stage.on_fail is not None else None
+        # Escalation on schema failure is the default for guided_json (the design documents'
+        # "without workflow author intervention"); elsewhere it is opt-in.
+        escalate = declared if declared is not None else stage.output_mode == "guided_json"
+        if escalate:
+            escalation = ladder[ladder.index(tier) + 1 :] if tier in ladder else []
+            escalate = bool(escalation) or declared is True
     retry = stage.on_fail.loop if stage.on_fail is not None else None
-    kind: Literal["llm", "tool", "fan_out", "gate"]
+    kind: Literal["llm", "tool", "adapter", "fan_out", "gate"]
     if stage.role is not None:
         kind = "llm"
     elif stage.tool is not None:
         kind = "tool"
+    elif stage.adapter is not None:
+        kind = "adapter"
     elif stage.subagent_spec is not None:
         kind = "fan_out"
     else:
         kind = "gate"
+    contracts = spec.contracts
+    never = set(spec.context_policy.never if spec.context_policy else [])
+    never |= set(stage.context_policy.never if stage.context_policy else [])
+    for layer in spec.context_layers:
+        never |= set(layer.never)
+    has_items = stage.subagent_spec is not None or stage.partition_source is not None
     return PlanStage(
         id=stage.id,
         kind=kind,
         depends_on=list(stage.depends_on),
+        implicit_depends_on=list(implicit or []),
         role=role,
         output_mode=output_mode,
         output_schema=output_schema,
-        max_attempts=retry.max if retry else 1,
+        max_attempts=retry.max + 1 if retry else 1,
         backoff_s=retry.backoff_s if retry else 0.0,
         backoff_max_s=retry.backoff_max_s if retry else None,
-        escalate=bool(stage.on_fail and stage.on_fail.escalate),
+        escalate=escalate,
         escalation_ladder=escalation,
         loop=_compile_loop(stage),
         gate=(
@@ -353,13 +463,14 @@ def _compile_stage(spec: Spec, stage: Stage, ladder: list[str]) -> PlanStage:
                 message=stage.gate.message,
                 timeout_s=stage.gate.timeout,
                 on_timeout=stage.gate.on_timeout,
+                on_reject=stage.gate.on_reject or _default_on_reject(spec, stage.id),
             )
             if stage.gate is not None
             else None
         ),
         tool=stage.tool,
-        fan_out=(stage.fan_out or 1) if stage.subagent_spec is not None else None,
-        fan_in=(stage.fan_in or "list") if stage.subagent_spec is not None else None,
+        fan_out=(stage.fan_out or (20 if stage.partition_source else 1)) if has_items else None,
+        fan_in=(stage.fan_in or "list") if has_items else None,
         partition_key=stage.partition_key,
         post_run=stage.post_run,
         condition=stage.condition,
@@ -367,6 +478,86 @@ def _compile_stage(spec: Spec, stage: Stage, ladder: list[str]) -> PlanStage:
         timeout_s=stage.timeout_s,
         arms=[_compile_arm(arm, role) for arm in stage.arms] if role is not None else [],
         reward=stage.reward,
+        retry_until=retry.until if retry else None,
+        adapter=_compile_adapter(stage.adapter, spec.adapters[stage.adapter])
+        if stage.adapter is not None
+        else None,
+        partition_source=stage.partition_source,
+        isolated=stage.isolated,
+        fail_as_value=stage.fail_as_value,
+        block_below=stage.block_below,
+        output_max_chars=stage.output_max_chars
+        or (contracts.output_max_chars if contracts else None),
+        context_keys=list(stage.signature.input)
+        if stage.signature is not None and stage.signature.input
+        else None,
+        context_never=sorted(never),
+        evaluate=list(stage.evaluate),
+    )
+
+
+def _default_on_reject(spec: Spec, gate_id: str) -> Literal["stop", "continue"]:
+    """A gate whose decision some condition or skip_if branches on lets the run continue
+    after a rejection (as in 0.7.0); otherwise a rejection stops the run."""
+    for other in spec.stages:
+        for expr in (other.condition, other.skip_if):
+            if expr is None:
+                continue
+            try:
+                if gate_id in referenced_names(expr, expression=True):
+                    return "continue"
+            except TemplateSyntaxError:
+                continue
+    return "stop"
+
+
+def _guidance(spec: Spec, stage: Stage) -> str:
+    """Context layers, skills and the signature's output keys, as plain prompt text."""
+    parts: list[str] = []
+    must = list(spec.context_policy.must if spec.context_policy else [])
+    must += [
+        m for m in (stage.context_policy.must if stage.context_policy else []) if m not in must
+    ]
+    layers = sorted(
+        (layer for layer in spec.context_layers if layer.name in must),
+        key=lambda layer: -layer.precedence,
+    )
+    for layer in layers:
+        if layer.content:
+            parts.append(f"[Context layer: {layer.name}]\n{layer.content.strip()}")
+    assert stage.role is not None
+    for skill_id in stage.role.skills:
+        skill = spec.skill_library.get(skill_id)
+        if skill is not None and skill.content:
+            heading = skill.description or skill_id
+            parts.append(f"Skill — {heading}:\n{skill.content.strip()}")
+    if stage.signature is not None and stage.signature.output:
+        lines = [
+            f"- {key}: {meaning}" if meaning else f"- {key}"
+            for key, meaning in stage.signature.output.items()
+        ]
+        parts.append("Your output provides:\n" + "\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def _compile_adapter(name: str, adapter: Adapter) -> PlanAdapter:
+    argv: list[str] = []
+    if adapter.type == "script":
+        if adapter.shell:
+            argv = [adapter.cmd if isinstance(adapter.cmd, str) else shlex.join(adapter.cmd or [])]
+        elif isinstance(adapter.cmd, str):
+            argv = shlex.split(adapter.cmd)
+        else:
+            argv = list(adapter.cmd or [])
+    return PlanAdapter(
+        name=adapter.name or name,
+        type=adapter.type,
+        argv=argv,
+        shell=adapter.shell,
+        fn=adapter.fn,
+        args=dict(adapter.args),
+        timeout_s=adapter.timeout,
+        parse=adapter.parse,
     )
 
 

@@ -19,8 +19,9 @@ from ruamel.yaml.comments import CommentedBase, CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from armature_temporal.errors import SpecError, SpecIssue, did_you_mean
-from armature_temporal.spec.checks import check_spec
-from armature_temporal.spec.models import Spec
+from armature_temporal.spec.checks import check_spec, implicit_dependencies, spec_warnings
+from armature_temporal.spec.models import IDENTIFIER, Spec
+from armature_temporal.spec.resources import attach_resources
 
 __all__ = ["LoadedSpec", "format_path", "load_spec", "load_spec_text"]
 
@@ -29,11 +30,16 @@ MAX_SPEC_BYTES = 2 * 1024 * 1024
 
 @dataclass
 class LoadedSpec:
-    """A validated spec with the subagent specs it references, keyed by stage id."""
+    """A validated spec with the subagent specs it references, keyed by stage id.
+
+    ``implicit`` holds, per stage id, the dependencies its templates imply (already added to
+    the spec's ``depends_on``); ``warnings`` what deserves a look but does not stop a run."""
 
     spec: Spec
     source: str
     children: dict[str, LoadedSpec] = field(default_factory=dict)
+    implicit: dict[str, list[str]] = field(default_factory=dict)
+    warnings: list[SpecIssue] = field(default_factory=list)
 
 
 def format_path(path: Sequence[str | int]) -> str:
@@ -107,11 +113,27 @@ def _load_text(text: str, display: str, base_dir: Path, stack: tuple[Path, ...])
                 )
             ]
         )
+    issues: list[SpecIssue] = []
+    skip: set[str] = set()
+    placeholders: set[int] = set()
     try:
         spec = Spec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError([_issue_from_pydantic(err, locate) for err in exc.errors()]) from None
-    issues = [locate.issue(path, msg) for path, msg in check_spec(spec)]
+        issues = [_issue_from_pydantic(err, locate) for err in exc.errors()]
+        salvaged = _salvage(data, exc)
+        if salvaged is None:
+            raise SpecError(issues) from None
+        spec, placeholders, skip = salvaged
+    spec, resource_problems = attach_resources(spec, base_dir)
+    issues += [locate.issue(path, msg) for path, msg in resource_problems]
+    implicit = implicit_dependencies(spec)
+    if implicit:
+        spec = _with_dependencies(spec, implicit)
+    for path, msg in check_spec(spec, skip=skip):
+        if len(path) >= 2 and path[0] == "stages" and path[1] in placeholders:
+            continue  # a stage with schema errors: its own problems are already listed
+        issues.append(locate.issue(path, msg))
+    warnings = [] if issues else [locate.issue(p, m) for p, m in spec_warnings(spec)]
     children: dict[str, LoadedSpec] = {}
     for i, stage in enumerate(spec.stages):
         if stage.subagent_spec is None:
@@ -139,6 +161,7 @@ def _load_text(text: str, display: str, base_dir: Path, stack: tuple[Path, ...])
             continue
         try:
             children[stage.id] = _load_file(child_path, str(child_path), stack)
+            warnings += children[stage.id].warnings
         except SpecError as exc:
             issues.append(
                 locate.issue(
@@ -152,7 +175,72 @@ def _load_text(text: str, display: str, base_dir: Path, stack: tuple[Path, ...])
         # This file's problems in line order; a subagent file's follow in its own order.
         own = sorted((i for i in issues if i.file == display), key=lambda i: (i.line, i.column))
         raise SpecError(own + [i for i in issues if i.file != display])
-    return LoadedSpec(spec=spec, source=display, children=children)
+    return LoadedSpec(
+        spec=spec, source=display, children=children, implicit=implicit, warnings=warnings
+    )
+
+
+def _with_dependencies(spec: Spec, extra: dict[str, list[str]]) -> Spec:
+    stages = [
+        stage.model_copy(update={"depends_on": [*stage.depends_on, *extra[stage.id]]})
+        if stage.id in extra
+        else stage
+        for stage in spec.stages
+    ]
+    return spec.model_copy(update={"stages": stages})
+
+
+#: Top-level fields whose breakage makes a family of whole-document checks meaningless.
+_CHECKS_NEEDING = {
+    "model_tiers": "tiers",
+    "role_type_defaults": "tiers",
+    "inputs": "templates",
+    "contracts": "templates",
+    "continuation": "templates",
+    "memory": "templates",
+}
+
+
+def _salvage(data: dict[str, Any], exc: ValidationError) -> tuple[Spec, set[int], set[str]] | None:
+    """A spec without the parts that failed validation, so the whole-document checks can still
+    look at the rest: a broken stage becomes a placeholder that keeps its id (so references to
+    it stay valid), a broken top-level field is dropped. Returns the spec, the placeholder
+    stage indexes and the check families to skip; None when nothing sensible remains."""
+    stages = data.get("stages")
+    if not isinstance(stages, list) or not stages:
+        return None
+    broken_stages: set[int] = set()
+    broken_fields: set[str] = set()
+    for err in exc.errors():
+        loc = err["loc"]
+        if len(loc) >= 2 and loc[0] == "stages" and isinstance(loc[1], int):
+            broken_stages.add(loc[1])
+        elif loc and loc[0] != "stages":
+            broken_fields.add(str(loc[0]))
+        else:
+            return None
+    repaired = {k: v for k, v in data.items() if k not in broken_fields}
+    if "name" in broken_fields:
+        repaired["name"] = "invalid"
+    new_stages = list(stages)
+    for i in broken_stages:
+        raw = stages[i] if isinstance(stages[i], dict) else {}
+        sid = raw.get("id")
+        deps = raw.get("depends_on")
+        new_stages[i] = {
+            "id": sid if isinstance(sid, str) and IDENTIFIER.match(sid) else f"_invalid_{i}",
+            "gate": "human",
+            "depends_on": deps
+            if isinstance(deps, list) and all(isinstance(d, str) for d in deps)
+            else [],
+        }
+    repaired["stages"] = new_stages
+    try:
+        spec = Spec.model_validate(repaired)
+    except ValidationError:
+        return None
+    skip = {_CHECKS_NEEDING[f] for f in broken_fields if f in _CHECKS_NEEDING}
+    return spec, broken_stages, skip
 
 
 def _parse_yaml(text: str, display: str) -> Any:

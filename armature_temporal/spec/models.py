@@ -35,6 +35,7 @@ __all__ = [
     "Stage",
     "ToolCall",
     "Trigger",
+    "unwrap_expression",
 ]
 
 RoleType = Literal["worker", "orchestrator", "judge", "researcher"]
@@ -70,6 +71,21 @@ def _listify(value: Any) -> Any:
 
 StrList = Annotated[list[str], BeforeValidator(_listify)]
 
+_WRAPPED = re.compile(r"^\s*\{\{(.*)\}\}\s*$", re.S)
+
+
+def unwrap_expression(value: Any) -> Any:
+    """``"{{ expr }}"`` (the 0.7.0 way of writing an expression) is the expression ``expr``."""
+    if isinstance(value, str):
+        match = _WRAPPED.match(value)
+        if match and "{{" not in match.group(1) and "}}" not in match.group(1):
+            return match.group(1).strip()
+    return value
+
+
+#: A Jinja expression; ``"{{ expr }}"`` is accepted and means ``expr``.
+Expression = Annotated[str, BeforeValidator(unwrap_expression)]
+
 
 class ModelTier(_Model):
     """A named model configuration. Stages pick a tier, never a model directly."""
@@ -83,7 +99,7 @@ class ModelTier(_Model):
     model: str | None = Field(
         None,
         description="Model name for the provider (e.g. gpt-4o-mini); for 'local', the model "
-        "directory. Not used by 'simulate'.",
+        "directory. 'simulate' ignores it, so a real spec goes offline by changing provider only.",
     )
     api_base: str | None = Field(None, description="Base URL of the provider's API.")
     api_key_env: str | None = Field(
@@ -115,6 +131,20 @@ class ModelTier(_Model):
     latency_ms: float | None = Field(
         None, ge=0, description="simulate only: how long each call takes (default 0)."
     )
+    tool_calling: bool | None = Field(
+        None,
+        description="Whether the model calls tools natively (default: assume it does). "
+        "false on a tier that a stage with role tools uses is reported by validate.",
+    )
+    adapter_support: Literal["dynamic", "static", "none"] | None = Field(
+        None,
+        description="armature-agents 0.7.0 field, accepted with a warning: LoRA adapters are "
+        "served by provider: local with adapter: here.",
+    )
+    adapter_path_template: str | None = Field(
+        None,
+        description="armature-agents 0.7.0 field, accepted with a warning (see adapter_support).",
+    )
 
     @model_validator(mode="after")
     def _check_provider_fields(self) -> ModelTier:
@@ -124,10 +154,6 @@ class ModelTier(_Model):
             raise ValueError(
                 f"{names} only apply to provider 'simulate', not {self.provider!r}; "
                 "remove them or set provider: simulate"
-            )
-        if self.provider in ("simulate",) and self.model is not None:
-            raise ValueError(
-                "provider 'simulate' takes no model; remove model or name a real provider"
             )
         if self.provider == "local" and not self.model:
             raise ValueError(
@@ -157,7 +183,9 @@ def _tier_shorthand(value: Any) -> Any:
 class Role(_Model):
     """Who does a stage's work: the prompt, the tier and the tools."""
 
-    name: str = Field(..., min_length=1, description="A short human name for the role.")
+    name: str | None = Field(
+        None, min_length=1, description="A short human name for the role (default: the stage id)."
+    )
     type: RoleType = Field(
         "worker",
         description="worker (default tier small), orchestrator (frontier), judge (frontier; "
@@ -178,6 +206,10 @@ class Role(_Model):
         default_factory=list,
         description="Tools the model may call in a loop (built-in names or module:function).",
     )
+    skills: StrList = Field(
+        default_factory=list,
+        description="Ids from skill_library whose text is added to this role's prompt.",
+    )
     max_turns: int = Field(
         10,
         ge=1,
@@ -190,37 +222,66 @@ class Role(_Model):
 class RetryLoop(_Model):
     """Recovery loop: retry the stage with the error fed back."""
 
-    max: int = Field(..., ge=1, le=100, description="Attempts in total, the first included.")
-    backoff_s: Seconds = Field(0.0, description="Wait before the second attempt (doubles).")
+    max: int = Field(
+        3,
+        ge=0,
+        le=100,
+        description="Retries after the first attempt (max: 2 means up to 3 attempts), as in "
+        "armature-agents 0.7.0.",
+    )
+    until: Expression | None = Field(
+        None,
+        description="Jinja expression over the output (its fields by name, or output); retry "
+        "until it is true. The last output is kept when retries run out.",
+    )
+    backoff_s: Seconds = Field(0.0, description="Wait before the first retry (doubles).")
     backoff_max_s: Seconds | None = Field(None, description="Upper bound on the wait.")
+    stage: str | None = Field(
+        None,
+        description="0.7.0 field: the stage to retry. Only the failing stage itself can be "
+        "retried; naming another stage is reported by validate.",
+    )
+    context: Literal["retry"] = Field(
+        "retry",
+        description="0.7.0 field: the retry's context mode; 'retry' (the error and attempt "
+        "number are fed back as _last_error and _retry_attempt) is the only mode.",
+    )
 
 
 class OnFail(_Model):
     """What to do when a stage's output is invalid or its call fails."""
 
     loop: RetryLoop | None = Field(None, description="Retry with the error fed back.")
-    escalate: bool = Field(
-        False, description="After the loop is spent, move one tier up the ladder and try again."
+    escalate: bool | None = Field(
+        None,
+        description="After the loop is spent, move one tier up the ladder and try again. "
+        "Default: on for guided_json stages (when a higher tier exists), off otherwise.",
     )
 
 
 class LoopConfig(_Model):
     """Deliberate iteration: run the stage repeatedly, refining its own output."""
 
-    max_iterations: int = Field(..., ge=1, le=1000, description="Upper bound on iterations.")
-    until: str | None = Field(
+    max_iterations: int = Field(
+        10, ge=1, le=1000, description="Upper bound on iterations, the first included."
+    )
+    until: Expression | None = Field(
         None,
         description="Jinja expression evaluated after each iteration over the output "
-        "(e.g. 'output.score >= 0.9'); true stops the loop.",
+        "(e.g. 'output.score >= 0.9', or a field by name); true stops the loop.",
     )
-    carry_forward: StrList = Field(
-        default_factory=list, description="Output fields passed to the next iteration."
+    carry_forward: Annotated[list[str] | None, BeforeValidator(_listify)] = Field(
+        None,
+        description="Output fields passed to the next iteration (by name, and under "
+        "_iteration.carry_forward); omitted: the whole output.",
     )
     iteration_var: str = Field(
         "_iteration",
         pattern=IDENTIFIER.pattern,
         description="Template variable holding num, is_first, is_last and carry_forward.",
     )
+    backoff_s: Seconds = Field(0.0, description="Wait before the second iteration (doubles).")
+    backoff_max_s: Seconds = Field(60.0, description="Upper bound on the wait.")
 
 
 class Gate(_Model):
@@ -235,6 +296,12 @@ class Gate(_Model):
     )
     on_timeout: Literal["approve", "reject", "fail"] = Field(
         "fail", description="What happens when the timeout passes."
+    )
+    on_reject: Literal["stop", "continue"] | None = Field(
+        None,
+        description="stop: a rejection ends the run (state rejected); continue: the stage "
+        "completes with approved: false and its dependents run and can branch on it. "
+        "Default: continue when a condition or skip_if reads this stage, else stop.",
     )
 
     @model_validator(mode="after")
@@ -261,6 +328,84 @@ class ToolCall(_Model):
     )
 
 
+def _keys_mapping(value: Any) -> Any:
+    """``[a, b]`` → ``{a: "", b: ""}`` (names with no description)."""
+    if isinstance(value, str):
+        value = [value]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return {v: "" for v in value}
+    return value
+
+
+KeysMapping = Annotated[dict[str, str], BeforeValidator(_keys_mapping)]
+
+
+class Signature(_Model):
+    """What a stage reads and writes, by name (armature-agents 0.7.0)."""
+
+    input: KeysMapping = Field(
+        default_factory=dict,
+        description="Context keys (run inputs, upstream stage ids) this stage sees; the rest "
+        "of the accumulated context is hidden from it. Empty: all of it.",
+    )
+    output: KeysMapping = Field(
+        default_factory=dict,
+        description="Output keys with their meaning; listed in the prompt as what to return.",
+    )
+
+
+class Adapter(_Model):
+    """A script or Python function a stage runs (``adapter: name``), as an activity."""
+
+    name: str | None = Field(None, description="Defaults to its key under adapters.")
+    type: Literal["script", "python"] = Field(..., description="script or python.")
+    cmd: str | list[str] | None = Field(
+        None,
+        description="script: the command, as a string (split like a shell would, then run "
+        "without a shell) or an argv list; each part is a Jinja template over the context.",
+    )
+    shell: bool = Field(
+        False,
+        description="script: run cmd through /bin/sh -c (pipes, globs). Off by default: the "
+        "safety rules match the argv that runs, and a shell would hide it.",
+    )
+    fn: str | None = Field(None, description="python: module:function (or module.function).")
+    args: dict[str, Any] = Field(
+        default_factory=dict,
+        description="python: keyword arguments; string values are Jinja templates.",
+    )
+    timeout: Seconds = Field(60.0, description="Bound on one run of the adapter.")
+    parse: Literal["json"] | None = Field(
+        None,
+        description="script: json parses stdout as a JSON object (exit 0 required) instead of "
+        "returning {stdout, stderr, exit_code}.",
+    )
+
+    @model_validator(mode="after")
+    def _check_type_fields(self) -> Adapter:
+        if self.type == "script" and not self.cmd:
+            raise ValueError("a script adapter needs cmd, e.g. cmd: python3 tools/fetch.py")
+        if self.type == "python" and not self.fn:
+            raise ValueError("a python adapter needs fn, e.g. fn: my_pkg.tasks:fetch")
+        if self.type == "python" and (self.cmd is not None or self.shell or self.parse):
+            raise ValueError("cmd, shell and parse belong to script adapters; remove them")
+        if self.type == "script" and self.fn is not None:
+            raise ValueError("fn belongs to python adapters; remove it or set type: python")
+        return self
+
+
+class ContextPolicy(_Model):
+    """Which context layers a prompt must carry and which keys it must never see."""
+
+    must: StrList = Field(
+        default_factory=list, description="context_layers names put into the prompt."
+    )
+    never: StrList = Field(
+        default_factory=list,
+        description="Context keys (run inputs, stage ids, layer names) the stage never sees.",
+    )
+
+
 class Arm(_Model):
     """A bandit variant of a stage; the selected arm's fields override the stage's own."""
 
@@ -272,9 +417,38 @@ class Arm(_Model):
     description: str | None = Field(None, description="Prompt template this arm uses.")
 
 
+def _older_stage_fields(value: Any) -> Any:
+    """armature-agents 0.7.0 stage spellings: ``tool_call`` is ``tool``; ``present`` is the
+    gate's message."""
+    if not isinstance(value, dict):
+        return value
+    data = dict(value)
+    if "tool_call" in data and "tool" not in data:
+        data["tool"] = data.pop("tool_call")
+    if "present" in data:
+        present = data.pop("present")
+        gate = data.get("gate")
+        if gate is None or gate == "human":
+            data["gate"] = {"type": "human", "message": present}
+        elif isinstance(gate, dict) and "message" not in gate:
+            data["gate"] = {**gate, "message": present}
+        else:
+            raise ValueError(
+                "present and gate.message both give the gate's message; keep one of them"
+            )
+    return data
+
+
 class Stage(_Model):
-    """One step of the workflow. It is an LLM stage (role), a tool stage (tool), a fan-out
-    (subagent_spec) or a bare approval (gate alone)."""
+    """One step of the workflow. It is an LLM stage (role), a tool stage (tool), a script or
+    Python adapter (adapter), a fan-out (subagent_spec) or a bare approval (gate alone)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _older_spellings(cls, value: Any) -> Any:
+        return _older_stage_fields(value)
 
     id: str = Field(
         ...,
@@ -309,18 +483,83 @@ class Stage(_Model):
         None, description="How children's outputs combine: list, merge, first, consensus."
     )
     partition_key: str | None = Field(
-        None, description="Dot path to a list (e.g. inputs.topics) split across the children."
+        None,
+        description="subagent_spec: the list split across the children — a dot path "
+        "(inputs.topics, plan.queries) or a bare context name (queries), which each child "
+        "receives under the same name. With partition_source: the name each item is bound to "
+        "(default item).",
+    )
+    partition_source: str | None = Field(
+        None,
+        description="Jinja template resolving to a list (e.g. '{{ plan.queries }}'): the stage "
+        "runs once per item, at most fan_out at a time, results combined by fan_in.",
+    )
+    isolated: bool = Field(
+        False,
+        description="subagent_spec: children receive only the signature.input keys of the "
+        "context, not all of it.",
     )
     post_run: bool = Field(
         False, description="Run after the whole DAG, with _transcript and _diagnostics."
     )
-    condition: str | None = Field(
-        None, description="Jinja expression; the stage runs only when it is true."
+    condition: Expression | None = Field(
+        None,
+        description="Jinja expression; the stage runs only when it is true (a skipped stage's "
+        "output is {_skipped: true}).",
     )
-    skip_if: str | None = Field(None, description="Jinja expression; true skips the stage.")
+    skip_if: Expression | None = Field(None, description="Jinja expression; true skips the stage.")
     timeout_s: Seconds | None = Field(None, description="Bound on one attempt of the stage.")
     arms: list[Arm] = Field(
         default_factory=list, description="Bandit variants chosen per run by Thompson sampling."
+    )
+    adapter: str | None = Field(
+        None, description="Makes this an adapter stage: the name of an entry under adapters."
+    )
+    signature: Signature | None = Field(
+        None, description="Narrows the context this stage sees and names its output keys."
+    )
+    fail_as_value: bool = Field(
+        False,
+        description="On failure, complete with output {_failed: true, error, error_type} "
+        "instead of failing the run; dependents run and can branch on it.",
+    )
+    block_below: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Judge stages: a score below this stops the stage's dependents "
+        "(judge_blocked) and fails the run.",
+    )
+    output_max_chars: int | None = Field(
+        None,
+        ge=1,
+        description="Truncate the stored output's text to this many characters, marked "
+        "'...[truncated]' (default: contracts.output_max_chars).",
+    )
+    evaluate: StrList = Field(
+        default_factory=list,
+        description="Quality criteria a judge-tier model scores the output against after the "
+        "run; shown by armature report.",
+    )
+    context_policy: ContextPolicy | None = Field(
+        None, description="Adds to the spec's context_policy for this stage."
+    )
+    inject_file_as: str | None = Field(
+        None,
+        description="0.7.0 field, accepted with a warning: reading files named by items is "
+        "done by a file_read tool stage here (under the safety policy).",
+    )
+    response_stage: bool = Field(
+        False,
+        description="0.7.0 field (token streaming), accepted with a warning: follow a run "
+        "with armature status / the Web UI.",
+    )
+    sandbox_image: str | None = Field(
+        None, description="0.7.0 field (Docker sandbox), accepted with a warning."
+    )
+    agent: str | None = Field(
+        None,
+        description="0.7.0 field: an agent_library key whose role this stage uses.",
     )
     reward: Literal["auto", "external"] = Field(
         "auto",
@@ -331,29 +570,45 @@ class Stage(_Model):
 
     @model_validator(mode="after")
     def _check_kind(self) -> Stage:
-        kinds = [k for k in ("role", "tool", "subagent_spec") if getattr(self, k) is not None]
+        kinds = [
+            k for k in ("role", "tool", "adapter", "subagent_spec") if getattr(self, k) is not None
+        ]
         if len(kinds) > 1:
             raise ValueError(
                 f"a stage does one thing, but this one has {' and '.join(kinds)}; "
                 "split it into separate stages joined by depends_on"
             )
-        if not kinds and self.gate is None:
+        if not kinds and self.gate is None and self.agent is None:
             raise ValueError(
-                "a stage needs role (LLM work), tool (a tool call), subagent_spec (child "
-                "workflows) or gate (an approval)"
+                "a stage needs role (LLM work), tool (a tool call), adapter (a script or "
+                "Python function), subagent_spec (child workflows) or gate (an approval)"
             )
+        if self.agent is not None and kinds:
+            raise ValueError(f"agent supplies the role; remove {kinds[0]} or agent")
         if self.output_mode == "guided_json" and self.output_schema is None:
             raise ValueError("output_mode guided_json needs an output_schema")
         if self.output_schema is not None and self.output_mode == "text":
             raise ValueError("output_schema needs output_mode: json or guided_json")
-        if self.subagent_spec is None:
+        if self.partition_source is not None:
+            if not kinds or kinds[0] == "adapter":
+                raise ValueError(
+                    "partition_source runs an LLM, tool or subagent stage once per item; add "
+                    "role, tool or subagent_spec"
+                )
+        elif self.subagent_spec is None:
             for name in ("fan_out", "fan_in", "partition_key"):
                 if getattr(self, name) is not None:
-                    raise ValueError(f"{name} goes with subagent_spec and fan_out")
+                    raise ValueError(
+                        f"{name} goes with subagent_spec and fan_out, or with partition_source"
+                    )
         elif self.fan_out is None:
             for name in ("fan_in", "partition_key"):
                 if getattr(self, name) is not None:
                     raise ValueError(f"{name} needs fan_out, e.g. fan_out: 4")
+        if self.isolated and self.subagent_spec is None:
+            raise ValueError("isolated applies to subagent_spec stages; remove it")
+        if self.block_below is not None and (self.role is None or self.role.type != "judge"):
+            raise ValueError("block_below applies to judge stages (role type: judge)")
         if "reward" in self.model_fields_set and not self.arms:
             raise ValueError("reward says how arms are rewarded; this stage has no arms")
         if self.arms and self.role is None:
@@ -384,11 +639,29 @@ class SafetyRule(_Model):
     message: str = Field("", description="Why; shown in traces and errors.")
 
 
+def _carry_list(value: Any) -> Any:
+    """0.7.0's ``carry_forward: [{key: stage.field}, ...]`` → ``{field: stage.field}``."""
+    if not isinstance(value, list):
+        return value
+    out: dict[str, Any] = {}
+    for item in value:
+        ref = item.get("key") if isinstance(item, dict) and set(item) == {"key"} else item
+        if not isinstance(ref, str):
+            raise ValueError(
+                f"carry_forward items are stage.field strings (or {{key: stage.field}}), "
+                f"got {item!r}"
+            )
+        out[ref.rpartition(".")[2] or ref] = ref
+    return out
+
+
 class Continuation(_Model):
     """Values carried from the latest completed run of this spec into the next."""
 
-    carry_forward: dict[str, str] = Field(
-        default_factory=dict, description="key: stage.field pairs to carry."
+    carry_forward: Annotated[dict[str, str], BeforeValidator(_carry_list)] = Field(
+        default_factory=dict,
+        description="key: stage.field pairs to carry; also a list of stage.field (or "
+        "{key: stage.field}) items, each carried under its field's name.",
     )
     inject_as: str = Field(
         "prior_run", pattern=IDENTIFIER.pattern, description="Template variable name."
@@ -429,6 +702,12 @@ class SelfImprovement(_Model):
     target_hqs: float = Field(0.9, ge=0, le=1, description="HQS at which it stops proposing.")
     min_traces: int = Field(20, ge=1, description="Runs needed before it proposes anything.")
     schedule: str = Field("0 3 * * *", description="Cron schedule of the improvement loop.")
+    drift_threshold: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="0.7.0 field, accepted with a warning until drift scoring lands.",
+    )
     verify_runs: int = Field(
         10,
         ge=2,
@@ -459,24 +738,248 @@ class FinetuneConfig(_Model):
     lora_rank: int = Field(8, ge=1, le=256, description="LoRA rank (r) of the adapters.")
 
 
+_TYPE_NAMES = {
+    "str": "string",
+    "string": "string",
+    "text": "string",
+    "int": "integer",
+    "integer": "integer",
+    "float": "number",
+    "number": "number",
+    "bool": "boolean",
+    "boolean": "boolean",
+    "list": "array",
+    "array": "array",
+    "dict": "object",
+    "object": "object",
+}
+_INPUT_ITEM_KEYS = {"name", "type", "description", "required", "default", "enum"}
+
+
 def _inputs_shorthand(value: Any) -> Any:
-    """``inputs: [a, b]`` is a JSON Schema object with those (required) properties."""
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+    """``inputs: [a, b]`` is a JSON Schema object with those (required) properties; the 0.7.0
+    list of ``{name, type, description, required, default}`` is one whose items are required
+    only when they say ``required: true``."""
+    if not isinstance(value, list):
+        return value
+    if all(isinstance(v, str) for v in value):
         return {
             "type": "object",
             "properties": {name: {} for name in value},
             "required": list(value),
         }
-    return value
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for item in value:
+        if isinstance(item, str):
+            properties[item] = {}
+            required.append(item)
+            continue
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            raise ValueError(f"each input is a name or {{name, type, description}}; got {item!r}")
+        unknown = set(item) - _INPUT_ITEM_KEYS
+        if unknown:
+            raise ValueError(
+                f"input {item['name']!r} has unknown key(s) {sorted(unknown)}; allowed: "
+                f"{sorted(_INPUT_ITEM_KEYS)}"
+            )
+        prop: dict[str, Any] = {}
+        kind = item.get("type")
+        if kind is not None:
+            if str(kind).lower() not in _TYPE_NAMES:
+                raise ValueError(
+                    f"input {item['name']!r} has type {kind!r}; use one of "
+                    f"{sorted(set(_TYPE_NAMES.values()))}"
+                )
+            prop["type"] = _TYPE_NAMES[str(kind).lower()]
+        for key in ("description", "default", "enum"):
+            if key in item:
+                prop[key] = item[key]
+        properties[item["name"]] = prop
+        if item.get("required") is True:
+            required.append(item["name"])
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    return schema
 
 
 InputsSchema = Annotated[dict[str, Any] | None, BeforeValidator(_inputs_shorthand)]
 
 
-class Contracts(_Model):
-    """Alternative home of the run-input schema (``contracts.inputs``)."""
+class OutputContract(_Model):
+    """An output the run must produce (checked when the run ends)."""
 
-    inputs: InputsSchema = Field(None, description="Same as top-level inputs.")
+    stage: str = Field(..., min_length=1, description="The stage that produces it.")
+    key: str = Field(..., min_length=1, description="The field of that stage's output.")
+    required: bool = Field(False, description="A missing or null value fails the run.")
+    description: str = Field("", description="What it is.")
+
+
+class Contracts(_Model):
+    """The run's contract: its inputs, required outputs and limits."""
+
+    inputs: InputsSchema = Field(
+        None,
+        description="Same as top-level inputs; also the 0.7.0 list of {name, type, "
+        "description, required, default}.",
+    )
+    outputs: list[OutputContract] = Field(
+        default_factory=list, description="Outputs the run must produce."
+    )
+    completion: str | None = Field(
+        None, description="What 'done' means, for people (shown by armature plan)."
+    )
+    max_llm_calls: int | None = Field(
+        None,
+        ge=1,
+        description="The run fails (limit_exceeded) before its LLM call number N+1; counts "
+        "every model call of every attempt, iteration and tool turn.",
+    )
+    max_iterations: int | None = Field(
+        None,
+        ge=1,
+        description="The run fails before its stage execution number N+1 (retries and loop "
+        "iterations count).",
+    )
+    timeout_hours: float | None = Field(
+        None,
+        gt=0,
+        description="Wall-clock bound on the whole run, human gates included (a Temporal "
+        "run timeout).",
+    )
+    output_max_chars: int | None = Field(
+        None, ge=1, description="Default output_max_chars for every stage."
+    )
+
+
+class MemoryCapture(_Model):
+    """One output kept across runs."""
+
+    stage: str = Field(..., min_length=1, description="The stage whose output is captured.")
+    key: str = Field(..., min_length=1, description="The output field to keep.")
+    max_entries: int = Field(5, ge=1, le=1000, description="Rolling window; oldest go first.")
+
+
+class MemoryConfig(_Model):
+    """Outputs remembered across runs of this spec, in the trace store."""
+
+    enabled: bool = Field(True, description="false turns memory off without deleting it.")
+    fresh: bool = Field(False, description="true: capture, but start each run with none.")
+    capture: list[MemoryCapture] = Field(default_factory=list, description="What to keep.")
+    inject_as: str = Field(
+        "_memory",
+        pattern=IDENTIFIER.pattern,
+        description="Template variable holding {stage.key: [values, newest last]}.",
+    )
+    workflow_name: str | None = Field(
+        None, description="Share another spec's memory (default: this spec's name)."
+    )
+    db: str | None = Field(
+        None, description="0.7.0 field, accepted with a warning: memory lives in the trace store."
+    )
+    extract_knowledge: bool = Field(False, description="0.7.0 field, accepted with a warning.")
+    inject_knowledge_as: str = Field("_knowledge", description="0.7.0 field (extract_knowledge).")
+    reconcile: bool = Field(True, description="0.7.0 field; entries are kept as captured.")
+    reconcile_llm: bool = Field(False, description="0.7.0 field, accepted with a warning.")
+    navigation_tools: bool = Field(False, description="0.7.0 field, accepted with a warning.")
+
+
+class ToolModule(_Model):
+    """A Python module whose ``register(registry)`` adds tools by name."""
+
+    module: str = Field(
+        ...,
+        pattern=r"^[A-Za-z_][\w.]*$",
+        description="Dotted import path, importable by the worker.",
+    )
+    api_key_env: StrList = Field(
+        default_factory=list,
+        description="Environment variables its tools need (armature doctor checks them).",
+    )
+
+
+class SkillDef(_Model):
+    """Reusable instructions a role adds to its prompt (``role.skills``)."""
+
+    id: str | None = Field(None, description="Defaults to its key in skill_library.")
+    description: str = Field("", description="The skill's heading in the prompt.")
+    content: str | None = Field(None, description="The skill's text.")
+    path: str | None = Field(
+        None, description="A file holding the text, relative to the spec's folder."
+    )
+    adapter: dict[str, Any] | None = Field(
+        None,
+        description="0.7.0 field (a LoRA adapter replacing the text), accepted with a warning.",
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SkillDef:
+        if self.content is None and self.path is None and self.adapter is None:
+            raise ValueError("a skill needs content (its text) or path (a file with the text)")
+        if self.content is not None and self.path is not None:
+            raise ValueError("give a skill content or path, not both")
+        return self
+
+
+class AgentRef(_Model):
+    """An agent bundle file (agent.yaml with a role) a stage uses by ``agent: key``."""
+
+    path: str = Field(..., min_length=1, description="agent.yaml, relative to the spec.")
+    version: str | None = Field(None, description="Informational.")
+
+
+class ContextLayer(_Model):
+    """A named block of context that context_policy.must puts into prompts."""
+
+    name: str = Field(..., pattern=IDENTIFIER.pattern, description="Its name in must/never.")
+    precedence: int = Field(0, description="Higher layers come first.")
+    content: str | None = Field(None, description="The text.")
+    src: str | None = Field(None, description="A file with the text, relative to the spec.")
+    never: StrList = Field(
+        default_factory=list, description="Context keys no stage may see (a floor)."
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ContextLayer:
+        if (self.content is None) == (self.src is None):
+            raise ValueError(f"context layer {self.name!r} needs exactly one of content or src")
+        return self
+
+
+HQS_COMPONENTS: tuple[str, ...] = ("output_valid", "success", "judge", "latency", "happy_path")
+
+
+class HQSConfig(_Model):
+    """How this spec's runs are scored."""
+
+    weights: dict[Literal["output_valid", "success", "judge", "latency", "happy_path"], float] = (
+        Field(
+            default_factory=dict,
+            description="Component weights (missing ones keep their defaults: output_valid "
+            "0.35, success 0.25, judge 0.20, latency 0.10, happy_path 0.10).",
+        )
+    )
+
+    @model_validator(mode="after")
+    def _check_weights(self) -> HQSConfig:
+        bad = {k: v for k, v in self.weights.items() if v < 0}
+        if bad:
+            raise ValueError(f"HQS weights must be >= 0, got {bad}")
+        complete = len(self.weights) == len(HQS_COMPONENTS)
+        if complete and sum(self.weights.values()) <= 0:
+            raise ValueError("HQS weights sum to 0; give at least one a positive weight")
+        return self
+
+
+#: Older self_improvement.editable_surfaces names and what they cover here.
+SURFACE_GROUPS: dict[str, tuple[str, ...]] = {
+    "descriptions": ("description",),
+    "model_tiers": ("model_tier",),
+    "retry_counts": (),
+    "timeouts": (),
+    "schemas": (),
+}
 
 
 class Spec(_Model):
@@ -535,6 +1038,67 @@ class Spec(_Model):
         None,
         description="Fine-tune loop: `armature finetune`, or on its schedule once "
         "`armature schedule` applied it.",
+    )
+    hqs: HQSConfig | None = Field(None, description="HQS weights for this spec.")
+    checkpoint: bool = Field(
+        False,
+        description="0.7.0 field: resume after a crash. Every run here is durable on Temporal "
+        "whatever its value (armature plan says so).",
+    )
+    adapters: dict[str, Adapter] = Field(
+        default_factory=dict, description="Scripts and Python functions stages run by name."
+    )
+    tools: list[ToolModule] = Field(
+        default_factory=list,
+        description="Python modules whose register(registry) adds tools by name.",
+    )
+    memory: MemoryConfig | None = Field(
+        None, description="Outputs remembered across runs, injected into later prompts."
+    )
+    skill_library: dict[str, SkillDef] = Field(
+        default_factory=dict, description="Skills roles add to their prompts (role.skills)."
+    )
+    agent_library: dict[str, AgentRef] = Field(
+        default_factory=dict, description="Agent bundles stages use by agent: key."
+    )
+    context_layers: list[ContextLayer] = Field(
+        default_factory=list, description="Named context blocks for context_policy.must."
+    )
+    context_policy: ContextPolicy | None = Field(
+        None, description="Layers every stage's prompt carries, keys none may see."
+    )
+    roles: dict[str, Any] = Field(
+        default_factory=dict,
+        description="0.7.0 field (a role library for export), accepted with a warning.",
+    )
+    failures: dict[str, Any] = Field(
+        default_factory=dict, description="0.7.0 field (documentation), accepted with a warning."
+    )
+    file_state: dict[str, Any] | None = Field(
+        None, description="0.7.0 field, accepted with a warning."
+    )
+    trace: dict[str, Any] | None = Field(
+        None,
+        description="0.7.0 field, accepted with a warning: every run here is traced "
+        "(armature traces).",
+    )
+    adapter_factory: dict[str, Any] | None = Field(
+        None, description="0.7.0 field, accepted with a warning: use finetune:."
+    )
+    mcp_servers: list[Any] = Field(
+        default_factory=list, description="0.7.0 field, accepted with a warning."
+    )
+    sandbox: dict[str, Any] | None = Field(
+        None, description="0.7.0 field (Docker sandbox), accepted with a warning."
+    )
+    destinations: dict[str, Any] | None = Field(
+        None, description="0.7.0 field (packaging), accepted with a warning."
+    )
+    closure: dict[str, Any] | None = Field(
+        None, description="0.7.0 field (missions), accepted with a warning."
+    )
+    mission_source: Literal["static", "work_unit"] = Field(
+        "static", description="0.7.0 field (missions); work_unit is accepted with a warning."
     )
 
     @model_validator(mode="after")

@@ -90,7 +90,7 @@ model_tiers: {tiny: {}, small: {}, large: {}}
 stages:
   - id: a
     role: {name: A, description: x, model_tier: small}
-    on_fail: {loop: {max: 2, backoff_s: 2s}, escalate: true}
+    on_fail: {loop: {max: 1, backoff_s: 2s}, escalate: true}
 """
     stage = plan_of(text).stage("a")
     assert stage.escalation_ladder == ["large"]

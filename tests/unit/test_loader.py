@@ -156,7 +156,7 @@ stages:
     assert "template syntax error on line 2 of the template" in issue
 
 
-def test_template_reading_a_stage_that_is_not_upstream_is_rejected() -> None:
+def test_template_reading_a_stage_makes_it_upstream() -> None:
     text = """\
 name: t
 stages:
@@ -165,9 +165,37 @@ stages:
   - id: b
     role: {name: B, description: x}
 """
+    loaded = load_spec_text(text)
+    assert loaded.implicit == {"a": ["b"]}
+    assert loaded.spec.stages[0].depends_on == ["b"]
+
+
+def test_implicit_dependency_that_closes_a_cycle_is_reported() -> None:
+    text = """\
+name: t
+stages:
+  - id: a
+    role: {name: A, description: "{{ b.content }}"}
+  - id: b
+    depends_on: [a]
+    role: {name: B, description: x}
+"""
     (issue,) = issues_of(text)
-    assert "reads stage 'b', which is not upstream of 'a'" in issue
-    assert "add 'b' to depends_on" in issue
+    assert "dependency cycle" in issue
+
+
+def test_template_reading_a_post_run_stage_is_rejected() -> None:
+    text = """\
+name: t
+stages:
+  - id: a
+    role: {name: A, description: "{{ r.content }}"}
+  - id: r
+    post_run: true
+    role: {name: R, description: x}
+"""
+    (issue,) = issues_of(text)
+    assert "reads post_run stage 'r'" in issue
 
 
 def test_template_unknown_name_gets_suggestion() -> None:
@@ -270,12 +298,13 @@ def test_unknown_literal_value_suggests() -> None:
     assert "'wroker' is not one of" in issue and "did you mean 'worker'?" in issue
 
 
-def test_unknown_tool_suggests() -> None:
+def test_unknown_tool_is_a_warning_that_suggests() -> None:
     text = MINIMAL.replace(
         "{name: A, description: hello}", "{name: A, description: hello, tools: [file_raed]}"
     )
-    (issue,) = issues_of(text)
-    assert "unknown tool 'file_raed'" in issue and "did you mean 'file_read'?" in issue
+    (warning,) = [str(w) for w in load_spec_text(text).warnings]
+    assert "unknown tool 'file_raed'" in warning and "did you mean 'file_read'?" in warning
+    assert "tools: [{module: ...}]" in warning
 
 
 def test_gate_shorthand_and_duration() -> None:

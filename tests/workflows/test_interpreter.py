@@ -155,7 +155,7 @@ stages:
            model_tier: bad}
     output_mode: json
     output_schema: {type: object, properties: {n: {type: integer}}, required: [n]}
-    on_fail: {loop: {max: 2}, escalate: true}
+    on_fail: {loop: {max: 1}, escalate: true}
 """,
         task_queue,
     )
@@ -177,7 +177,7 @@ stages:
     role: {name: S, description: x, model_tier: good}
     output_mode: json
     output_schema: {type: object, properties: {n: {type: integer}}, required: [n]}
-    on_fail: {loop: {max: 3}, escalate: true}
+    on_fail: {loop: {max: 2}, escalate: true}
 model_tiers:
   good: {provider: simulate, valid_rate: 0.0}
   better: {provider: simulate, valid_rate: 0.0}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -37,31 +38,56 @@ class FanOut:
         self.llm = llm
         self.workflow_name = workflow_name
 
-    def _child_inputs(self, stage: PlanStage, variables: dict[str, Any]) -> list[dict[str, Any]]:
-        inputs = self.run.inputs
+    def _child_inputs(
+        self, stage: PlanStage, variables: dict[str, Any], items: list[Any] | None = None
+    ) -> list[dict[str, Any]]:
+        """Each child's run inputs: the parent's context (run inputs and the upstream outputs
+        by stage id, as in 0.7.0; with ``isolated``, only the signature.input keys) plus its
+        share of the partitioned list — as ``partition``, and under a bare partition_key's
+        own name — and ``index`` and ``count``."""
+        run = self.run
+        keys = run.context_keys.get(stage.id, (list(run.inputs), []))
+        base = {k: variables[k] for k in [*keys[0], *keys[1]] if k in variables}
+        if stage.isolated:
+            base = {k: v for k, v in base.items() if k in (stage.context_keys or [])}
         count = stage.fan_out or 1
+        if items is not None:  # partition_source: one child per item
+            name = stage.partition_key or "item"
+            return [
+                {**base, name: item, "partition": [item], "index": i, "count": len(items)}
+                for i, item in enumerate(items)
+            ]
         if stage.partition_key is None:
-            return [{**inputs, "index": i, "count": count} for i in range(count)]
+            return [{**base, "index": i, "count": count} for i in range(count)]
         try:
-            items = resolve_path(variables, stage.partition_key)
+            found = resolve_path(variables, stage.partition_key)
         except KeyError as exc:
             raise StageFailure("output_invalid", f"stage {stage.id!r}: {exc}") from None
-        if not isinstance(items, list):
+        if not isinstance(found, list):
             raise StageFailure(
                 "output_invalid",
                 f"stage {stage.id!r}: partition_key {stage.partition_key!r} "
-                f"is {type(items).__name__}, not a list",
+                f"is {type(found).__name__}, not a list",
             )
-        chunks = split_fairly(items, count)
+        chunks = split_fairly(found, count)
+        bare = stage.partition_key if "." not in stage.partition_key else None
         return [
-            {**inputs, "partition": c, "index": i, "count": len(chunks)}
+            {
+                **base,
+                **({bare: c} if bare else {}),
+                "partition": c,
+                "index": i,
+                "count": len(chunks),
+            }
             for i, c in enumerate(chunks)
         ]
 
-    async def stage(self, stage: PlanStage, variables: dict[str, Any]) -> Any:
+    async def stage(
+        self, stage: PlanStage, variables: dict[str, Any], items: list[Any] | None = None
+    ) -> Any:
         run = self.run
         child_plan = run.plan.children[stage.id]
-        child_inputs = self._child_inputs(stage, variables)
+        child_inputs = self._child_inputs(stage, variables, items)
         if not child_inputs:
             workflow.logger.info("stage %s: partition list is empty; no child runs", stage.id)
             return [] if stage.fan_in in ("list", None) else None
@@ -83,6 +109,11 @@ class FanOut:
                 ),
                 id=child_id,
                 result_type=RunResult,
+                run_timeout=(
+                    timedelta(seconds=child_plan.run_timeout_s)
+                    if child_plan.run_timeout_s
+                    else None
+                ),
                 cancellation_type=ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED,
                 static_summary=(
                     f"{stage.id} child {i + 1}/{len(child_inputs)}: {child_plan.name}"
@@ -182,3 +213,7 @@ class FanOut:
             f"stage {stage.id!r}: the children disagree and "
             "the consensus judge gave no valid verdict",
         )
+
+
+def _seconds(value: float | None) -> timedelta | None:
+    return timedelta(seconds=value) if value else None

@@ -10,7 +10,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 from armature_temporal.runtime.models import LLMCallInput, LLMCallResult
-from armature_temporal.runtime.prompts import needed_variables
+from armature_temporal.runtime.prompts import needed_variables, stage_context
 from armature_temporal.spec.compiler import PlanStage
 from armature_temporal.spec.templating import evaluate
 from workflows.interpreter.arms import Arms
@@ -61,26 +61,27 @@ class LLMStages:
         carried: dict[str, Any] = {}
         output: Any = None
         for num in range(1, loop.max_iterations + 1):
+            if num > 1 and loop.backoff_s > 0:
+                delay = min(loop.backoff_s * 2 ** (num - 2), loop.backoff_max_s)
+                await workflow.sleep(timedelta(seconds=delay))
             iteration = {
                 "num": num,
                 "is_first": num == 1,
                 "is_last": num == loop.max_iterations,
                 "carry_forward": carried,
             }
-            iter_vars = {**variables, loop.iteration_var: iteration}
+            # Carried fields are also variables by name (as in armature-agents 0.7.0).
+            iter_vars = {**variables, **carried, loop.iteration_var: iteration}
             output = await self.attempts(stage, ladder, prompt, params, iter_vars)
             self.run.results[stage.id].iterations = num
-            if isinstance(output, dict):
+            if loop.carry_forward is None:
+                carried = dict(output) if isinstance(output, dict) else {"_result": output}
+            elif isinstance(output, dict):
                 carried = {k: output.get(k) for k in loop.carry_forward}
-            if loop.until is not None:
-                try:
-                    done = evaluate(loop.until, {**iter_vars, "output": output})
-                except Exception as exc:  # jinja raises many types
-                    raise StageFailure(
-                        "output_invalid", f"stage {stage.id!r}: loop.until failed: {exc}"
-                    ) from exc
-                if done:
-                    break
+            if loop.until is not None and until_met(
+                stage, "loop.until", loop.until, iter_vars, output
+            ):
+                break
         return output
 
     async def attempts(
@@ -96,8 +97,10 @@ class LLMStages:
         result = self.run.results[stage.id]
         last_error: str | None = None
         last_text: str | None = None
+        kept: list[Any] = []  # a valid output that did not meet on_fail.loop.until
         for level, tier in enumerate(ladder):
             for attempt in range(1, stage.max_attempts + 1):
+                self.run.count_execution(stage.id)
                 if attempt > 1 and stage.backoff_s > 0:
                     delay = stage.backoff_s * 2 ** (attempt - 2)
                     if stage.backoff_max_s is not None:
@@ -117,8 +120,18 @@ class LLMStages:
                 if llm.simulated_quality is not None:
                     self.run.last_quality[stage.id] = llm.simulated_quality
                 if llm.valid:
-                    return llm.output
+                    until = stage.retry_until
+                    if until is None or until_met(
+                        stage, "on_fail.loop.until", until, call_vars, llm.output
+                    ):
+                        return llm.output
+                    kept = [llm.output]
+                    last_error = f"the until condition {until!r} is not met yet"
+                    last_text = llm.text[:2000]
+                    continue
                 last_error, last_text = llm.error, llm.text[:2000]
+        if kept:
+            return kept[0]  # retries spent: the last valid output stands, as in 0.7.0
         raise StageFailure(
             "output_invalid",
             f"stage {stage.id!r}: output invalid after {result.attempts} attempt(s) on "
@@ -142,7 +155,10 @@ class LLMStages:
         timeout = timedelta(seconds=stage.timeout_s) if stage.timeout_s else LLM_TIMEOUT
         approved = False
         turn = 0
+        keys = run.context_keys.get(stage.id, ([], []))
+        context = stage_context(variables, keys[0], keys[1], prompt)
         while turn < stage.role.max_turns:
+            run.count_llm_call(stage.id)
             llm: LLMCallResult = await workflow.execute_activity(
                 "llm_call",
                 LLMCallInput(
@@ -159,6 +175,7 @@ class LLMStages:
                     turn=turn,
                     spec_name=run.plan.name,
                     approved=approved,
+                    context=context,
                 ),
                 result_type=LLMCallResult,
                 start_to_close_timeout=timeout,
@@ -206,6 +223,18 @@ class LLMStages:
             f"stage {stage.id!r}: no final answer after "
             f"{stage.role.max_turns} turns (role.max_turns)",
         )
+
+
+def until_met(
+    stage: PlanStage, field: str, expression: str, variables: dict[str, Any], output: Any
+) -> bool:
+    """An ``until`` expression over an output: the output's fields by name, or ``output``."""
+    names = {**variables, **(output if isinstance(output, dict) else {})}
+    names.update(output=output, _result=output)
+    try:
+        return bool(evaluate(expression, names))
+    except Exception as exc:  # jinja raises many types
+        raise StageFailure("output_invalid", f"stage {stage.id!r}: {field} failed: {exc}") from exc
 
 
 def _assistant_turn(llm: LLMCallResult) -> dict[str, Any]:

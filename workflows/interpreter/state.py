@@ -14,6 +14,7 @@ from armature_temporal.runtime.models import (
     StageResult,
 )
 from armature_temporal.spec.compiler import Plan
+from workflows.interpreter.failures import StageFailure
 
 __all__ = ["RunContext"]
 
@@ -41,6 +42,35 @@ class RunContext:
         self.state: RunState = "running"
         self.approval_seq: dict[str, int] = {}
         self.started = started
+        #: Per stage: (run input names, upstream stage ids) its prompt's context lists.
+        self.context_keys: dict[str, tuple[list[str], list[str]]] = {}
+        #: Values remembered across runs (memory:), once loaded.
+        self.memory: dict[str, Any] | None = None
+        self.llm_calls = 0
+        self.executions = 0
+
+    def count_llm_call(self, stage_id: str) -> None:
+        """One more model call; past ``contracts.max_llm_calls`` the stage (and run) fails."""
+        self.llm_calls += 1
+        limit = self.plan.max_llm_calls
+        if limit is not None and self.llm_calls > limit:
+            raise StageFailure(
+                "limit_exceeded",
+                f"stage {stage_id!r}: the run reached contracts.max_llm_calls ({limit}); "
+                "raise the limit or make the workflow use fewer calls",
+            )
+
+    def count_execution(self, stage_id: str) -> None:
+        """One more stage execution (attempts and iterations count); past
+        ``contracts.max_iterations`` the stage (and run) fails."""
+        self.executions += 1
+        limit = self.plan.max_iterations
+        if limit is not None and self.executions > limit:
+            raise StageFailure(
+                "limit_exceeded",
+                f"stage {stage_id!r}: the run reached contracts.max_iterations ({limit} stage "
+                "executions); raise the limit or bound the loops and retries",
+            )
 
     def arm_of(self, stage_id: str) -> tuple[str | None, str | None]:
         """(arm id, decision id) chosen for the stage, or (None, None)."""

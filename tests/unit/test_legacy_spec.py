@@ -1,0 +1,174 @@
+"""The armature-agents 0.7.0 spec format loads here and compiles to what it means."""
+
+from __future__ import annotations
+
+import pytest
+
+from armature_temporal.errors import SpecError
+from armature_temporal.spec.compiler import compile_spec
+from armature_temporal.spec.loader import load_spec_text
+
+
+def issues_of(text: str) -> list[str]:
+    with pytest.raises(SpecError) as info:
+        load_spec_text(text)
+    return [str(i) for i in info.value.issues]
+
+
+OLDER = """\
+name: older
+contracts:
+  inputs:
+    - {name: topic, type: string, description: What to research, required: true}
+    - {name: depth, type: int, default: 2}
+  max_llm_calls: 40
+  timeout_hours: 0.5
+  output_max_chars: 4000
+  outputs:
+    - {stage: report, key: content, required: true}
+continuation:
+  carry_forward:
+    - key: report.content
+model_tiers:
+  small: {provider: simulate, model: qwen/qwen3.6-27b, tool_calling: true}
+  frontier: {provider: simulate, model: anthropic/claude-opus-4-7}
+skill_library:
+  plain: {id: plain, description: Plain language, content: Use short sentences.}
+stages:
+  - id: research
+    role:
+      type: researcher
+      model_tier: small
+      skills: [plain]
+      description: "Research {{ topic }} to depth {{ depth }}."
+    output_mode: guided_json
+    output_schema:
+      type: object
+      required: [findings]
+      properties: {findings: {type: array, items: {type: string}}}
+    on_fail:
+      loop: {stage: research, context: retry, max: 2, until: "{{ findings }}"}
+    signature:
+      input: {topic: the topic}
+      output: {findings: what was found}
+  - id: review
+    gate: human
+    present: "Findings: {{ research.findings }}"
+  - id: report
+    skip_if: "{{ not review.approved }}"
+    role: {type: worker, description: "Write the report from {{ research.findings }}."}
+  - id: judge
+    depends_on: [report]
+    role: {type: judge, description: "Score {{ report.content }}"}
+    output_mode: json
+    output_schema:
+      type: object
+      properties: {confidence: {type: number}, notes: {type: string}}
+    block_below: 0.5
+checkpoint: true
+"""
+
+
+def test_an_older_spec_loads_and_compiles_to_its_meaning() -> None:
+    loaded = load_spec_text(OLDER)
+    plan = compile_spec(loaded)
+    schema = plan.inputs_schema
+    assert schema["required"] == ["topic"]
+    assert schema["properties"]["depth"] == {"type": "integer", "default": 2}
+    assert plan.max_llm_calls == 40 and plan.run_timeout_s == 1800
+    assert plan.continuation is not None
+    assert plan.continuation.carry_forward == {"content": "report.content"}
+    research = plan.stage("research")
+    assert research.role is not None and research.role.name == "Research"
+    assert research.max_attempts == 3  # max: 2 retries after the first attempt
+    assert research.retry_until == "findings"
+    assert research.escalate and research.escalation_ladder == ["frontier"]  # guided_json default
+    assert "Use short sentences." in research.role.guidance
+    assert "- findings: what was found" in research.role.guidance
+    assert research.context_keys == ["topic"]
+    review = plan.stage("review")
+    assert review.gate is not None and review.gate.message == "Findings: {{ research.findings }}"
+    assert review.gate.on_reject == "continue"  # report's skip_if reads it
+    # Templates made research upstream of review and report, and review upstream of report.
+    assert review.implicit_depends_on == ["research"]
+    assert set(plan.stage("report").implicit_depends_on) == {"research", "review"}
+    assert plan.stage("report").skip_if == "not review.approved"
+    assert plan.stage("report").output_max_chars == 4000
+    assert plan.stage("judge").block_below == 0.5
+    assert plan.checkpoint is True
+    assert [o.key for o in plan.required_outputs] == ["content"]
+
+
+def test_bare_run_inputs_are_warnings_only_where_no_inputs_are_declared() -> None:
+    text = "name: t\nstages:\n  - id: a\n    role: {description: 'About {{ topic }}'}\n"
+    (warning,) = [str(w) for w in load_spec_text(text).warnings]
+    assert "'topic' is read as a run input" in warning and "inputs: ['topic']" in warning
+    declared = text.replace("stages:", "inputs: [topik]\nstages:")
+    (issue,) = issues_of(declared)
+    assert "unknown name 'topic'" in issue and "did you mean 'topik'?" in issue
+
+
+def test_five_independent_mistakes_are_all_reported_in_one_pass() -> None:
+    text = """\
+name: broken
+stages:
+  - id: a
+    role: {description: x, temperature: 9}
+  - id: b
+    depends_on: [nope]
+    role: {description: x}
+  - id: c
+    role: {description: "{{ oops( }}"}
+  - id: d
+    output_mode: guided_jsn
+    role: {description: x}
+  - id: e
+    role: {description: x, model_tier: hueg}
+"""
+    issues = issues_of(text)
+    joined = "\n".join(issues)
+    assert len(issues) == 5, joined
+    assert "stages[0].role.temperature" in joined  # schema error
+    assert "unknown stage 'nope'" in joined  # whole-document check, still run
+    assert "template syntax error" in joined
+    assert "stages[3].output_mode" in joined
+    assert "unknown tier 'hueg'" in joined
+
+
+def test_a_shell_rule_on_a_field_the_tool_lacks_is_refused_with_its_fields() -> None:
+    text = """\
+name: t
+safety_rules:
+  - tool: shell
+    condition: {field: command, op: matches_regex, value: "rm"}
+    action: block
+stages:
+  - id: a
+    tool: {name: shell, args: {argv: [ls]}}
+"""
+    (issue,) = issues_of(text)
+    assert "tool 'shell' has no argument 'command'" in issue
+    assert "argv" in issue and "cmd" in issue
+
+
+def test_accepted_but_unused_older_fields_warn_with_the_replacement() -> None:
+    text = """\
+name: t
+trace: {enabled: true}
+sandbox: {mode: docker}
+stages:
+  - id: a
+    response_stage: true
+    role: {description: x}
+"""
+    warnings = [str(w) for w in load_spec_text(text).warnings]
+    assert any("trace" in w and "armature traces" in w for w in warnings)
+    assert any("sandbox" in w and "restricted subprocess" in w for w in warnings)
+    assert any("response_stage" in w for w in warnings)
+
+
+def test_quoted_expressions_equal_bare_ones() -> None:
+    bare = "name: t\nstages:\n  - id: a\n    skip_if: 1 > 2\n    role: {description: x}\n"
+    quoted = bare.replace("skip_if: 1 > 2", "skip_if: '{{ 1 > 2 }}'")
+    assert load_spec_text(bare).spec.stages[0].skip_if == "1 > 2"
+    assert load_spec_text(quoted).spec.stages[0].skip_if == "1 > 2"
