@@ -1,5 +1,5 @@
-"""Start and follow runs: ``armature submit``, ``schedule``, ``cancel`` and ``runs
-list|show``."""
+"""Start and follow runs: ``armature submit``, ``run`` (submit and wait), ``schedule``,
+``cancel`` and ``runs list|show``."""
 
 from __future__ import annotations
 
@@ -31,18 +31,30 @@ from armature_temporal.spec.compiler import Plan
 app = typer.Typer()
 
 
+InputsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--input", "-i", help="A run input as name=value (JSON values allowed); repeatable."
+    ),
+]
+InputsFileOpt = Annotated[
+    Path | None, typer.Option("--inputs", help="A JSON file with the run inputs.")
+]
+SimulateFlag = Annotated[
+    bool,
+    typer.Option(
+        "--simulate",
+        help="Run every model tier on the offline simulate provider: no API keys, no cost; "
+        "traces go under a spec_hash of their own.",
+    ),
+]
+
+
 @app.command(rich_help_panel=RUN)
 def submit(
     spec: SpecArg,
-    input_pairs: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--input", "-i", help="A run input as name=value (JSON values allowed); repeatable."
-        ),
-    ] = None,
-    inputs_file: Annotated[
-        Path | None, typer.Option("--inputs", help="A JSON file with the run inputs.")
-    ] = None,
+    input_pairs: InputsOpt = None,
+    inputs_file: InputsFileOpt = None,
     wait: Annotated[
         bool,
         typer.Option(
@@ -50,6 +62,7 @@ def submit(
             help="Wait for the run to finish, showing progress, then print every stage's output.",
         ),
     ] = False,
+    simulate: SimulateFlag = False,
     address: AddressOpt = None,
     queue: QueueOpt = None,
     as_json: JsonFlag = False,
@@ -58,12 +71,91 @@ def submit(
 
     Prints the run id and its Web UI link. With no --address and no $TEMPORAL_ADDRESS, the
     local stack (Temporal dev server + worker, under $ARMATURE_HOME) is started if needed.
+    With --simulate, every model tier answers from the simulate provider instead (tier names
+    and escalation stay; tools still run), to try a real spec before spending money.
     Exits 0 when the run was started (or, with --wait, completed), 1 when it failed or was
     rejected, 2 on an invalid spec or inputs.
+
+    Example: armature submit specs/customer-triage.yaml --simulate --input ticket="Refund?"
     """
-    compiled = load_or_exit(spec)
+    compiled = _plan_for(spec, simulate)
     values = _parse_inputs(input_pairs or [], inputs_file)
     run_coroutine(_submit(compiled, values, wait, address, queue, as_json))
+
+
+@app.command("run", rich_help_panel=RUN)
+def run_command(
+    spec: SpecArg,
+    input_pairs: InputsOpt = None,
+    inputs_file: InputsFileOpt = None,
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Also write the run's outputs (stage id → output) as JSON to FILE; '-' for "
+            "stdout, instead of the table.",
+            metavar="FILE",
+        ),
+    ] = None,
+    simulate: SimulateFlag = False,
+    address: AddressOpt = None,
+    queue: QueueOpt = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Run a spec to the end and print its outputs (`armature submit --wait`, plus --output).
+
+    Shows progress on stderr, then every stage's output. --output writes the outputs of the
+    stages that completed as one JSON object, whatever the outcome (the exit code says it).
+    Exits 0 when the run completed, 1 when it failed or was rejected, 2 on an invalid spec,
+    inputs or options.
+
+    Example: armature run specs/quickstart.yaml --input topic="tide pools" --output out.json
+    """
+    if output == "-" and as_json:
+        raise fail(
+            "error: --output - and --json both write to stdout; use --json for the whole run "
+            "or --output - for its outputs alone",
+            2,
+        )
+    target = None if output in (None, "-") else Path(output)
+    if target is not None and not target.parent.is_dir():
+        raise fail(
+            f"error: --output {output}: folder {str(target.parent)!r} does not exist; "
+            "create it or write elsewhere",
+            2,
+        )
+    compiled = _plan_for(spec, simulate)
+    values = _parse_inputs(input_pairs or [], inputs_file)
+    run_coroutine(_submit(compiled, values, True, address, queue, as_json, output))
+
+
+def _plan_for(spec: Path, simulate: bool) -> Plan:
+    """The compiled plan of ``spec``; with ``simulate``, its offline copy, saying so on
+    stderr in one line."""
+    compiled = load_or_exit(spec)
+    if not simulate:
+        return compiled
+    from armature_temporal.spec.offline import real_tiers, simulated
+
+    replaced = real_tiers(compiled)
+    offline = simulated(compiled)
+    if not replaced:
+        said = "every tier is on simulate already; the run is an ordinary one"
+    else:
+        names = ", ".join(
+            f"{t.name} ({t.provider}{'/' + t.model if t.model else ''}"
+            + ("" if owner == compiled.name else f", in {owner}")
+            + ")"
+            for owner, t in replaced
+        )
+        said = (
+            f"tiers {names} answer from the simulate provider: no API keys, no cost, simulated "
+            f"outputs; traces go under spec_hash {offline.spec_hash[:12]}, apart from the real "
+            f"version's {compiled.spec_hash[:12]}"
+        )
+    err.print(f"--simulate: {said}", markup=False, highlight=False)
+    return offline
 
 
 def _parse_inputs(pairs: list[str], inputs_file: Path | None) -> dict[str, Any]:
@@ -95,7 +187,10 @@ async def _submit(
     address: str | None,
     queue: str | None,
     as_json: bool,
+    output: str | None = None,
 ) -> None:
+    """Start the run; with ``wait``, follow it, print it and write ``output`` (a file, or
+    ``-`` for stdout in place of the table); exit 1 unless it completed."""
     from armature_temporal.service.client import ensure_search_attributes, prepare_inputs, start_run
     from armature_temporal.settings import task_queue, ui_url
 
@@ -116,12 +211,27 @@ async def _submit(
         return
     err.print(f"started run {handle.id} — {link}", markup=False, highlight=False)
     view = await _follow(client, handle.id)
+    if output is not None:
+        _write_outputs(view.outputs, output)
     if as_json:
         print_json({**view.model_dump(mode="json"), "ui_url": link})
-    else:
+    elif output != "-":
         _print_run(view)
     if (view.state or view.status) != "completed":
         raise typer.Exit(1)
+
+
+def _write_outputs(outputs: dict[str, Any], output: str) -> None:
+    """``outputs`` as indented JSON to the file ``output`` (``-``: stdout), or exit 1."""
+    if output == "-":
+        print_json(outputs)
+        return
+    text = json.dumps(outputs, indent=2, ensure_ascii=False, default=str) + "\n"
+    try:
+        Path(output).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise fail(f"error: --output {output}: cannot write it: {exc}", 1) from None
+    err.print(f"outputs written to {output}", markup=False, highlight=False)
 
 
 async def _follow(client: Any, run_id: str) -> Any:
