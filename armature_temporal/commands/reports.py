@@ -27,17 +27,38 @@ app = typer.Typer()
 
 @app.command(rich_help_panel=INSPECT)
 def report(
-    run_id: Annotated[str, typer.Argument(help="The run id.", metavar="RUN")],
+    run_id: Annotated[
+        str | None, typer.Argument(help="The run id.", metavar="RUN", show_default=False)
+    ] = None,
+    run_id_option: Annotated[
+        str | None,
+        typer.Option("--run-id", help="The run id (the older spelling of RUN).", metavar="RUN"),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Show a run from the trace store: its stages, every attempt (tier, model, validity,
-    latency, tokens, cost, error), tool calls, gate decisions, HQS and cost.
+    latency, tokens, cost, error), tool calls, gate decisions, HQS and cost, and each stage's
+    evaluation (its ``evaluate`` criteria's scores and their mean, judged after the run).
 
     Reads only the trace store, so it works for finished runs when the Temporal server is
     gone. Exits 2 when the store has no such run.
+
+    Example: armature report quickstart-1a2b3c4d   (or: armature report --run-id ...)
     """
     from armature_temporal.views import build_report, load_run, render_report
 
+    if run_id is not None and run_id_option is not None and run_id != run_id_option:
+        raise fail(
+            f"error: two run ids given, RUN {run_id!r} and --run-id {run_id_option!r}; give one",
+            2,
+        )
+    run_id = run_id or run_id_option
+    if run_id is None:
+        raise fail(
+            "error: which run? give its id: armature report RUN (list runs with "
+            "`armature runs list`)",
+            2,
+        )
     store, where = open_store()
     found = load_run(store, run_id)
     if found is None:
@@ -72,6 +93,15 @@ def dashboard(
     ] = 2.0,
     limit: Annotated[int, typer.Option("--limit", help="Read the newest N runs.", min=1)] = 500,
     as_json: JsonFlag = False,
+    fmt: Annotated[
+        Literal["terminal", "json"] | None,
+        typer.Option(
+            "--format",
+            "-f",
+            help="terminal or json; --format json is --json (the older spelling).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Show how a spec is doing, from the trace store: HQS per spec version (with a
     sparkline of its trend), failure taxonomy counts, run latency p50/p95, tokens and cost,
@@ -89,6 +119,7 @@ def dashboard(
         render_overview,
     )
 
+    as_json = as_json or fmt == "json"
     store, where = open_store()
     name = _spec_name(spec) if spec else None
 
