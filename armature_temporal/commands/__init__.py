@@ -7,8 +7,8 @@ groups, such as ``runs`` or ``proposals``); ``cli.py`` adds every room's ``app``
 
 - :mod:`~armature_temporal.commands.authoring` (Write specs): ``validate``, ``plan``,
   ``schema``, ``new``, ``scan``. No Temporal needed.
-- :mod:`~armature_temporal.commands.runs` (Run and approve): ``submit``, ``schedule``,
-  ``cancel``, ``runs list|show``.
+- :mod:`~armature_temporal.commands.runs` (Run and approve): ``submit``, ``run``,
+  ``schedule``, ``cancel``, ``runs list|show``.
 - :mod:`~armature_temporal.commands.approvals` (Run and approve): ``approve``, ``reject``,
   ``gates``.
 - :mod:`~armature_temporal.commands.loops` (Learn and improve): ``improve``, ``finetune``.
@@ -18,7 +18,8 @@ groups, such as ``runs`` or ``proposals``); ``cli.py`` adds every room's ``app``
 - :mod:`~armature_temporal.commands.reports` (Inspect the record): ``report``,
   ``dashboard``, ``traces verify``, ``export-traces``. The trace store only.
 - :mod:`~armature_temporal.commands.stack` (Run the stack): ``worker``, ``dev``,
-  ``dev stop``, ``serve``.
+  ``dev stop``, ``serve``, ``watch``.
+- :mod:`~armature_temporal.commands.doctor` (Run the stack): ``doctor``.
 - :mod:`~armature_temporal.commands._common`: what several rooms share (the consoles, the
   ``--json``/``--address``/``--task-queue`` options, the ``SPEC`` argument, printing JSON,
   failing with an exit code, running coroutines, the Temporal client, loading a spec, opening
@@ -33,6 +34,7 @@ from armature_temporal.commands import (
     approvals,
     authoring,
     bandits,
+    doctor,
     loops,
     reports,
     review,
@@ -40,4 +42,14 @@ from armature_temporal.commands import (
     stack,
 )
 
-__all__ = ["approvals", "authoring", "bandits", "loops", "reports", "review", "runs", "stack"]
+__all__ = [
+    "approvals",
+    "authoring",
+    "bandits",
+    "doctor",
+    "loops",
+    "reports",
+    "review",
+    "runs",
+    "stack",
+]
