@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from typing import Any
 
 from jinja2 import TemplateSyntaxError
@@ -101,7 +102,12 @@ def build_messages(
         system.append(contract)
     user = render(prompt_template, variables).strip()
     if context:
-        lines = [f"- {key}: {_context_value(value)}" for key, value in context.items()]
+        lines = [f"- {k}: {_context_text(v)}" for k, v in context.items() if k != OMITTED]
+        if context.get(OMITTED):
+            lines.append(
+                f"- (not shown: {', '.join(context[OMITTED])} — earlier stages; a prompt "
+                "that names them, e.g. {{ stage.field }}, gets them)"
+            )
         user += "\n\nContext:\n" + "\n".join(lines)
     last_error = variables.get("_last_error")
     if last_error:
@@ -117,13 +123,23 @@ def build_messages(
 
 #: A context value longer than this is cut (with a marker) in the prompt's Context section.
 CONTEXT_VALUE_CHARS = 8000
+#: Room for the outputs of stages further up than the direct dependencies, nearest first; the
+#: rest are named, not shown (as 0.7.0 compacted long contexts), which keeps every call — and
+#: so a run's history — bounded however long the chain of stages.
+CONTEXT_BUDGET_CHARS = 4000
+#: The Context entry that names what did not fit.
+OMITTED = "_omitted"
 
 
-def _context_value(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    if len(text) > CONTEXT_VALUE_CHARS:
-        text = text[:CONTEXT_VALUE_CHARS] + "...[truncated]"
-    return text
+def _context_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _capped(value: Any) -> Any:
+    text = _context_text(value)
+    return (
+        value if len(text) <= CONTEXT_VALUE_CHARS else text[:CONTEXT_VALUE_CHARS] + "...[truncated]"
+    )
 
 
 def stage_context(
@@ -131,11 +147,14 @@ def stage_context(
     input_keys: list[str],
     stage_keys: list[str],
     template: str,
+    direct: Collection[str] = (),
 ) -> dict[str, Any]:
     """The accumulated context a stage sees in its prompt (as in armature-agents 0.7.0): the
     run inputs and upstream outputs present in ``variables``, less those ``template`` already
     quotes (``{{ topic }}``, ``{{ inputs.topic }}``, ``{{ analyze.summary }}``) and the
-    markers of skipped stages."""
+    markers of skipped stages. Inputs and ``direct`` dependencies are always shown (each cut
+    at CONTEXT_VALUE_CHARS); further stages, in ``stage_keys`` order, while they fit in
+    CONTEXT_BUDGET_CHARS, and the rest are named under ``_omitted``."""
     try:
         names = referenced_names(template)
     except TemplateSyntaxError:
@@ -144,13 +163,25 @@ def stage_context(
     if "inputs" in names:
         quoted |= names["inputs"] or set(input_keys)
     out: dict[str, Any] = {}
+    omitted: list[str] = []
+    budget = CONTEXT_BUDGET_CHARS
     for key in [*input_keys, *stage_keys]:
         if key in quoted or key not in variables or key in out:
             continue
         value = variables[key]
         if value is None or (isinstance(value, dict) and value.get("_skipped") is True):
             continue
-        out[key] = value
+        if key in input_keys or key in direct:
+            out[key] = _capped(value)
+            continue
+        size = len(_context_text(value))
+        if size <= budget:
+            out[key] = value
+            budget -= size
+        else:
+            omitted.append(key)
+    if omitted:
+        out[OMITTED] = omitted
     return out
 
 

@@ -388,10 +388,31 @@ def _check_templates(spec: Spec) -> Iterator[Problem]:
             base |= set(stage.loop.carry_forward or [])
             if stage.loop.carry_forward is None:
                 base |= set(_output_fields(stage) or [])
+        hidden: set[str] = set()
+        if stage.signature is not None and stage.signature.input:
+            keys = set(stage.signature.input)
+            hidden = ((set(inputs) | visible) - keys) - set(RUN_VARIABLES)
         for path, source, is_expr, extra in stage_templates(spec, i):
+            yield from _check_hidden(path, source, is_expr, hidden - extra)
             yield from _check_one_template(
                 path, source, is_expr, base | extra, visible, stages, stage.id, open_inputs
             )
+
+
+def _check_hidden(path: Path, source: str, is_expr: bool, hidden: set[str]) -> Iterator[Problem]:
+    """A template may not read what its stage's signature.input hides from it."""
+    if not hidden:
+        return
+    try:
+        names = set(referenced_names(source, expression=is_expr))
+    except TemplateSyntaxError:
+        return
+    for name in sorted(names & hidden):
+        yield (
+            path,
+            f"reads {name!r}, which this stage's signature.input leaves out of its context; "
+            f"add {name!r} to signature.input",
+        )
 
 
 def _check_one_template(

@@ -49,7 +49,7 @@ stages:
     on_fail:
       loop: {stage: research, context: retry, max: 2, until: "{{ findings }}"}
     signature:
-      input: {topic: the topic}
+      input: {topic: the topic, depth: how deep}
       output: {findings: what was found}
   - id: review
     gate: human
@@ -85,7 +85,7 @@ def test_an_older_spec_loads_and_compiles_to_its_meaning() -> None:
     assert research.escalate and research.escalation_ladder == ["frontier"]  # guided_json default
     assert "Use short sentences." in research.role.guidance
     assert "- findings: what was found" in research.role.guidance
-    assert research.context_keys == ["topic"]
+    assert research.context_keys == ["topic", "depth"]
     review = plan.stage("review")
     assert review.gate is not None and review.gate.message == "Findings: {{ research.findings }}"
     assert review.gate.on_reject == "continue"  # report's skip_if reads it
@@ -172,3 +172,34 @@ def test_quoted_expressions_equal_bare_ones() -> None:
     quoted = bare.replace("skip_if: 1 > 2", "skip_if: '{{ 1 > 2 }}'")
     assert load_spec_text(bare).spec.stages[0].skip_if == "1 > 2"
     assert load_spec_text(quoted).spec.stages[0].skip_if == "1 > 2"
+
+
+def test_context_shows_direct_dependencies_and_budgets_the_rest() -> None:
+    from armature_temporal.runtime.prompts import (
+        CONTEXT_BUDGET_CHARS,
+        OMITTED,
+        build_messages,
+        stage_context,
+    )
+
+    big = "x" * (CONTEXT_BUDGET_CHARS - 10)
+    variables = {"topic": "tides", "near": {"a": 1}, "mid": big, "far": "y" * 50, "gone": None}
+    context = stage_context(
+        variables, ["topic"], ["near", "mid", "far", "gone"], "About {{ topic }}", ["near"]
+    )
+    assert "topic" not in context  # the template quotes it
+    assert context["near"] == {"a": 1} and context["mid"] == big
+    assert context[OMITTED] == ["far"]  # no room left for it
+    messages = build_messages(
+        role_type="worker",
+        role_name="W",
+        prompt_template="About {{ topic }}",
+        variables=variables,
+        mission="",
+        output_mode="text",
+        output_schema=None,
+        context=context,
+    )
+    user = messages[-1]["content"]
+    assert user.startswith('About tides\n\nContext:\n- near: {"a": 1}')
+    assert "not shown: far" in user

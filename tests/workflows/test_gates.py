@@ -115,7 +115,13 @@ stages:
         await handle.signal("gate", GateDecision(stage="ok", decision="approve", by="ui"))
         result = await handle.result()
     assert result.state == "completed"
-    assert result.outputs["ok"] == {"decision": "approve", "comment": None, "by": "ui"}
+    assert result.outputs["ok"] == {
+        "approved": True,
+        "feedback": None,
+        "decision": "approve",
+        "comment": None,
+        "by": "ui",
+    }
 
 
 async def test_tool_call_that_needs_approval_waits_then_runs(

@@ -156,7 +156,7 @@ class LLMStages:
         approved = False
         turn = 0
         keys = run.context_keys.get(stage.id, ([], []))
-        context = stage_context(variables, keys[0], keys[1], prompt)
+        context = stage_context(variables, keys[0], keys[1], prompt, stage.depends_on)
         while turn < stage.role.max_turns:
             run.count_llm_call(stage.id)
             llm: LLMCallResult = await workflow.execute_activity(

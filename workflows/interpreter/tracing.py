@@ -118,6 +118,8 @@ class Tracer:
         provenance.update({k: f"stage:{k}" for k in run.outputs if k in variables})
         if run.plan.continuation is not None:
             provenance[run.plan.continuation.inject_as] = "prior_run"
+        if run.plan.memory is not None and run.plan.memory.inject_as in variables:
+            provenance[run.plan.memory.inject_as] = "memory"
         arm_id, decision_id = run.arm_of(stage.id)
         self.chain.add(
             "attempt",
