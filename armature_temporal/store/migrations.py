@@ -185,6 +185,27 @@ def _v6_verification_runs(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE runs ADD COLUMN verification BOOLEAN NOT NULL DEFAULT FALSE"))
 
 
+def _v7_memory_entries(conn: Connection) -> None:
+    """Cross-run memory (a spec's ``memory.capture``): named stage outputs kept per memory name
+    in a rolling window, each with the run, stage and time it came from. One row per run,
+    stage and key, so a retried capture writes nothing twice."""
+    meta = MetaData()
+    Table(
+        "memory_entries",
+        meta,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("memory_name", String(100), nullable=False),
+        Column("stage_id", String(100), nullable=False),
+        Column("capture_key", String(200), nullable=False),
+        Column("value", JSON),
+        Column("run_id", String(200), nullable=False),
+        Column("recorded_at", String(40), nullable=False),
+        UniqueConstraint("run_id", "stage_id", "capture_key", name="uq_memory_run_stage_key"),
+        Index("ix_memory_name_key", "memory_name", "stage_id", "capture_key", "recorded_at"),
+    )
+    meta.create_all(conn)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "initial", _v1_initial),
     (2, "run_quality", _v2_run_quality),
@@ -192,6 +213,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (4, "improvement_proposals", _v4_improvement_proposals),
     (5, "adapters", _v5_adapters),
     (6, "verification_runs", _v6_verification_runs),
+    (7, "memory_entries", _v7_memory_entries),
 ]
 
 

@@ -8,7 +8,15 @@ from typing import Any
 from sqlalchemy import JSON, Float, Index, Integer, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["AdapterRow", "Base", "GateDecisionRow", "ProposalRow", "RunRow", "TraceRow"]
+__all__ = [
+    "AdapterRow",
+    "Base",
+    "GateDecisionRow",
+    "MemoryEntryRow",
+    "ProposalRow",
+    "RunRow",
+    "TraceRow",
+]
 
 
 class Base(DeclarativeBase):
@@ -160,4 +168,25 @@ class AdapterRow(Base):
 
     __table_args__ = (
         Index("ix_adapters_spec_stage_created", "spec_name", "stage_id", "created_at"),
+    )
+
+
+class MemoryEntryRow(Base):
+    """One remembered stage output value (a spec's ``memory.capture``), with its provenance:
+    the run, the stage and when. Kept per ``memory_name`` in a rolling window per stage and
+    key (:class:`~armature_temporal.store.memory.MemoryStore`)."""
+
+    __tablename__ = "memory_entries"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    memory_name: Mapped[str] = mapped_column(String(100))
+    stage_id: Mapped[str] = mapped_column(String(100))
+    capture_key: Mapped[str] = mapped_column(String(200))
+    value: Mapped[Any] = mapped_column(JSON, nullable=True)
+    run_id: Mapped[str] = mapped_column(String(200))
+    recorded_at: Mapped[str] = mapped_column(String(40))
+
+    __table_args__ = (
+        UniqueConstraint("run_id", "stage_id", "capture_key", name="uq_memory_run_stage_key"),
+        Index("ix_memory_name_key", "memory_name", "stage_id", "capture_key", "recorded_at"),
     )

@@ -2,8 +2,9 @@
 
 Writes are idempotent — a retried activity re-sends records with the same ``(run_id, seq)`` and
 they are ignored — and safe under many concurrent workers (each run's chain is computed by its
-workflow, so writers never read-modify-write a shared row). Proposals and adapters are mixed
-in from :mod:`~armature_temporal.store.proposals` and :mod:`~armature_temporal.store.adapters`.
+workflow, so writers never read-modify-write a shared row). Proposals, adapters and cross-run
+memory are mixed in from :mod:`~armature_temporal.store.proposals`,
+:mod:`~armature_temporal.store.adapters` and :mod:`~armature_temporal.store.memory`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from armature_temporal.runtime.traces import ChainBreak, TraceRecord
 from armature_temporal.store._base import table_of
 from armature_temporal.store.adapters import AdapterError, AdapterStore
 from armature_temporal.store.engine import StoreError, database_url, make_engine
+from armature_temporal.store.memory import MemoryStore
 from armature_temporal.store.migrations import migrate
 from armature_temporal.store.proposals import ProposalError, ProposalStore
 from armature_temporal.store.schema import GateDecisionRow, RunRow, TraceRow
@@ -32,7 +34,7 @@ LATENCY_WINDOW = 50
 _RECORD_FIELDS = [name for name in TraceRecord.model_fields]
 
 
-class TraceStore(ProposalStore, AdapterStore):
+class TraceStore(ProposalStore, AdapterStore, MemoryStore):
     """Open (and migrate) the store at ``url`` (default: ``$ARMATURE_DB_URL`` or SQLite)."""
 
     def __init__(self, url: str | None = None) -> None:
