@@ -8,6 +8,7 @@ non-retryable with a ``type`` the diagnostics classify.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from datetime import timedelta
@@ -23,7 +24,7 @@ from armature_temporal.runtime.models import LLMCallInput, LLMCallResult
 from armature_temporal.runtime.parsing import parse_output
 from armature_temporal.runtime.payloads import MAX_STAGE_OUTPUT
 from armature_temporal.runtime.prompts import build_messages
-from armature_temporal.tools import ToolError, get_tool_spec
+from armature_temporal.tools import ToolError, get_tool_spec, load_tool_modules
 
 __all__ = ["llm_call"]
 
@@ -37,8 +38,6 @@ async def _adapter_for(inp: LLMCallInput) -> str | None:
     if adapter is None or not (adapter == "latest" or adapter.startswith("latest:")):
         return adapter
     stage = adapter.partition(":")[2] or inp.stage.id
-    import asyncio
-
     from activities.traces import store_for
     from armature_temporal.store.engine import database_url
 
@@ -104,6 +103,8 @@ async def llm_call(inp: LLMCallInput) -> LLMCallResult:
     if pre.messages is not None:
         messages = pre.messages
     try:
+        if inp.tool_modules and inp.tools:
+            await asyncio.to_thread(load_tool_modules, inp.tool_modules)
         tools = [get_tool_spec(name).model_dump(mode="json") for name in inp.tools]
     except ToolError as exc:
         raise ApplicationError(

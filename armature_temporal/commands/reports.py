@@ -37,7 +37,8 @@ def report(
     as_json: JsonFlag = False,
 ) -> None:
     """Show a run from the trace store: its stages, every attempt (tier, model, validity,
-    latency, tokens, cost, error), tool calls, gate decisions, HQS and cost.
+    latency, tokens, cost, error), tool calls, gate decisions, HQS and cost, and each stage's
+    evaluation: the scores of its evaluate criteria and their mean, judged after the run.
 
     Reads only the trace store, so it works for finished runs when the Temporal server is
     gone. Exits 2 when the store has no such run.

@@ -48,6 +48,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from armature_temporal.runtime.traces import TraceRecord
+from armature_temporal.spec.checks import JUDGE_SCORE_KEYS
 
 __all__ = [
     "JUDGE_SCORE_KEYS",
@@ -67,9 +68,6 @@ WEIGHTS: dict[str, float] = {
     "latency": 0.10,
     "happy_path": 0.10,
 }
-
-#: Where a judge stage's score is read from, first match wins.
-JUDGE_SCORE_KEYS: tuple[str, ...] = ("score", "quality_score", "confidence")
 
 
 class HQSBreakdown(BaseModel):

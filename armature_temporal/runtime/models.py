@@ -160,6 +160,8 @@ class LLMCallInput(_Model):
     turn: int = 0
     spec_name: str = ""
     approved: bool = False
+    #: Modules (tools: [{module}]) whose tools the role may call; loaded before the call.
+    tool_modules: list[str] = Field(default_factory=list)
     #: The accumulated context the stage sees (run inputs and upstream outputs its template
     #: does not already quote), listed after the task in the prompt.
     context: dict[str, Any] = Field(default_factory=dict)

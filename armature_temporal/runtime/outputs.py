@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from armature_temporal.spec.checks import JUDGE_SCORE_KEYS
+from armature_temporal.runtime.hqs import JUDGE_SCORE_KEYS, judge_score
 
 __all__ = [
     "JUDGE_SCORE_KEYS",
@@ -21,17 +21,6 @@ __all__ = [
 TRUNCATION_MARKER = "...[truncated]"
 #: The output of a stage that its condition or skip_if skipped.
 SKIPPED: dict[str, Any] = {"_skipped": True}
-
-
-def judge_score(output: Any) -> float | None:
-    """A judge's score in [0, 1] from ``score``, ``quality_score`` or ``confidence``."""
-    if not isinstance(output, dict):
-        return None
-    for key in JUDGE_SCORE_KEYS:
-        value = output.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1:
-            return float(value)
-    return None
 
 
 def failed_output(error: str, error_type: str | None) -> dict[str, Any]:

@@ -29,7 +29,11 @@ __all__ = [
     "verify_chain",
 ]
 
-RecordKind = Literal["run_start", "attempt", "stage", "gate", "tool", "run_end"]
+#: ``memory``: cross-run memory loaded or captured (or why not); ``evaluation``: a stage's
+#: ``evaluate`` criteria judged after the run.
+RecordKind = Literal[
+    "run_start", "attempt", "stage", "gate", "tool", "memory", "evaluation", "run_end"
+]
 
 #: One code per failed or degraded stage, assigned from facts in the trace.
 FAILURE_TAXONOMY: dict[str, str] = {

@@ -523,10 +523,9 @@ def _rule_field_problem(tool: str, field: str) -> str | None:
     """Why a safety rule's condition field can never match a call of ``tool``, or None."""
     if field == "_tool_reversibility" or tool == "*":
         return None
-    from armature_temporal import tools as tools_package
+    from armature_temporal.tools import tool_arg_fields
 
-    fields_of = getattr(tools_package, "tool_arg_fields", None)
-    known = fields_of(tool) if fields_of is not None else None
+    known = tool_arg_fields(tool)
     if known is None:
         return None
     root = field.split(".", 1)[0]

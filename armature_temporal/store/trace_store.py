@@ -134,7 +134,8 @@ class TraceStore(ProposalStore, AdapterStore, MemoryStore):
             hqs: float | None = run_hqs(chain, p50).hqs
         except ValueError:  # recorded weights no valid plan has: the run stays unscored
             hqs = None
-        attempts = [r for r in chain if r.kind == "attempt"]
+        # Every model call the run paid for: its stages' attempts and its evaluations.
+        calls = [r for r in chain if r.kind in ("attempt", "evaluation")]
         conn.execute(
             self._update_run,
             {
@@ -145,9 +146,9 @@ class TraceStore(ProposalStore, AdapterStore, MemoryStore):
                 "finished_at": end.recorded_at,
                 "latency_ms": end.latency_ms,
                 "hqs": hqs,
-                "prompt_tokens": sum(r.prompt_tokens for r in attempts),
-                "completion_tokens": sum(r.completion_tokens for r in attempts),
-                "cost_usd": sum(r.cost_usd for r in attempts),
+                "prompt_tokens": sum(r.prompt_tokens for r in calls),
+                "completion_tokens": sum(r.completion_tokens for r in calls),
+                "cost_usd": sum(r.cost_usd for r in calls),
                 "chain_head": end.hash,
             },
         )

@@ -167,6 +167,7 @@ class ToolRegistry:
         with self._lock:
             if module_name in self._modules:
                 return list(self._modules[module_name])
+            _alias_older_imports()
             try:
                 module = importlib.import_module(module_name)
             except ImportError as exc:
@@ -520,3 +521,34 @@ def _invalid(name: str, problems: list[str]) -> ToolResult:
 def _describe(fn: Callable[..., Any]) -> str:
     name = getattr(fn, "__name__", None)
     return repr(name) if name and name != "<lambda>" else "(a lambda)"
+
+
+#: The 0.7.0 modules a tool module imports its names from, and what stands in for them here.
+_OLDER_MODULES = (
+    "armature",
+    "armature.registry",
+    "armature.registry.registry",
+    "armature.permissions",
+    "armature.permissions.permissions",
+)
+
+
+def _alias_older_imports() -> None:
+    """Let a 0.7.0 tool module run unchanged: where the armature-agents package is not
+    installed, its ``armature.registry.registry`` and ``armature.permissions.permissions``
+    imports resolve to :mod:`armature_temporal.tools.compat`, which has the same names.
+    Where it is installed, nothing is aliased (its own descriptors are accepted too)."""
+    import importlib.util
+    import sys
+
+    if "armature" in sys.modules:
+        return
+    try:
+        if importlib.util.find_spec("armature") is not None:
+            return
+    except (ImportError, ValueError):
+        return
+    from armature_temporal.tools import compat
+
+    for name in _OLDER_MODULES:
+        sys.modules.setdefault(name, compat)

@@ -13,6 +13,7 @@ from armature_temporal.views.report import RunReport
 if TYPE_CHECKING:
     from rich.console import RenderableType
     from rich.table import Table
+    from rich.text import Text
 
 __all__ = ["render_dashboard", "render_overview", "render_report"]
 
@@ -73,7 +74,9 @@ def render_report(report: RunReport) -> RenderableType:
         parts.append(Text(f"child of {report.parent_run_id}"))
     if report.reason:
         parts.append(Text(f"reason: {report.reason}"))
-    stages = _table("stage", "role", "status", "tier", "attempts", "judge", "error / output")
+    evaluated = any(st.evaluation for st in report.stages)
+    columns = ["stage", "role", "status", "tier", "attempts", "judge"]
+    stages = _table(*columns, *(["evaluation"] if evaluated else []), "error / output")
     for st in report.stages:
         detail = f"[{st.error_type}] {st.error or ''}" if st.error_type else _short(st.output)
         role = f"{st.role} ({st.role_type})" if st.role else (st.kind or "")
@@ -84,9 +87,23 @@ def render_report(report: RunReport) -> RenderableType:
             (st.tier or "") + (" ↑" if st.escalated else ""),
             str(st.attempts or ""),
             _num(st.judge_score),
+            *([_evaluation(st.evaluation)] if evaluated else []),
             Text(_short(detail, 70)),
         )
     parts += [Text("\nstages", style="bold"), stages]
+    judged = [st for st in report.stages if st.evaluation]
+    if judged:
+        criteria = _table("stage", "criterion", "score")
+        for st in judged:
+            assert st.evaluation is not None
+            for criterion, score in (st.evaluation.get("scores") or {}).items():
+                criteria.add_row(st.stage_id, criterion, _num(score))
+            label = "error" if "error" in st.evaluation else "rationale"
+            why = Text(
+                _short(st.evaluation.get(label), 90), style="red" if label == "error" else ""
+            )
+            criteria.add_row(st.stage_id, Text(label, style="dim"), why)
+        parts += [Text("\nevaluations", style="bold"), criteria]
     rows = [a for st in report.stages for a in st.attempt_records]
     if rows:
         attempts = _table(
@@ -125,6 +142,19 @@ def render_report(report: RunReport) -> RenderableType:
             gates.add_row(g.stage_id, g.decision, g.by or "", g.decided_at[:19], g.comment or "")
         parts += [Text("\ngate decisions", style="bold"), gates]
     return Group(*parts)
+
+
+def _evaluation(evaluation: dict[str, Any] | None) -> Text:
+    """A stage's evaluation in one cell: the mean of its criteria, or that it failed."""
+    from rich.text import Text
+
+    if not evaluation:
+        return Text("")
+    if "error" in evaluation:
+        return Text("failed", style="red")
+    scores = evaluation.get("scores") or {}
+    criteria = "criterion" if len(scores) == 1 else "criteria"
+    return Text(f"{_num(evaluation.get('mean'))} ({len(scores)} {criteria})")
 
 
 def _version_label(v: VersionStats) -> str:

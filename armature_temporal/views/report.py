@@ -103,6 +103,9 @@ class StageView(_View):
     error: str | None = None
     judge_score: float | None = None
     output: Any = None
+    #: The ``evaluate`` criteria judged after the run: ``{scores, mean, rationale, tier}``, or
+    #: ``{error, tier}``; None when the stage has no criteria (or was not evaluated).
+    evaluation: dict[str, Any] | None = None
     attempt_records: list[AttemptView] = Field(default_factory=list)
     tool_calls: list[ToolCallView] = Field(default_factory=list)
 
@@ -164,7 +167,10 @@ def build_report(trace: RunTrace, gates: Sequence[GateView] = ()) -> RunReport:
     attempts: dict[str, list[AttemptView]] = defaultdict(list)
     tools: dict[str, list[ToolCallView]] = defaultdict(list)
     finished: dict[str, TraceRecord] = {}
+    evaluations: dict[str, dict[str, Any]] = {}
     for r in trace.records:
+        if r.kind == "evaluation" and r.stage_id is not None and isinstance(r.output, dict):
+            evaluations[r.stage_id] = r.output
         if r.stage_id is None or r.kind not in ("attempt", "tool", "stage"):
             continue
         if r.stage_id not in order:
@@ -206,11 +212,13 @@ def build_report(trace: RunTrace, gates: Sequence[GateView] = ()) -> RunReport:
                 error=end.error if end else None,
                 judge_score=end.judge_score if end else None,
                 output=end.output if end else None,
+                evaluation=evaluations.get(sid),
                 attempt_records=tried,
                 tool_calls=tools[sid],
             )
         )
-    made = [r for r in trace.records if r.kind == "attempt"]
+    # Model calls: the stages' attempts and the evaluations' judge calls.
+    made = [r for r in trace.records if r.kind in ("attempt", "evaluation")]
     return RunReport(
         run_id=trace.run_id,
         spec_name=trace.spec_name,

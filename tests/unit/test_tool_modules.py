@@ -128,7 +128,6 @@ async def test_a_0_7_0_packages_descriptor_is_read_by_attribute(ctx: ToolContext
     [
         ("tests.tool_modules.no_register", "has no register(registry) function"),
         ("tests.tool_modules.bad_register", "'shell' is a built-in tool's"),
-        ("tests.tool_modules.old_imports", "armature_temporal.tools.compat instead"),
         ("tests.tool_modules.not_there", "cannot be imported"),
     ],
 )
@@ -138,6 +137,21 @@ def test_a_module_that_cannot_register_says_why_and_how_to_fix(module: str, mess
         load_tool_modules([module], registry=fresh)
     assert message in str(info.value) and repr(module) in str(info.value)
     assert fresh.modules() == {}  # not marked loaded: the next call tries again
+
+
+def test_a_module_with_its_0_7_0_imports_loads_unchanged() -> None:
+    import importlib.util
+    import sys
+
+    from armature_temporal.tools import compat
+
+    aliased = sys.modules.get("armature") is compat
+    if not aliased and importlib.util.find_spec("armature") is not None:  # pragma: no cover
+        pytest.skip("armature-agents is installed here, so its own modules answer the imports")
+    fresh = ToolRegistry()
+    assert load_tool_modules(["tests.tool_modules.old_imports"], registry=fresh) is None
+    assert fresh.modules() == {"tests.tool_modules.old_imports": ["old_echo"]}
+    assert get_tool_spec("old_echo", registry=fresh).name == "old_echo"
 
 
 def test_a_name_taken_by_another_handler_is_refused(registry: ToolRegistry) -> None:

@@ -279,3 +279,31 @@ stages:
     assert len(kids) == 2
     first = attempt_messages(kids[0]["id"], "look")[-1]["content"]
     assert "Look into ['a', 'b']" in first
+
+
+async def test_a_0_7_0_tools_module_serves_tool_stages_and_hqs_weights_are_recorded(
+    client: Client, task_queue: str, armature_home: object
+) -> None:
+    result = await run_to_end(
+        client,
+        """\
+name: moduled
+tools:
+  - module: tests.tool_modules.old_imports
+hqs:
+  weights: {judge: 0.5}
+stages:
+  - id: echo
+    tool_call: {name: old_echo, args: {text: "{{ word }}"}}
+  - {id: use, role: {description: "Use {{ echo.echo }}", model_tier: small}}
+""",
+        task_queue,
+        word="hello",
+    )
+    assert result.state == "completed", result.reason
+    assert result.outputs["echo"] == {"echo": "hello"}
+    from activities.traces import store_for
+
+    records = store_for(database_url()).records(run_id=result.run_id)
+    start_record = next(r for r in records if r.kind == "run_start")
+    assert start_record.data["hqs_weights"] == {"judge": 0.5}

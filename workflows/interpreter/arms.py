@@ -12,6 +12,7 @@ from armature_temporal.runtime.models import (
     BanditSelectInput,
     BanditSelectResult,
 )
+from armature_temporal.runtime.outputs import judge_score
 from armature_temporal.spec.compiler import PlanArm, PlanStage
 from workflows.interpreter.state import RunContext
 
@@ -76,8 +77,8 @@ class Arms:
         run = self.run
         result = run.results[stage.id]
         if stage.role is not None and stage.role.type == "judge":
-            score = result.output.get("score") if isinstance(result.output, dict) else None
-            if isinstance(score, int | float):
+            score = judge_score(result.output)
+            if score is not None:
                 for dep in stage.depends_on:
                     if run.plan.stage(dep).reward == "auto":
                         await self.reward(dep, float(score), f"judge {stage.id}")

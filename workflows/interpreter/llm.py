@@ -176,6 +176,7 @@ class LLMStages:
                     spec_name=run.plan.name,
                     approved=approved,
                     context=context,
+                    tool_modules=run.plan.tool_modules if stage.role.tools else [],
                 ),
                 result_type=LLMCallResult,
                 start_to_close_timeout=timeout,

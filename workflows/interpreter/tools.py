@@ -81,6 +81,7 @@ class ToolCalls:
                     approved=approved,
                     spec_name=run.plan.name,
                     verification=run.verification,
+                    tool_modules=run.plan.tool_modules,
                 ),
                 result_type=ToolCallResult,
                 start_to_close_timeout=timeout,

@@ -17,6 +17,7 @@ from armature_temporal.runtime.models import (
     StageResult,
     ToolCallResult,
 )
+from armature_temporal.runtime.outputs import judge_score
 from armature_temporal.runtime.traces import LOW_QUALITY_THRESHOLD, TraceBatch, TraceChain
 from armature_temporal.spec.compiler import PlanStage
 from workflows.interpreter.failures import TOOL_ERROR_TYPES
@@ -49,6 +50,7 @@ class Tracer:
                 "parent_run_id": inp.parent_run_id,
                 # Only when set, so ordinary runs' records (and their hashes) are unchanged.
                 **({"verification": True} if inp.verification else {}),
+                **({"hqs_weights": plan.hqs_weights} if plan.hqs_weights else {}),
             },
         )
 
@@ -74,15 +76,10 @@ class Tracer:
         result = self.run.results[stage.id]
         judge = None
         error_type = result.error_type
-        if (
-            stage.role is not None
-            and stage.role.type == "judge"
-            and isinstance(result.output, dict)
-            and isinstance(result.output.get("score"), int | float)
-        ):
-            judge = float(result.output["score"])
-            if result.status == "completed" and judge < LOW_QUALITY_THRESHOLD:
-                error_type = "low_quality"
+        if stage.role is not None and stage.role.type == "judge":
+            judge = judge_score(result.output)
+        if judge is not None and result.status == "completed" and judge < LOW_QUALITY_THRESHOLD:
+            error_type = "low_quality"
         arm_id, decision_id = self.run.arm_of(stage.id)
         self.chain.add(
             "stage",
