@@ -37,12 +37,19 @@ def validate(
 ) -> None:
     """Check spec files and report every problem with file:line:column and a fix.
 
-    Exits 0 when all are valid, 2 when any is not.
+    All problems are reported in one pass. Warnings (run inputs read but not declared, tools no
+    module is known to register, armature-agents 0.7.0 fields accepted but not used here) are
+    printed too but do not fail validation.
+
+    Exits 0 when all are valid (warnings or not), 2 when any is not.
+
+    Example: armature validate specs/*.yaml --json
     """
     results = []
     for path in specs:
         try:
-            plan = compile_spec(load_spec(path))
+            loaded = load_spec(path)
+            plan = compile_spec(loaded)
         except SpecError as exc:
             results.append(
                 {"path": str(path), "valid": False, "errors": [i.to_dict() for i in exc.issues]}
@@ -56,15 +63,19 @@ def validate(
                 "path": str(path),
                 "valid": True,
                 "errors": [],
+                "warnings": [w.to_dict() for w in loaded.warnings],
                 "name": plan.name,
                 "stages": len(plan.stages),
                 "spec_hash": plan.spec_hash,
             }
         )
         if not as_json:
+            for warning in loaded.warnings:
+                err.print(f"warning: {warning}", markup=False, highlight=False)
             out.print(
                 f"{path}: ok — {plan.name!r}, {len(plan.stages)} stages, "
-                f"spec_hash {plan.spec_hash[:12]}",
+                f"spec_hash {plan.spec_hash[:12]}"
+                + (f", {len(loaded.warnings)} warning(s)" if loaded.warnings else ""),
                 markup=False,
                 highlight=False,
             )
@@ -85,12 +96,14 @@ def _stage_label(stage: PlanStage) -> str:
             parts.append(f"tools {', '.join(stage.role.tools)}")
     elif stage.tool is not None:
         parts.append(f"tool {stage.tool.name}")
+    elif stage.adapter is not None:
+        parts.append(f"{stage.adapter.type} adapter {stage.adapter.name}")
     elif stage.kind == "fan_out":
         parts.append(f"fan_out {stage.fan_out} → fan_in {stage.fan_in}")
     if stage.output_mode != "text":
         parts.append(stage.output_mode)
     if stage.max_attempts > 1:
-        parts.append(f"retry ×{stage.max_attempts}")
+        parts.append(f"retry ×{stage.max_attempts - 1}")
     if stage.escalate and stage.escalation_ladder:
         parts.append(f"escalate → {' → '.join(stage.escalation_ladder)}")
     if stage.loop is not None:
@@ -99,8 +112,18 @@ def _stage_label(stage: PlanStage) -> str:
         parts.append("[yellow]human gate[/yellow]")
     if stage.arms:
         parts.append(f"arms {', '.join(a.arm_id for a in stage.arms)}")
+    if stage.partition_source is not None:
+        parts.append(f"per item of {stage.partition_source} (≤{stage.fan_out} at a time)")
     if stage.condition or stage.skip_if:
         parts.append("conditional")
+    if stage.block_below is not None:
+        parts.append(f"blocks below {stage.block_below:g}")
+    if stage.fail_as_value:
+        parts.append("fail as value")
+    if stage.implicit_depends_on:
+        parts.append(
+            f"[dim]reads {', '.join(stage.implicit_depends_on)} (implied dependency)[/dim]"
+        )
     return " · ".join(parts)
 
 
@@ -166,6 +189,25 @@ def plan(
         f"{t.name}={t.provider}{'/' + t.model if t.model else ''}" for t in compiled.tiers.values()
     )
     out.print(f"[dim]tiers (smallest first): {tiers}[/dim]")
+    limits = [
+        f"{name} {value:g}" if isinstance(value, float) else f"{name} {value}"
+        for name, value in (
+            ("max_llm_calls", compiled.max_llm_calls),
+            ("max_iterations", compiled.max_iterations),
+            ("timeout_hours", compiled.run_timeout_s / 3600 if compiled.run_timeout_s else None),
+        )
+        if value is not None
+    ]
+    if limits:
+        out.print(f"[dim]limits: {', '.join(limits)}[/dim]")
+    if compiled.completion:
+        out.print(f"[dim]done when: {compiled.completion}[/dim]", markup=False)
+    # checkpoint: asked 0.7.0 to persist stage results for resume; on Temporal every run is.
+    note = "checkpoint: true is implied" if compiled.checkpoint else "no checkpoint: needed"
+    out.print(
+        "[dim]durable: every run resumes where it stopped after a crash (Temporal event "
+        f"history; {note})[/dim]"
+    )
 
 
 @app.command(rich_help_panel=WRITE)

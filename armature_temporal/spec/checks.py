@@ -806,7 +806,7 @@ _ACCEPTED_ONLY: dict[str, str] = {
     "roles": "a role library used by 0.7.0's export; give each stage its role inline",
     "failures": "documentation in 0.7.0; on_fail and fail_as_value handle failures",
     "file_state": "stages share data through their outputs; use file_read/file_write tools",
-    "trace": "every run is traced, always (armature traces list/show/verify)",
+    "trace": "every run is traced, always (armature report RUN, armature traces verify)",
     "adapter_factory": "use finetune: (armature finetune) to train LoRA adapters",
     "mcp_servers": "MCP is not supported; expose tools through a tools: module",
     "sandbox": "tools run in a restricted subprocess with no secrets (README: safety)",
