@@ -13,10 +13,12 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from activities.adapters import run_adapter
 from activities.bandit import bandit_maintenance, bandit_reward, bandit_select
 from activities.finetune import finetune_prepare, finetune_record, finetune_train
 from activities.improve import improve_prepare, improve_record
 from activities.llm import llm_call
+from activities.memory import capture_memory, load_memory
 from activities.tools import tool_call
 from activities.traces import load_prior_run, record_traces
 from armature_temporal import settings
@@ -38,6 +40,9 @@ ACTIVITIES: list[Any] = [
     tool_call,
     record_traces,
     load_prior_run,
+    run_adapter,
+    load_memory,
+    capture_memory,
     bandit_select,
     bandit_reward,
     bandit_maintenance,

@@ -208,3 +208,38 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+# --- adapters, memory and evaluations -------------------------------------------------------
+
+
+def fake_adapter_sum(a: int, b: int) -> dict[str, Any]:
+    """A python adapter: the sum of two integers (and their types, to show they stay ints)."""
+    return {"sum": a + b, "types": [type(a).__name__, type(b).__name__]}
+
+
+async def fake_adapter_words(text: str) -> list[str]:
+    """A python adapter (a coroutine) returning a list, not an object."""
+    return text.split()
+
+
+def fake_adapter_seen(seen: Any) -> dict[str, Any]:
+    """A python adapter returning what it was given: shows what a stage's template saw."""
+    return {"seen": seen}
+
+
+def fake_adapter_raises(reason: str) -> dict[str, Any]:
+    """A python adapter that fails."""
+    raise ValueError(reason)
+
+
+@activity.defn(name="load_memory")
+async def fake_load_memory_down(query: Any) -> Any:
+    """load_memory while the trace store is unreachable."""
+    raise RuntimeError("trace store unavailable (simulated outage)")
+
+
+@activity.defn(name="capture_memory")
+async def fake_capture_memory_down(capture: Any) -> int:
+    """capture_memory while the trace store is unreachable."""
+    raise RuntimeError("trace store unavailable (simulated outage)")

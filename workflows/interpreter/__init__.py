@@ -10,6 +10,9 @@ signal and status query, the DAG loop — and delegates the rest:
 - ``arms``: ``Arms``, bandit arm selection and rewards;
 - ``llm``: ``LLMStages``, model calls: attempts, retries, escalation, loops, tool turns;
 - ``fanout``: ``FanOut``, child runs and fan-in;
+- ``adapters``: ``Adapters``, spec adapters (scripts, Python functions) under the safety policy;
+- ``memory``: ``Memory``, cross-run memory loaded at the start and captured after stages;
+- ``evaluation``: ``Evaluations``, a stage's ``evaluate`` criteria judged after the run;
 - ``failures``: how a stage fails (``StageFailure``) and how activity failures are classified.
 
 They run inside the workflow (no I/O, time from ``workflow.now()``, every effect an activity)
@@ -17,21 +20,27 @@ and hold no module-level state, so the worker can pass them through the sandbox 
 ``worker.workflow_runner``).
 """
 
+from workflows.interpreter.adapters import Adapters
 from workflows.interpreter.arms import Arms
+from workflows.interpreter.evaluation import Evaluations
 from workflows.interpreter.failures import GateRejected, StageFailure, classify
 from workflows.interpreter.fanout import FanOut
 from workflows.interpreter.gates import Gates
 from workflows.interpreter.llm import LLMStages
+from workflows.interpreter.memory import Memory
 from workflows.interpreter.state import RunContext
 from workflows.interpreter.tools import ToolCalls
 from workflows.interpreter.tracing import Tracer
 
 __all__ = [
+    "Adapters",
     "Arms",
+    "Evaluations",
     "FanOut",
     "GateRejected",
     "Gates",
     "LLMStages",
+    "Memory",
     "RunContext",
     "StageFailure",
     "ToolCalls",
