@@ -44,11 +44,14 @@ with workflow.unsafe.imports_passed_through():
 # Not under imports_passed_through: the worker passes workflows/ through unless its sandbox is
 # strict, and a strict sandbox must import (and restrict) the interpreter's code too.
 from workflows.interpreter import (
+    Adapters,
     Arms,
+    Evaluations,
     FanOut,
     GateRejected,
     Gates,
     LLMStages,
+    Memory,
     RunContext,
     StageFailure,
     ToolCalls,
@@ -78,6 +81,9 @@ class RunSpecWorkflow:
         self.arms = Arms(self.ctx)
         self.llm = LLMStages(self.ctx, self.tracer, self.gates, self.tools, self.arms)
         self.fan_out = FanOut(self.ctx, self.tracer, self.llm, WORKFLOW_NAME)
+        self.adapters = Adapters(self.ctx, self.tracer, self.gates)
+        self.memory = Memory(self.ctx, self.tracer)
+        self.evaluations = Evaluations(self.ctx, self.tracer)
 
     # --- handlers ------------------------------------------------------------------------------
 
@@ -121,6 +127,8 @@ class RunSpecWorkflow:
         run = self.ctx
         if self.plan.continuation is not None and run.prior_run is None:
             await self._load_prior_run()
+        if self.plan.memory is not None:
+            run.memory = await self.memory.load()
         try:
             reason = await self._run_dag([s for s in self.plan.stages if not s.post_run])
         except asyncio.CancelledError:
@@ -133,6 +141,7 @@ class RunSpecWorkflow:
         post = [s for s in self.plan.stages if s.post_run]
         if post:
             await self._run_dag(post, post_run=True)
+        await self.evaluations.run()
         if reason is None:
             run.state = "completed"
         elif run.state != "rejected":
@@ -253,6 +262,8 @@ class RunSpecWorkflow:
                 output = await self.llm.stage(stage, variables)
             elif stage.kind == "tool":
                 output = await self.tools.stage(stage, variables)
+            elif stage.kind == "adapter":
+                output = await self.adapters.stage(stage, variables)
             elif stage.kind == "fan_out":
                 output = await self.fan_out.stage(stage, variables)
             if stage.gate is not None:
@@ -280,6 +291,8 @@ class RunSpecWorkflow:
             result.output = output
             result.status = "completed"
             self._check_judge(stage, output)
+            if self.plan.memory is not None:
+                await self.memory.capture(stage.id, output)
         except GateRejected as exc:
             result.status, result.error_type = "rejected", "gate_rejected"
             result.error = f"rejected at the gate: {exc}"
