@@ -4,15 +4,13 @@ a model stage, the model stage's output is remembered and comes back in the next
 (with provenance ``memory``), its ``evaluate`` criteria are judged after the run and shown by
 ``armature report``, and a safety rule on an adapter's ``cmd`` stops it before it runs.
 
-Until ``workflows/run_spec.py`` hands adapter stages, memory and evaluations to their
-collaborators, these tests are skipped (they say so); tests/workflows/test_adapters.py,
-test_memory.py and test_evaluations.py cover the collaborators themselves meanwhile.
+tests/workflows/test_adapters.py, test_memory.py and test_evaluations.py test the collaborators
+themselves, case by case.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import sys
 from pathlib import Path
@@ -21,7 +19,6 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-import workflows.run_spec
 from armature_temporal.runtime.models import RunResult
 from armature_temporal.service.client import run_outcome
 from armature_temporal.spec.models import SafetyRule
@@ -29,13 +26,7 @@ from armature_temporal.store import TraceStore
 from tests.fakes import plan_from, run_armature, start
 from worker import build_worker
 
-pytestmark = [
-    pytest.mark.asyncio(loop_scope="session"),
-    pytest.mark.skipif(
-        "self.adapters.stage" not in inspect.getsource(workflows.run_spec),
-        reason="workflows/run_spec.py does not run adapter stages, memory and evaluations yet",
-    ),
-]
+pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 #: Prints the account (its argument) and what ARMATURE_CONTEXT says the topic is, as JSON.
 LOOKUP = (
