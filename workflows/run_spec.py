@@ -39,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
     from armature_temporal.runtime.prompts import stage_variables
     from armature_temporal.spec.compiler import PlanStage
     from armature_temporal.spec.models import unwrap_expression as unwrap
-    from armature_temporal.spec.templating import evaluate
+    from armature_temporal.spec.templating import evaluate, truth
 
 # Not under imports_passed_through: the worker passes workflows/ through unless its sandbox is
 # strict, and a strict sandbox must import (and restrict) the interpreter's code too.
@@ -291,8 +291,6 @@ class RunSpecWorkflow:
             result.output = output
             result.status = "completed"
             self._check_judge(stage, output)
-            if self.plan.memory is not None:
-                await self.memory.capture(stage.id, output)
         except GateRejected as exc:
             result.status, result.error_type = "rejected", "gate_rejected"
             result.error = f"rejected at the gate: {exc}"
@@ -318,6 +316,8 @@ class RunSpecWorkflow:
                 result.finished_at = workflow.now().isoformat()
                 if result.status != "running":
                     self.tracer.stage(stage)
+        if self.plan.memory is not None and result.status == "completed":
+            await self.memory.capture(stage.id, result.output)
         if self.arms.wanted(stage):
             await self.arms.after_stage(stage)
 
@@ -346,9 +346,13 @@ class RunSpecWorkflow:
         async def one(item: Any) -> Any:
             async with limit:
                 item_vars = {**variables, name: item}
+                if stage.inject_file_as is not None:
+                    item_vars[stage.inject_file_as] = await self._file_text(stage, item, item_vars)
                 try:
                     if stage.kind == "llm":
                         return await self.llm.stage(stage, item_vars)
+                    if stage.kind == "adapter":
+                        return await self.adapters.stage(stage, item_vars)
                     return await self.tools.stage(stage, item_vars)
                 except StageFailure as exc:
                     return failed_output(str(exc), exc.error_type)
@@ -363,6 +367,15 @@ class RunSpecWorkflow:
         if stage.fan_in == "first":
             return outputs[0] if outputs else None
         return outputs
+
+    async def _file_text(self, stage: PlanStage, path: Any, variables: dict[str, Any]) -> str:
+        """``inject_file_as``: the item read as a file path, through the file_read tool (so the
+        safety rules and its workspace bounds apply); "" when it cannot be read, as in 0.7.0."""
+        read = await self.tools.call(
+            stage, "file_read", {"path": str(path)}, variables, render_args=False
+        )
+        output = read.output if read.ok and isinstance(read.output, dict) else {}
+        return str(output.get("content", ""))
 
     def _check_judge(self, stage: PlanStage, output: Any) -> None:
         """A judge scoring below its ``block_below`` stops its dependents (and the run)."""
@@ -399,12 +412,11 @@ class RunSpecWorkflow:
             if post_run
             else ancestors(self.plan, stage.id)
         )
-        inputs = run.inputs
-        keys, never = stage.context_keys, set(stage.context_never)
-        if keys is not None or never:
-            inputs = {k: v for k, v in inputs.items() if (keys is None or k in keys)}
-            inputs = {k: v for k, v in inputs.items() if k not in never}
-            visible = [s for s in visible if (keys is None or s in keys) and s not in never]
+        # context_policy.never hides keys from everything the stage renders; signature.input
+        # narrows only its prompt's context (validate keeps its prompt to those keys).
+        never = set(stage.context_never)
+        inputs = {k: v for k, v in run.inputs.items() if k not in never}
+        visible = [s for s in visible if s not in never]
         run.context_keys[stage.id] = (list(inputs), [s for s in visible if s in run.outputs])
         prior = None
         if self.plan.continuation is not None:
@@ -413,6 +425,8 @@ class RunSpecWorkflow:
         extra: dict[str, Any] = {"run_id": run.run_id}
         if run.memory is not None and self.plan.memory is not None:
             extra[self.plan.memory.inject_as] = run.memory
+            # Remembered values older than 30 days, named (as 0.7.0 did) so a prompt can say so.
+            extra["_stale_memory_keys"] = list(self.memory.stale_keys)
         if post_run:
             extra["_transcript"] = transcript(run.results)
             extra["_diagnostics"] = diagnostics(run.results)
@@ -428,9 +442,9 @@ class RunSpecWorkflow:
 
     def _should_skip(self, stage: PlanStage, variables: dict[str, Any]) -> bool:
         try:
-            if stage.condition is not None and not evaluate(stage.condition, variables):
+            if stage.condition is not None and not truth(evaluate(stage.condition, variables)):
                 return True
-            return stage.skip_if is not None and bool(evaluate(stage.skip_if, variables))
+            return stage.skip_if is not None and truth(evaluate(stage.skip_if, variables))
         except Exception as exc:  # jinja raises many types; the stage fails with the reason
             raise StageFailure(
                 "output_invalid", f"stage {stage.id!r}: condition could not be evaluated: {exc}"

@@ -8,7 +8,6 @@ Subagent files are checked by the loader, which knows about files.
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,7 +24,7 @@ from armature_temporal.spec.models import (
     Stage,
     unwrap_expression,
 )
-from armature_temporal.spec.templating import referenced_names
+from armature_temporal.spec.templating import referenced_names, split_template_command
 
 __all__ = [
     "BUILTIN_TOOLS",
@@ -217,7 +216,11 @@ def _check_tiers(spec: Spec) -> Iterator[Problem]:
                 + did_you_mean(named, ids),
             )
     for rtype, default in spec.role_type_defaults.items():
-        if msg := bad(default.model_tier):
+        used = any(
+            s.role is not None and s.role.type == rtype and s.role.model_tier is None
+            for s in spec.stages
+        )
+        if used and (msg := bad(default.model_tier)):
             yield ("role_type_defaults", rtype, "model_tier"), msg
     for i, stage in enumerate(spec.stages):
         if stage.role is not None and (msg := bad(stage.role.model_tier)):
@@ -254,15 +257,6 @@ def _check_schemas(spec: Spec) -> Iterator[Problem]:
             continue
         if msg := _schema_problem(stage.output_schema):
             yield ("stages", i, "output_schema"), msg
-        elif stage.role is not None and stage.role.type == "judge":
-            props = stage.output_schema.get("properties", {})
-            if not isinstance(props, dict) or not any(k in props for k in JUDGE_SCORE_KEYS):
-                yield (
-                    ("stages", i, "output_schema"),
-                    "a judge's output_schema must have a 'score' property (or quality_score "
-                    "or confidence: a number in [0, 1]); add it, or drop output_schema to use "
-                    "the default judge contract",
-                )
 
 
 def schema_properties(schema: dict[str, Any] | None) -> list[str] | None:
@@ -294,14 +288,16 @@ def stage_templates(spec: Spec, i: int) -> list[Template]:
     stage = spec.stages[i]
     out_fields = set(_output_fields(stage) or [])
     texts: list[Template] = []
+    item = {stage.partition_key or "item"} if stage.partition_source is not None else set()
+    if stage.inject_file_as is not None:
+        item.add(stage.inject_file_as)
     if stage.role is not None:
-        texts.append((("stages", i, "role", "description"), stage.role.description, False, set()))
+        texts.append((("stages", i, "role", "description"), stage.role.description, False, item))
     for k, arm in enumerate(stage.arms):
         if arm.description is not None:
-            texts.append((("stages", i, "arms", k, "description"), arm.description, False, set()))
+            texts.append((("stages", i, "arms", k, "description"), arm.description, False, item))
     if stage.gate is not None and stage.gate.message is not None:
         texts.append((("stages", i, "gate", "message"), stage.gate.message, False, {"output"}))
-    item = {stage.partition_key or "item"} if stage.partition_source is not None else set()
     if stage.tool is not None:
         for key, value in stage.tool.args.items():
             if isinstance(value, str):
@@ -377,7 +373,7 @@ def _check_templates(spec: Spec) -> Iterator[Problem]:
         if prior:
             base.add(prior)
         if spec.memory is not None:
-            base.add(spec.memory.inject_as)
+            base |= {spec.memory.inject_as, "_stale_memory_keys"}
         if stage.post_run:
             base |= set(POST_RUN_VARIABLES)
             visible = set(stages) - {stage.id}
@@ -393,7 +389,8 @@ def _check_templates(spec: Spec) -> Iterator[Problem]:
             keys = set(stage.signature.input)
             hidden = ((set(inputs) | visible) - keys) - set(RUN_VARIABLES)
         for path, source, is_expr, extra in stage_templates(spec, i):
-            yield from _check_hidden(path, source, is_expr, hidden - extra)
+            if path[-1] == "description":  # signature.input narrows the prompt only
+                yield from _check_hidden(path, source, is_expr, hidden - extra)
             yield from _check_one_template(
                 path, source, is_expr, base | extra, visible, stages, stage.id, open_inputs
             )
@@ -477,7 +474,9 @@ def _output_fields(stage: Stage) -> list[str] | None:
 
 
 def _check_stage_attrs(path: Path, name: str, attrs: set[str], stage: Stage) -> Iterator[Problem]:
-    fields = _output_fields(stage)
+    """Reads of fields an explicit output_schema does not declare (an error); reads of other
+    outputs' missing fields are warnings (see :func:`_field_read_warnings`)."""
+    fields = schema_properties(stage.output_schema)
     if fields is None or stage.partition_source is not None:
         return
     for attr in sorted(attrs):
@@ -519,13 +518,19 @@ def _unregistered_tools(spec: Spec) -> Iterator[Problem]:
             yield ("stages", i, "tool", "name"), msg + hint
 
 
-def _rule_field_problem(tool: str, field: str) -> str | None:
+def _rule_field_problem(spec: Spec, tool: str, field: str) -> str | None:
     """Why a safety rule's condition field can never match a call of ``tool``, or None."""
     if field == "_tool_reversibility" or tool == "*":
         return None
     from armature_temporal.tools import tool_arg_fields
 
-    known = tool_arg_fields(tool)
+    adapter = spec.adapters.get(tool)
+    if adapter is not None:
+        known: list[str] | None = (
+            ["cmd", "argv"] if adapter.type == "script" else ["fn", *adapter.args]
+        )
+    else:
+        known = tool_arg_fields(tool)
     if known is None:
         return None
     root = field.split(".", 1)[0]
@@ -551,12 +556,10 @@ def _check_tools_and_rules(spec: Spec) -> Iterator[Problem]:
             "be refused; list the hosts it may reach, e.g. http_allow_hosts: [api.example.com]",
         )
     for r, rule in enumerate(spec.safety_rules):
-        if rule.tool != "*" and (msg := tool_problem(rule.tool)):
-            yield ("safety_rules", r, "tool"), msg + " (or * for every tool)"
         cond = rule.condition
         if cond is None:
             continue
-        if msg := _rule_field_problem(rule.tool, cond.field):
+        if msg := _rule_field_problem(spec, rule.tool, cond.field):
             yield ("safety_rules", r, "condition", "field"), msg
         if cond.op == "matches_regex":
             if not isinstance(cond.value, str):
@@ -594,17 +597,6 @@ def _check_tools_and_rules(spec: Spec) -> Iterator[Problem]:
 def _check_loops_and_fanout(spec: Spec) -> Iterator[Problem]:
     ups = ancestors(spec)
     for i, stage in enumerate(spec.stages):
-        if stage.loop is not None and stage.loop.carry_forward:
-            fields = schema_properties(stage.output_schema)
-            if stage.output_mode == "text":
-                fields = ["content"]
-            for k, field in enumerate(stage.loop.carry_forward):
-                if fields is not None and field not in fields:
-                    yield (
-                        ("stages", i, "loop", "carry_forward", k),
-                        f"output has no field {field!r}; its fields: {fields}"
-                        f"{did_you_mean(field, fields)}",
-                    )
         if stage.partition_key is not None and stage.partition_source is None:
             root = stage.partition_key.split(".", 1)[0]
             inputs = _input_names(spec)
@@ -765,15 +757,34 @@ def _check_older_fields(spec: Spec) -> Iterator[Problem]:
                 f"unknown context layer {name!r}; context_layers: {layers}"
                 + did_you_mean(name, layers),
             )
+    for i, stage in enumerate(spec.stages):
+        props = (stage.output_schema or {}).get("properties")
+        if (
+            stage.block_below is not None
+            and stage.output_schema is not None
+            and not (isinstance(props, dict) and any(k in props for k in JUDGE_SCORE_KEYS))
+        ):
+            yield (
+                ("stages", i, "block_below"),
+                "block_below needs a score, but this judge's output_schema has no score, "
+                "quality_score or confidence property; add one (a number in [0, 1])",
+            )
+        for k, criterion in enumerate(stage.evaluate):
+            if criterion.strip().lower() == "rationale":
+                yield (
+                    ("stages", i, "evaluate", k),
+                    "'rationale' is where the evaluation explains its scores; name the "
+                    "criterion differently, e.g. 'reasoning is sound'",
+                )
     for name, adapter in spec.adapters.items():
         if adapter.type == "script" and isinstance(adapter.cmd, str) and not adapter.shell:
             try:
-                shlex.split(adapter.cmd)
+                split_template_command(adapter.cmd)
             except ValueError as exc:
                 yield (
                     ("adapters", name, "cmd"),
-                    f"cmd {adapter.cmd!r} cannot be split into arguments ({exc}); fix the "
-                    "quoting, or give an argv list",
+                    f"{exc} (adapters run without a shell unless shell: true; or give cmd as "
+                    "an argv list)",
                 )
     if spec.memory is not None:
         for k, cap in enumerate(spec.memory.capture):
@@ -784,7 +795,7 @@ def _check_older_fields(spec: Spec) -> Iterator[Problem]:
                     f"unknown stage {cap.stage!r}; stages: {ids}" + did_you_mean(cap.stage, ids),
                 )
                 continue
-            fields = _output_fields(stages[cap.stage])
+            fields = schema_properties(stages[cap.stage].output_schema)
             if fields is not None and cap.key not in fields:
                 yield (
                     (*path, "key"),
@@ -815,10 +826,98 @@ _ACCEPTED_ONLY: dict[str, str] = {
 }
 
 
+def _field_read_warnings(spec: Spec) -> Iterator[Problem]:
+    """Fields read from outputs whose shape is fixed without a schema: a text stage gives
+    {content}, a judge without output_schema {score, rationale}, a bare gate its decision.
+    0.7.0 rendered such a read as empty text, and so does this engine; it is usually a stage
+    that should declare output_mode: json with an output_schema."""
+    stages = {s.id: s for s in spec.stages}
+    for i in range(len(spec.stages)):
+        for path, source, is_expr, extra in stage_templates(spec, i):
+            try:
+                names = referenced_names(source, expression=is_expr)
+            except TemplateSyntaxError:
+                continue
+            for name, attrs in sorted(names.items()):
+                other = stages.get(name)
+                if other is None or name in extra or other.output_schema is not None:
+                    continue
+                fields = _output_fields(other)
+                if fields is None or other.partition_source is not None:
+                    continue
+                for attr in sorted(attrs - set(fields) - set(MARKER_FIELDS)):
+                    yield (
+                        path,
+                        f"stage {name!r} outputs only {fields}, so {name}.{attr} is empty; "
+                        f"give {name!r} output_mode: json and an output_schema with {attr!r}",
+                    )
+
+
+def _shape_warnings(spec: Spec) -> Iterator[Problem]:
+    """Rules for tools nothing provides, judges that give no score, loop fields an output
+    lacks, role-type defaults naming absent tiers: 0.7.0 accepted them silently, and each
+    does nothing, so validate says so."""
+    provided = set(BUILTIN_TOOLS) | set(spec.adapters)
+    for r, rule in enumerate(spec.safety_rules):
+        if rule.tool == "*" or rule.tool in provided or spec.tools or _PY_TOOL.match(rule.tool):
+            continue
+        yield (
+            ("safety_rules", r, "tool"),
+            f"no tool or adapter named {rule.tool!r} exists here, so this rule never applies; "
+            f"tools: {sorted(provided)}{did_you_mean(rule.tool, sorted(provided))}",
+        )
+    tiers = tier_names(spec)
+    for rtype, default in spec.role_type_defaults.items():
+        used = any(
+            s.role is not None and s.role.type == rtype and s.role.model_tier is None
+            for s in spec.stages
+        )
+        if default.model_tier is not None and default.model_tier not in tiers and not used:
+            yield (
+                ("role_type_defaults", rtype, "model_tier"),
+                f"tier {default.model_tier!r} is not defined (no {rtype} stage uses this "
+                f"default yet); tiers: {tiers}",
+            )
+    for i, stage in enumerate(spec.stages):
+        schema = stage.output_schema
+        if stage.role is not None and stage.role.type == "judge" and schema is not None:
+            props = schema.get("properties", {})
+            if not isinstance(props, dict) or not any(k in props for k in JUDGE_SCORE_KEYS):
+                yield (
+                    ("stages", i, "output_schema"),
+                    "this judge's output has no score, quality_score or confidence, so it gives "
+                    "HQS, bandit rewards and block_below no score; add one (a number in [0, 1])",
+                )
+        if stage.loop is not None and stage.loop.carry_forward:
+            fields = _output_fields(stage)
+            for k, field in enumerate(stage.loop.carry_forward):
+                root = field.split(".", 1)[0]
+                if fields is not None and root not in fields:
+                    yield (
+                        ("stages", i, "loop", "carry_forward", k),
+                        f"the output has no field {root!r}, so {field!r} carries nothing; "
+                        f"its fields: {fields}{did_you_mean(root, fields)}",
+                    )
+    by_id = {s.id: s for s in spec.stages}
+    for k, cap in enumerate(spec.memory.capture if spec.memory is not None else []):
+        other = by_id.get(cap.stage)
+        if other is None or other.output_schema is not None:
+            continue
+        fields = _output_fields(other)
+        if fields is not None and cap.key not in fields:
+            yield (
+                ("memory", "capture", k, "key"),
+                f"stage {cap.stage!r} outputs only {fields}, so {cap.key!r} is never "
+                "captured; give it output_mode: json and an output_schema",
+            )
+
+
 def spec_warnings(spec: Spec) -> list[Problem]:
     """What deserves a look but does not stop a run (validate prints them and exits 0)."""
     warnings: list[Problem] = []
     warnings += _bare_input_warnings(spec)
+    warnings += _field_read_warnings(spec)
+    warnings += _shape_warnings(spec)
     warnings += _unregistered_tools(spec)
     for key, instead in _ACCEPTED_ONLY.items():
         value = getattr(spec, key)
@@ -905,9 +1004,9 @@ def spec_warnings(spec: Spec) -> list[Problem]:
                     )
                 )
         for field, instead in (
-            ("inject_file_as", "read files with a file_read tool stage (safety rules apply)"),
-            ("response_stage", "follow a run with armature status or the Temporal Web UI"),
+            ("response_stage", "follow a run with armature submit --wait or the Temporal Web UI"),
             ("sandbox_image", "tools run in a restricted subprocess (README: safety)"),
+            ("subagent_spec_path", "subagent_spec is resolved relative to the spec's folder"),
         ):
             if getattr(stage, field):
                 warnings.append(
@@ -934,7 +1033,7 @@ def _bare_input_warnings(spec: Spec) -> list[Problem]:
     if spec.continuation is not None:
         known.add(spec.continuation.inject_as)
     if spec.memory is not None:
-        known.add(spec.memory.inject_as)
+        known |= {spec.memory.inject_as, "_stale_memory_keys"}
     first: dict[str, Path] = {}
     for i, stage in enumerate(spec.stages):
         local = set(known)

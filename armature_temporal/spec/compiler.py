@@ -36,7 +36,7 @@ from armature_temporal.spec.models import (
     ToolCall,
     Trigger,
 )
-from armature_temporal.spec.templating import referenced_names
+from armature_temporal.spec.templating import referenced_names, split_template_command
 
 __all__ = [
     "DEFAULT_JUDGE_SCHEMA",
@@ -188,6 +188,7 @@ class PlanStage(_Frozen):
     retry_until: str | None = None
     adapter: PlanAdapter | None = None
     partition_source: str | None = None
+    inject_file_as: str | None = None
     isolated: bool = False
     fail_as_value: bool = False
     block_below: float | None = None
@@ -483,6 +484,7 @@ def _compile_stage(
         if stage.adapter is not None
         else None,
         partition_source=stage.partition_source,
+        inject_file_as=stage.inject_file_as,
         isolated=stage.isolated,
         fail_as_value=stage.fail_as_value,
         block_below=stage.block_below,
@@ -546,7 +548,7 @@ def _compile_adapter(name: str, adapter: Adapter) -> PlanAdapter:
         if adapter.shell:
             argv = [adapter.cmd if isinstance(adapter.cmd, str) else shlex.join(adapter.cmd or [])]
         elif isinstance(adapter.cmd, str):
-            argv = shlex.split(adapter.cmd)
+            argv = split_template_command(adapter.cmd)
         else:
             argv = list(adapter.cmd or [])
     return PlanAdapter(

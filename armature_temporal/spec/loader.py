@@ -116,6 +116,7 @@ def _load_text(text: str, display: str, base_dir: Path, stack: tuple[Path, ...])
     issues: list[SpecIssue] = []
     skip: set[str] = set()
     placeholders: set[int] = set()
+    early_warnings = [locate.issue(p, m) for p, m in _render_load_time(data)]
     try:
         spec = Spec.model_validate(data)
     except ValidationError as exc:
@@ -133,7 +134,9 @@ def _load_text(text: str, display: str, base_dir: Path, stack: tuple[Path, ...])
         if len(path) >= 2 and path[0] == "stages" and path[1] in placeholders:
             continue  # a stage with schema errors: its own problems are already listed
         issues.append(locate.issue(path, msg))
-    warnings = [] if issues else [locate.issue(p, m) for p, m in spec_warnings(spec)]
+    warnings = (
+        [] if issues else early_warnings + [locate.issue(p, m) for p, m in spec_warnings(spec)]
+    )
     children: dict[str, LoadedSpec] = {}
     for i, stage in enumerate(spec.stages):
         if stage.subagent_spec is None:
@@ -178,6 +181,44 @@ def _load_text(text: str, display: str, base_dir: Path, stack: tuple[Path, ...])
     return LoadedSpec(
         spec=spec, source=display, children=children, implicit=implicit, warnings=warnings
     )
+
+
+def _render_load_time(data: dict[str, Any]) -> list[tuple[tuple[str | int, ...], str]]:
+    """0.7.0 specs may template their structure (``name: "{{ name | default('x') }}"``), which
+    its loader rendered with caller-supplied vars. Here ``name``, ``version`` and the tiers'
+    fields are rendered once at load time with no vars, so their defaults apply; a template
+    that gives nothing is left for validation to report. Returns warnings saying so."""
+    from jinja2 import TemplateError
+
+    from armature_temporal.spec.templating import environment
+
+    places: list[tuple[dict[str, Any], str, tuple[str | int, ...]]] = [
+        (data, key, (key,)) for key in ("name", "version")
+    ]
+    tiers = data.get("model_tiers")
+    if isinstance(tiers, dict):
+        for tier_name, tier in tiers.items():
+            if isinstance(tier, dict):
+                places += [(tier, k, ("model_tiers", tier_name, k)) for k in tier]
+    warnings = []
+    for holder, key, path in places:
+        value = holder.get(key)
+        if not isinstance(value, str) or "{{" not in value:
+            continue
+        try:
+            rendered = environment().from_string(value).render().strip()
+        except TemplateError:
+            continue
+        if rendered:
+            holder[key] = rendered
+            warnings.append(
+                (
+                    path,
+                    f"a load-time template (0.7.0 spec vars): {value!r} is rendered once, "
+                    f"with its defaults, to {rendered!r}; write the value itself",
+                )
+            )
+    return warnings
 
 
 def _with_dependencies(spec: Spec, extra: dict[str, list[str]]) -> Spec:

@@ -546,13 +546,13 @@ class Stage(_Model):
     )
     inject_file_as: str | None = Field(
         None,
-        description="0.7.0 field, accepted with a warning: reading files named by items is "
-        "done by a file_read tool stage here (under the safety policy).",
+        description="With partition_source: each item is a file path whose text (read by the "
+        "file_read tool, under the safety rules) is bound to this name; '' if unreadable.",
     )
     response_stage: bool = Field(
         False,
         description="0.7.0 field (token streaming), accepted with a warning: follow a run "
-        "with armature status / the Web UI.",
+        "with armature submit --wait or the Web UI.",
     )
     sandbox_image: str | None = Field(
         None, description="0.7.0 field (Docker sandbox), accepted with a warning."
@@ -560,6 +560,11 @@ class Stage(_Model):
     agent: str | None = Field(
         None,
         description="0.7.0 field: an agent_library key whose role this stage uses.",
+    )
+    subagent_spec_path: str | None = Field(
+        None,
+        description="0.7.0 loader field, accepted with a warning: subagent_spec is resolved "
+        "relative to the spec's folder.",
     )
     reward: Literal["auto", "external"] = Field(
         "auto",
@@ -605,6 +610,10 @@ class Stage(_Model):
             for name in ("fan_in", "partition_key"):
                 if getattr(self, name) is not None:
                     raise ValueError(f"{name} needs fan_out, e.g. fan_out: 4")
+        if self.inject_file_as is not None and self.partition_source is None:
+            raise ValueError(
+                "inject_file_as reads each partition_source item; add partition_source"
+            )
         if self.isolated and self.subagent_spec is None:
             raise ValueError("isolated applies to subagent_spec stages; remove it")
         if self.block_below is not None and (self.role is None or self.role.type != "judge"):
@@ -870,7 +879,8 @@ class MemoryConfig(_Model):
     inject_as: str = Field(
         "_memory",
         pattern=IDENTIFIER.pattern,
-        description="Template variable holding {stage.key: [values, newest last]}.",
+        description="Template variable holding {stage: {key: [values, newest first]}}; "
+        "_stale_memory_keys names those older than 30 days.",
     )
     workflow_name: str | None = Field(
         None, description="Share another spec's memory (default: this spec's name)."

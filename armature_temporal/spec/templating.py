@@ -7,19 +7,69 @@ templates at validation time, so a syntax error is reported with its line before
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
-from jinja2 import StrictUndefined, Template, nodes
+from jinja2 import ChainableUndefined, Template, nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.utils import missing
 
-__all__ = ["environment", "evaluate", "referenced_names", "render"]
+__all__ = [
+    "environment",
+    "evaluate",
+    "referenced_names",
+    "render",
+    "split_template_command",
+    "truth",
+]
+
+
+class FieldUndefined(ChainableUndefined):
+    """Undefined *names* raise (a misspelt variable fails loudly, as StrictUndefined does); a
+    missing *field* of a value that exists (``{{ classify.intent }}`` when the output has no
+    ``intent``) is empty and false, as armature-agents 0.7.0 rendered it. ``validate`` reports
+    reads of fields an output schema does not declare."""
+
+    __slots__ = ()
+
+    def _name_missing(self) -> None:
+        if self._undefined_obj is missing:
+            self._fail_with_undefined_error()
+
+    def __str__(self) -> str:
+        self._name_missing()
+        return ""
+
+    def __iter__(self) -> Iterator[Any]:
+        self._name_missing()
+        return iter(())
+
+    def __bool__(self) -> bool:
+        self._name_missing()
+        return False
+
+    def __len__(self) -> int:
+        self._name_missing()
+        return 0
+
+    def __eq__(self, other: object) -> bool:
+        self._name_missing()
+        return type(self) is type(other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return id(type(self))
 
 
 @lru_cache(maxsize=1)
 def environment() -> ImmutableSandboxedEnvironment:
-    """The shared sandboxed environment (no file loader; undefined names raise)."""
-    env = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+    """The shared sandboxed environment (no file loader; undefined names raise, missing fields
+    of existing values are empty — see :class:`FieldUndefined`)."""
+    env = ImmutableSandboxedEnvironment(undefined=FieldUndefined, autoescape=False)
     env.filters["tojson_compact"] = _tojson_compact
     return env
 
@@ -50,6 +100,39 @@ def render(source: str, variables: dict[str, Any]) -> str:
 def evaluate(expression: str, variables: dict[str, Any]) -> Any:
     """Evaluate a Jinja expression (``until``, ``condition``, ``skip_if``)."""
     return _expression(expression)(**variables)
+
+
+_TEMPLATE_SPAN = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", re.S)
+_HIDDEN = re.compile(r"\x00(\d+)\x00")
+
+
+def split_template_command(cmd: str) -> list[str]:
+    """A command line with Jinja parts split into argv words as a POSIX shell would, each
+    ``{{ ... }}`` kept whole inside its word (``--source {{ url }}`` is two words, however many
+    spaces the expression has). Shell operators outside quotes are refused: nothing would
+    interpret them without a shell.
+
+    Raises:
+        ValueError: unclosed quotes, an empty command, or a shell operator.
+    """
+    from armature_temporal.tools import split_command
+
+    spans: list[str] = []
+
+    def hide(match: re.Match[str]) -> str:
+        spans.append(match.group(0))
+        return f"\x00{len(spans) - 1}\x00"
+
+    words = split_command(_TEMPLATE_SPAN.sub(hide, cmd))
+    return [_HIDDEN.sub(lambda m: spans[int(m.group(1))], word) for word in words]
+
+
+def truth(value: Any) -> bool:
+    """A condition's value as a decision. Text is true only when it says so ("true", "yes",
+    "1", any case) — a model's "false" or "no" is false, as armature-agents 0.7.0 read it."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "yes", "1")
+    return bool(value)
 
 
 def referenced_names(source: str, *, expression: bool = False) -> dict[str, set[str]]:

@@ -31,6 +31,7 @@ from armature_temporal.tools._registry import (
     tool_arg_fields,
     tool_reversibility,
 )
+from armature_temporal.tools._shell import split_command
 
 __all__ = [
     "Reversibility",
@@ -45,6 +46,7 @@ __all__ = [
     "load_tool_modules",
     "policy_args",
     "register_tool",
+    "split_command",
     "tool_arg_fields",
     "tool_reversibility",
 ]

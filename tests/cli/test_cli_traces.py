@@ -49,7 +49,7 @@ stages:
       type: object
       properties: {{points: {{type: array, items: {{type: string}}, minItems: 1}}}}
       required: [points]
-    on_fail: {{loop: {{max: 2}}, escalate: true}}
+    on_fail: {{loop: {{max: 1}}, escalate: true}}
   - id: publish
     depends_on: [outline]
     gate: {{type: human, timeout: 1s, on_timeout: approve}}

@@ -203,3 +203,45 @@ def test_context_shows_direct_dependencies_and_budgets_the_rest() -> None:
     user = messages[-1]["content"]
     assert user.startswith('About tides\n\nContext:\n- near: {"a": 1}')
     assert "not shown: far" in user
+
+
+def test_adapter_commands_split_around_templates_and_rules_may_name_adapters() -> None:
+    text = """\
+name: t
+adapters:
+  fetch:
+    name: fetch
+    type: script
+    cmd: "python3 fetch.py --source {{ source_url | default('x y') }} --n 3"
+  piped: {name: piped, type: script, cmd: "ls | wc -l"}
+safety_rules:
+  - tool: fetch
+    condition: {field: cmd, op: matches_regex, value: "rm"}
+    action: block
+  - tool: fetch
+    condition: {field: path, op: truthy}
+    action: block
+stages:
+  - {id: a, adapter: fetch}
+  - {id: b, adapter: piped}
+"""
+    issues = issues_of(text)
+    assert len(issues) == 2, issues
+    assert any("tool 'fetch' has no argument 'path'" in i and "argv" in i for i in issues)
+    assert any("adapters.piped.cmd" in i and "shell: true" in i for i in issues)
+    fixed = text.replace('cmd: "ls | wc -l"', 'cmd: "ls | wc -l", shell: true').replace(
+        "condition: {field: path, op: truthy}", "condition: {field: argv, op: truthy}"
+    )
+    plan = compile_spec(load_spec_text(fixed))
+    adapter = plan.stage("a").adapter
+    assert adapter is not None
+    assert adapter.argv == [
+        "python3",
+        "fetch.py",
+        "--source",
+        "{{ source_url | default('x y') }}",
+        "--n",
+        "3",
+    ]
+    shell = plan.stage("b").adapter
+    assert shell is not None and shell.shell and shell.argv == ["ls | wc -l"]

@@ -320,7 +320,7 @@ def test_bad_duration_says_the_accepted_forms() -> None:
     assert "'soon' is not a duration" in issue and "'2d'" in issue
 
 
-def test_judge_schema_must_have_score() -> None:
+def test_a_judge_without_a_score_is_a_warning_and_cannot_block() -> None:
     text = """\
 name: t
 stages:
@@ -329,8 +329,10 @@ stages:
     output_mode: json
     output_schema: {type: object, properties: {grade: {type: number}}}
 """
-    (issue,) = issues_of(text)
-    assert "must have a 'score' property" in issue
+    (warning,) = [str(w) for w in load_spec_text(text).warnings]
+    assert "no score, quality_score or confidence" in warning
+    (issue,) = issues_of(text + "    block_below: 0.5\n")
+    assert "block_below needs a score" in issue
 
 
 def test_simulate_only_knobs_rejected_on_real_provider() -> None:

@@ -91,6 +91,7 @@ SUBPACKAGE_ALL: dict[str, list[str]] = {
         "load_tool_modules",
         "policy_args",
         "register_tool",
+        "split_command",
         "tool_arg_fields",
         "tool_reversibility",
     ],

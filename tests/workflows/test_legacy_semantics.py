@@ -307,3 +307,48 @@ stages:
     records = store_for(database_url()).records(run_id=result.run_id)
     start_record = next(r for r in records if r.kind == "run_start")
     assert start_record.data["hqs_weights"] == {"judge": 0.5}
+
+
+async def test_inject_file_as_reads_each_item_in_the_workspace_and_text_conditions_read_as_0_7_0(
+    client: Client, task_queue: str, armature_home: object
+) -> None:
+    from armature_temporal.settings import workspace_root
+
+    workspace = workspace_root("files")
+    workspace.mkdir(parents=True, exist_ok=True)
+    (workspace / "a.txt").write_text("alpha text")
+    result = await run_to_end(
+        client,
+        """\
+name: files
+stages:
+  - id: read_each
+    partition_source: "{{ paths }}"
+    partition_key: doc_path
+    inject_file_as: doc_text
+    fan_out: 2
+    role: {description: "Summarise {{ doc_path }}: {{ doc_text }}", model_tier: small}
+  - id: never
+    condition: "{{ verdict }}"
+    role: {description: Runs only on a yes., model_tier: small}
+""",
+        task_queue,
+        paths=["a.txt", "../outside.txt"],
+        verdict="false",
+    )
+    assert result.state == "completed", result.reason
+    assert len(result.outputs["read_each"]) == 2
+    prompts = [m[-1]["content"] for m in all_attempt_messages(result.run_id, "read_each")]
+    assert any("Summarise a.txt: alpha text" in p for p in prompts)
+    # Outside the workspace the file_read tool refuses: the text is "", as 0.7.0 gave.
+    assert any(p.startswith("Summarise ../outside.txt:\n") for p in prompts)
+    assert result.stages["never"].status == "skipped"  # the text "false" is false
+
+
+def all_attempt_messages(run_id: str, stage: str) -> list[list[dict[str, Any]]]:
+    from activities.traces import store_for
+
+    records = store_for(database_url()).records(run_id=run_id)
+    return [
+        list(r.data["messages"]) for r in records if r.stage_id == stage and r.kind == "attempt"
+    ]

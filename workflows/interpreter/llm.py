@@ -12,7 +12,7 @@ from temporalio.common import RetryPolicy
 from armature_temporal.runtime.models import LLMCallInput, LLMCallResult
 from armature_temporal.runtime.prompts import needed_variables, stage_context
 from armature_temporal.spec.compiler import PlanStage
-from armature_temporal.spec.templating import evaluate
+from armature_temporal.spec.templating import evaluate, truth
 from workflows.interpreter.arms import Arms
 from workflows.interpreter.failures import StageFailure
 from workflows.interpreter.gates import Gates
@@ -77,7 +77,7 @@ class LLMStages:
             if loop.carry_forward is None:
                 carried = dict(output) if isinstance(output, dict) else {"_result": output}
             elif isinstance(output, dict):
-                carried = {k: output.get(k) for k in loop.carry_forward}
+                carried = carry_paths(output, loop.carry_forward)
             if loop.until is not None and until_met(
                 stage, "loop.until", loop.until, iter_vars, output
             ):
@@ -155,8 +155,11 @@ class LLMStages:
         timeout = timedelta(seconds=stage.timeout_s) if stage.timeout_s else LLM_TIMEOUT
         approved = False
         turn = 0
-        keys = run.context_keys.get(stage.id, ([], []))
-        context = stage_context(variables, keys[0], keys[1], prompt, stage.depends_on)
+        names, upstream = run.context_keys.get(stage.id, ([], []))
+        if stage.context_keys is not None:  # signature.input
+            names = [k for k in names if k in stage.context_keys]
+            upstream = [k for k in upstream if k in stage.context_keys]
+        context = stage_context(variables, names, upstream, prompt, stage.depends_on)
         while turn < stage.role.max_turns:
             run.count_llm_call(stage.id)
             llm: LLMCallResult = await workflow.execute_activity(
@@ -226,6 +229,24 @@ class LLMStages:
         )
 
 
+def carry_paths(output: dict[str, Any], paths: list[str]) -> dict[str, Any]:
+    """The output's values at ``paths`` (dot paths into nested objects), nested the same way;
+    a path the output lacks carries nothing (as in 0.7.0)."""
+    carried: dict[str, Any] = {}
+    for path in paths:
+        value: Any = output
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if value is None:
+            continue
+        target = carried
+        *parents, last = path.split(".")
+        for part in parents:
+            target = target.setdefault(part, {})
+        target[last] = value
+    return carried
+
+
 def until_met(
     stage: PlanStage, field: str, expression: str, variables: dict[str, Any], output: Any
 ) -> bool:
@@ -233,7 +254,7 @@ def until_met(
     names = {**variables, **(output if isinstance(output, dict) else {})}
     names.update(output=output, _result=output)
     try:
-        return bool(evaluate(expression, names))
+        return truth(evaluate(expression, names))
     except Exception as exc:  # jinja raises many types
         raise StageFailure("output_invalid", f"stage {stage.id!r}: {field} failed: {exc}") from exc
 

@@ -42,7 +42,8 @@ class RunContext:
         self.state: RunState = "running"
         self.approval_seq: dict[str, int] = {}
         self.started = started
-        #: Per stage: (run input names, upstream stage ids) its prompt's context lists.
+        #: Per stage: the run input names and upstream stage ids of its context (before
+        #: signature.input narrows a prompt's share of it).
         self.context_keys: dict[str, tuple[list[str], list[str]]] = {}
         #: Values remembered across runs (memory:), once loaded.
         self.memory: dict[str, Any] | None = None

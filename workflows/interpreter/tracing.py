@@ -117,6 +117,8 @@ class Tracer:
             provenance[run.plan.continuation.inject_as] = "prior_run"
         if run.plan.memory is not None and run.plan.memory.inject_as in variables:
             provenance[run.plan.memory.inject_as] = "memory"
+            if variables.get("_stale_memory_keys"):
+                provenance["_stale_memory_keys"] = "stale_memory"
         arm_id, decision_id = run.arm_of(stage.id)
         self.chain.add(
             "attempt",
