@@ -26,6 +26,18 @@ __all__ = [
 ]
 
 
+class RunInputs(dict[str, Any]):
+    """The ``inputs`` variable: a missing run input is an error, even read as a field
+    (``{{ inputs.questoin }}``), unlike a missing field of a stage's output."""
+
+
+def _strict_inputs(variables: dict[str, Any]) -> dict[str, Any]:
+    inputs = variables.get("inputs")
+    if isinstance(inputs, dict) and not isinstance(inputs, RunInputs):
+        return {**variables, "inputs": RunInputs(inputs)}
+    return variables
+
+
 class FieldUndefined(ChainableUndefined):
     """Undefined *names* raise (a misspelt variable fails loudly, as StrictUndefined does); a
     missing *field* of a value that exists (``{{ classify.intent }}`` when the output has no
@@ -35,6 +47,12 @@ class FieldUndefined(ChainableUndefined):
     __slots__ = ()
 
     def _name_missing(self) -> None:
+        if isinstance(self._undefined_obj, RunInputs):
+            given = sorted(self._undefined_obj)
+            raise self._undefined_exception(
+                f"run input {self._undefined_name!r} was not given (given: {given}); pass "
+                f"--input {self._undefined_name}=... or give it a default"
+            )
         if self._undefined_obj is missing:
             self._fail_with_undefined_error()
 
@@ -94,12 +112,12 @@ def render(source: str, variables: dict[str, Any]) -> str:
     """Render a template with ``variables``; raises jinja2 errors on undefined names.
 
     Compiled templates are cached (compiling costs ~60× rendering)."""
-    return _template(source).render(variables)
+    return _template(source).render(_strict_inputs(variables))
 
 
 def evaluate(expression: str, variables: dict[str, Any]) -> Any:
     """Evaluate a Jinja expression (``until``, ``condition``, ``skip_if``)."""
-    return _expression(expression)(**variables)
+    return _expression(expression)(**_strict_inputs(variables))
 
 
 _TEMPLATE_SPAN = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", re.S)

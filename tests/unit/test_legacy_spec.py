@@ -245,3 +245,29 @@ stages:
     ]
     shell = plan.stage("b").adapter
     assert shell is not None and shell.shell and shell.argv == ["ls | wc -l"]
+
+
+def test_missing_names_and_inputs_raise_but_missing_output_fields_are_empty() -> None:
+    from jinja2 import UndefinedError
+
+    from armature_temporal.spec.templating import evaluate, render, truth
+
+    variables = {"classify": {"content": "prose"}, "inputs": {"topic": "t"}, "topic": "t"}
+    assert render("[{{ classify.intent }}]", variables) == "[]"  # 0.7.0: empty
+    assert evaluate("classify.intent == 'escalate'", variables) is False
+    with pytest.raises(UndefinedError, match="run input 'topik' was not given"):
+        render("{{ inputs.topik }}", variables)
+    with pytest.raises(UndefinedError):
+        render("{{ clasify.intent }}", variables)  # a misspelt name
+    with pytest.raises(UndefinedError):
+        evaluate("nope == 1", variables)
+    assert [truth(v) for v in ("true", " Yes ", "1", "false", "no", "", "maybe")] == [
+        True,
+        True,
+        True,
+        False,
+        False,
+        False,
+        False,
+    ]
+    assert truth(1) and truth([0]) and not truth(0) and not truth(None)
