@@ -352,3 +352,37 @@ def all_attempt_messages(run_id: str, stage: str) -> list[list[dict[str, Any]]]:
     return [
         list(r.data["messages"]) for r in records if r.stage_id == stage and r.kind == "attempt"
     ]
+
+
+async def test_the_design_documents_shell_rule_on_cmd_blocks_rm_rf_in_a_run(
+    client: Client, task_queue: str, tmp_path: Any
+) -> None:
+    canary = tmp_path / "canary"
+    canary.mkdir()
+    (canary / "keep.txt").write_text("still here")
+    result = await run_to_end(
+        client,
+        f"""\
+name: guarded
+safety_mode: strict
+safety_rules:
+  - tool: file_read
+    condition: {{ field: path, op: truthy, value: "" }}
+    action: allow
+  - tool: shell
+    condition: {{ field: cmd, op: matches_regex, value: "rm\\\\s+-rf" }}
+    action: block
+    message: "Destructive rm -rf is not permitted"
+  - tool: "*"
+    condition: {{ field: _tool_reversibility, op: equals, value: "none" }}
+    action: require_approval
+stages:
+  - id: wipe
+    tool_call: {{name: shell, args: {{cmd: "rm -rf {canary}"}}}}
+""",
+        task_queue,
+    )
+    assert result.state == "failed"
+    assert result.stages["wipe"].error_type == "policy_blocked"
+    assert "Destructive rm -rf is not permitted" in (result.stages["wipe"].error or "")
+    assert (canary / "keep.txt").read_text() == "still here"
