@@ -13,7 +13,7 @@ import hashlib
 import json
 from datetime import timedelta
 
-from jinja2 import TemplateError
+from jinja2 import TemplateError, UndefinedError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -70,8 +70,14 @@ async def llm_call(inp: LLMCallInput) -> LLMCallResult:
             context=inp.context,
         )
     except TemplateError as exc:
+        hint = ""
+        if isinstance(exc, UndefinedError) and str(exc).endswith("is undefined"):
+            hint = (
+                "; if it is a run input, pass --input NAME=VALUE (or declare it under "
+                "inputs: with a default)"
+            )
         raise ApplicationError(
-            f"stage {stage.id!r}: its prompt template failed to render: {exc}",
+            f"stage {stage.id!r}: its prompt template failed to render: {exc}{hint}",
             type="template_error",
             non_retryable=True,
         ) from exc

@@ -244,6 +244,9 @@ async def _follow(client: Any, run_id: str) -> Any:
     told: set[str] = set()
     while True:
         view = await show_run(client, run_id)
+        if view.status == "running" and view.reason and "no worker" not in told:
+            told.add("no worker")
+            err.print(f"  waiting: {view.reason}", markup=False, highlight=False)
         for sid, st in view.stages.items():
             if st.status != "pending" and seen.get(sid) != st.status:
                 seen[sid] = st.status

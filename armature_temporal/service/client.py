@@ -281,7 +281,18 @@ async def show_run(client: Client, run_id: str) -> RunView:
         status=status,
     )
     if desc.status == WorkflowExecutionStatus.RUNNING:
-        st = await handle.query("status", result_type=RunStatus)
+        try:
+            st = await handle.query("status", result_type=RunStatus)
+        except RPCError as exc:
+            # No worker answers: none polls the queue, or the one that does cannot run this
+            # run (an older Armature that does not know the plan's fields, say).
+            return view.model_copy(
+                update={
+                    "reason": f"no worker answered the run's status query ({exc}): start one "
+                    "with `armature worker` (or `armature dev`), and check that it runs this "
+                    "Armature version; its log says why it cannot run the run"
+                }
+            )
         return view.model_copy(
             update={
                 "state": st.state,

@@ -152,7 +152,43 @@ def start_worker(address: str, home: Path | None = None, queue: str | None = Non
         "--task-queue",
         queue or task_queue(),
     ]
-    return _spawn(args, home, "worker", {**os.environ, "ARMATURE_HOME": str(home)})
+    pid = _spawn(args, home, "worker", {**os.environ, "ARMATURE_HOME": str(home)})
+    (_run_dir(home) / "worker.code").write_text(code_stamp())
+    return pid
+
+
+def code_stamp(root: Path | None = None) -> str:
+    """A fingerprint of the installed Armature code (every module's path, size and mtime): a
+    background worker started from other code cannot run plans this code compiles."""
+    import hashlib
+
+    root = root or Path(__file__).resolve().parents[2]
+    digest = hashlib.sha256()
+    for package in ("armature_temporal", "workflows", "activities"):
+        for path in sorted((root / package).rglob("*.py")):
+            stat = path.stat()
+            digest.update(f"{path.relative_to(root)}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
+    for name in ("worker.py", "cli.py"):
+        path = root / name
+        if path.exists():
+            stat = path.stat()
+            digest.update(f"{name}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def _stop(home: Path, name: str, timeout_s: float = 10.0) -> None:
+    path = _run_dir(home) / f"{name}.pid"
+    pid = _read_pid(path)
+    if pid is None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and _read_pid(path) is not None:
+        time.sleep(0.1)
+    if _read_pid(path) is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
 
 
 def _spawn(args: list[str], home: Path, name: str, env: dict[str, str]) -> int:
@@ -243,6 +279,14 @@ async def ensure_local_stack(cli_address: str | None = None) -> tuple[str, list[
         )
     elif not state.server_ours and state.worker_pid is None:
         said.append(f"using the Temporal server already listening on {address}")
+    stamp = _run_dir(home) / "worker.code"
+    if state.worker_pid is not None and (
+        not stamp.exists() or stamp.read_text().strip() != code_stamp()
+    ):
+        # Started from other code (an upgrade, an edit): it may not decode this code's plans.
+        _stop(home, "worker")
+        said.append(f"stopped the background worker (pid {state.worker_pid}): the code changed")
+        state = stack_state(home)
     if state.worker_pid is None:
         pid = start_worker(address, home)
         said.append(
