@@ -388,16 +388,25 @@ def _check_templates(spec: Spec) -> Iterator[Problem]:
         if stage.signature is not None and stage.signature.input:
             keys = set(stage.signature.input)
             hidden = ((set(inputs) | visible) - keys) - set(RUN_VARIABLES)
+        never = set(spec.context_policy.never if spec.context_policy else [])
+        never |= set(stage.context_policy.never if stage.context_policy else [])
+        for layer in spec.context_layers:
+            never |= set(layer.never)
         for path, source, is_expr, extra in stage_templates(spec, i):
             if path[-1] == "description":  # signature.input narrows the prompt only
                 yield from _check_hidden(path, source, is_expr, hidden - extra)
+            yield from _check_hidden(
+                path, source, is_expr, never - extra, "context_policy.never hides it"
+            )
             yield from _check_one_template(
                 path, source, is_expr, base | extra, visible, stages, stage.id, open_inputs
             )
 
 
-def _check_hidden(path: Path, source: str, is_expr: bool, hidden: set[str]) -> Iterator[Problem]:
-    """A template may not read what its stage's signature.input hides from it."""
+def _check_hidden(
+    path: Path, source: str, is_expr: bool, hidden: set[str], why: str = ""
+) -> Iterator[Problem]:
+    """A template may not read what its stage's signature.input (or a never) hides from it."""
     if not hidden:
         return
     try:
@@ -405,6 +414,9 @@ def _check_hidden(path: Path, source: str, is_expr: bool, hidden: set[str]) -> I
     except TemplateSyntaxError:
         return
     for name in sorted(names & hidden):
+        if why:
+            yield path, f"reads {name!r}, but {why} from this stage; remove one of them"
+            continue
         yield (
             path,
             f"reads {name!r}, which this stage's signature.input leaves out of its context; "

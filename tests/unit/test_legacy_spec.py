@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from armature_temporal.errors import SpecError
@@ -271,3 +273,61 @@ def test_missing_names_and_inputs_raise_but_missing_output_fields_are_empty() ->
         False,
     ]
     assert truth(1) and truth([0]) and not truth(0) and not truth(None)
+
+
+def test_layers_skills_and_agent_bundles_are_read_at_load_and_reach_the_prompt(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "tone.md").write_text("Be brief.\n")
+    (tmp_path / "cite.md").write_text("Cite every source.\n")
+    (tmp_path / "agent.yaml").write_text(
+        "role: {name: Echo, type: worker, description: 'Repeat {{ topic }}'}\n"
+        "safety_rules: [{tool: shell, action: block, message: agents never shell}]\n"
+    )
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        """\
+name: layered
+inputs: [topic, secret_note]
+context_layers:
+  - {name: tone, src: tone.md, precedence: 1}
+  - {name: house, content: We are ACME., precedence: 5}
+context_policy: {must: [tone, house], never: [secret_note]}
+skill_library:
+  cite: {description: Citations, path: cite.md}
+agent_library:
+  echo: {path: agent.yaml}
+stages:
+  - id: a
+    role: {description: "About {{ topic }}", skills: [cite]}
+  - id: b
+    agent: echo
+"""
+    )
+    from armature_temporal.spec.loader import load_spec
+
+    plan = compile_spec(load_spec(spec))
+    a = plan.stage("a")
+    assert a.role is not None
+    guidance = a.role.guidance
+    assert guidance.index("We are ACME.") < guidance.index("Be brief.")  # precedence
+    assert "Skill — Citations:\nCite every source." in guidance
+    assert a.context_never == ["secret_note"]
+    b = plan.stage("b")
+    assert b.role is not None and b.role.name == "Echo" and b.role.prompt == "Repeat {{ topic }}"
+    assert plan.safety_rules[0].message == "agents never shell"  # the bundle's rules come first
+    (tmp_path / "cite.md").write_text("Cite twice.\n")
+    assert compile_spec(load_spec(spec)).spec_hash != plan.spec_hash  # file text is in the hash
+
+
+def test_a_template_may_not_read_what_context_policy_never_hides() -> None:
+    text = """\
+name: t
+inputs: [topic, secret_note]
+context_policy: {never: [secret_note]}
+stages:
+  - id: a
+    role: {description: "{{ topic }} {{ secret_note }}"}
+"""
+    (issue,) = issues_of(text)
+    assert "reads 'secret_note', but context_policy.never hides it" in issue
