@@ -124,6 +124,10 @@ INPUTS: dict[str, dict[str, Any]] = {
     "guide/user_guide__jinja2_variables_in_specs.yaml": {
         "objective": "Evaluate the vendor contract"
     },
+    "guide/role_taxonomy__a_complete_example.yaml": {
+        "company_name": "Acme Corp",
+        "market_segment": "developer tooling",
+    },
     "guide/user_guide__quickstart_your_first_workflow.yaml": {"topic": "renewable energy"},
     "guide/user_guide__spec_structure.yaml": {"topic": "renewable energy"},
     "guide/workflow_packages__a_worked_example.yaml": {"topic": "heat pumps"},
@@ -293,3 +297,31 @@ async def test_design_research_fanout_splits_queries_across_the_children(
     for query in QUERIES:
         holders = [i for i, prompt in enumerate(prompts) if query in prompt]
         assert len(holders) == 1, f"{query!r} reached children {holders}, not exactly one"
+
+
+#: NOT_RUN specs that 0.7.0 itself cannot finish as written, and the stage where it fails.
+FAILS_AS_IN_0_7_0 = {
+    "guide/fan_in_fan_out__a_complete_example_document_compliance_pipeline.yaml": "review_each",
+    "guide/memory_and_context__a_complete_memory_enabled_workflow.yaml": "analyse_each",
+    "guide/judge_pattern__escalation_gate_retry_until_a_judge_defined_condition_is_satisfied"
+    ".yaml": "summarize",
+    "guide/role_taxonomy__a_complete_example.yaml": "profile_each",
+}
+
+
+def test_fails_as_in_0_7_0_names_not_run_specs() -> None:
+    assert set(FAILS_AS_IN_0_7_0) <= set(NOT_RUN)
+
+
+@on_session_loop
+@pytest.mark.parametrize("name", sorted(FAILS_AS_IN_0_7_0))
+async def test_specs_0_7_0_cannot_finish_fail_here_at_the_same_stage_with_the_reason(
+    client: Client, task_queue: str, name: str
+) -> None:
+    """They run here too, and stop where 0.7.0 stops, with an error that says why."""
+    result = await run_corpus_spec(client, task_queue, LEGACY / name)
+    stage = FAILS_AS_IN_0_7_0[name]
+    assert result.state == "failed", result.state
+    assert result.stages[stage].status == "failed", failures(result)
+    error = result.stages[stage].error or ""
+    assert "partition_source" in error or "until" in error, error
