@@ -4,12 +4,15 @@ reward`` (a reward from outside, for stages with ``reward: external``)."""
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.text import Text
 
 from armature_temporal.commands._common import LEARN, JsonFlag, fail, out, print_json
+
+if TYPE_CHECKING:
+    from armature_temporal.bandit import BanditRuntime
 
 app = typer.Typer()
 
@@ -18,7 +21,7 @@ bandit_app = typer.Typer(help="Inspect the bandits that choose stages' arms.", n
 app.add_typer(bandit_app, name="bandit", rich_help_panel=LEARN)
 
 
-def _bandit(name: str) -> Any:
+def _bandit(name: str) -> BanditRuntime:
     from activities.bandit import runtime_for
     from armature_temporal.bandit import BanditError
 
@@ -90,9 +93,13 @@ def bandit_history(
         )
         return
     for snap in snapshots:
+        where = "" if snap.context in ("", "global") else f"  context {snap.context}"
         out.print(
-            f"{snap.at[:19]}  {snap.arm_id:<20} pulls {snap.pulls:<6} mean {snap.mean:.3f}",
+            f"{snap.taken_at[:19]}  {snap.arm_id:<20} pulls {snap.pulls:<6} "
+            f"mean {snap.mean:.3f}  [{snap.low:.3f}, {snap.high:.3f}]  "
+            f"p_best {snap.p_best:.2f}{where}",
             markup=False,
+            highlight=False,
         )
 
 
