@@ -173,11 +173,28 @@ class TraceStore(ProposalStore, AdapterStore, MemoryStore):
                 session.expunge(row)
             return row
 
-    def runs(self, *, spec: str | None = None, limit: int = 20) -> list[RunRow]:
+    def runs(
+        self,
+        *,
+        spec: str | None = None,
+        limit: int = 20,
+        verification: bool | None = None,
+        children: bool = True,
+    ) -> list[RunRow]:
+        """The newest ``limit`` runs (of ``spec``, if given), newest first.
+
+        ``verification``: None for every run, False to leave out improvement rounds'
+        verification runs, True for those alone; ``children=False`` leaves out fan-out
+        children (runs with a parent). Both filter before the limit applies.
+        """
         with Session(self.engine) as session:
             query = select(RunRow).order_by(RunRow.started_at.desc()).limit(limit)
             if spec:
                 query = query.where(RunRow.spec_name == spec)
+            if verification is not None:
+                query = query.where(RunRow.verification.is_(verification))
+            if not children:
+                query = query.where(RunRow.parent_run_id.is_(None))
             rows = list(session.execute(query).scalars().all())
             for row in rows:
                 session.expunge(row)

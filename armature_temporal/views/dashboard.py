@@ -262,7 +262,5 @@ def load_runs(
 ) -> list[RunTrace]:
     """The newest ``limit`` runs (of ``spec``, if given), oldest first; with their records
     unless ``records`` is False; improvement rounds' verification runs only if asked."""
-    rows = store.runs(spec=spec, limit=limit)
-    if not verification:
-        rows = [r for r in rows if not r.verification]
+    rows = store.runs(spec=spec, limit=limit, verification=None if verification else False)
     return [_trace(row, store.records(row.run_id) if records else []) for row in reversed(rows)]
