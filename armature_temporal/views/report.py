@@ -161,6 +161,11 @@ def _attempt_view(r: TraceRecord) -> AttemptView:
     )
 
 
+# The ids of the judges a workflow runs for a stage, ``<stage>__consensus`` (a fan-out's
+# reconciling judge) and ``<stage>__evaluation``: their attempts belong to ``<stage>``.
+HELPER_SUFFIXES = ("__consensus", "__evaluation")
+
+
 def build_report(trace: RunTrace, gates: Sequence[GateView] = ()) -> RunReport:
     """A run's report: each stage with every one of its attempts and tool calls."""
     order: list[str] = []
@@ -172,6 +177,15 @@ def build_report(trace: RunTrace, gates: Sequence[GateView] = ()) -> RunReport:
         if r.kind == "evaluation" and r.stage_id is not None and isinstance(r.output, dict):
             evaluations[r.stage_id] = r.output
         if r.stage_id is None or r.kind not in ("attempt", "tool", "stage"):
+            continue
+        if r.kind == "attempt" and r.stage_id.endswith(HELPER_SUFFIXES):
+            # A judge the workflow ran for a stage (a fan-out's consensus judge): its calls
+            # are the stage's, shown under their own id in the attempts, never as a stage
+            # of their own that never ends.
+            owner = r.stage_id.rsplit("__", 1)[0]
+            if owner not in order:
+                order.append(owner)
+            attempts[owner].append(_attempt_view(r))
             continue
         if r.stage_id not in order:
             order.append(r.stage_id)
