@@ -137,7 +137,10 @@ def cli_reference() -> str:
         if opts:
             out.append("")
             for opt in opts:
-                names = ", ".join(f"`{o}`" for o in opt.opts)
+                # A boolean pair (--wait/--no-wait) is one option written as the user types it.
+                secondary = list(getattr(opt, "secondary_opts", None) or [])
+                shown = [*opt.opts[:-1], "/".join([opt.opts[-1], *secondary])]
+                names = ", ".join(f"`{o}`" for o in shown)
                 long = [o for o in opt.opts if o.startswith("--")] or list(opt.opts)
                 word = opt.metavar or long[0].lstrip("-").replace("-", "_").upper()
                 metavar = "" if getattr(opt, "is_flag", False) else f" {word}"
