@@ -8,6 +8,7 @@ the input (a property test holds it to that).
 from __future__ import annotations
 
 import datetime as dt
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,9 +72,27 @@ def load_spec_text(
 
 
 def _load_file(path: Path, display: str, stack: tuple[Path, ...]) -> LoadedSpec:
+    """Read at most ``MAX_SPEC_BYTES`` characters (plus one, to tell a larger file), and only
+    from a regular file: ``/dev/zero`` or a FIFO would never end, or block on opening."""
+
+    def too_big(size: str) -> SpecError:
+        return SpecError(
+            [
+                SpecIssue(
+                    display,
+                    0,
+                    0,
+                    "",
+                    f"file is {size} bytes; specs are limited to {MAX_SPEC_BYTES} bytes",
+                )
+            ]
+        )
+
     try:
-        size = path.stat().st_size
-        if size > MAX_SPEC_BYTES:
+        info = path.stat()
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(str(path))
+        if not stat.S_ISREG(info.st_mode):
             raise SpecError(
                 [
                     SpecIssue(
@@ -81,11 +100,17 @@ def _load_file(path: Path, display: str, stack: tuple[Path, ...]) -> LoadedSpec:
                         0,
                         0,
                         "",
-                        f"file is {size} bytes; specs are limited to {MAX_SPEC_BYTES} bytes",
+                        "not a regular file (a device, FIFO or socket); give the path of a "
+                        "spec file",
                     )
                 ]
             )
-        text = path.read_text(encoding="utf-8")
+        if info.st_size > MAX_SPEC_BYTES:
+            raise too_big(str(info.st_size))
+        with path.open(encoding="utf-8") as handle:
+            text = handle.read(MAX_SPEC_BYTES + 1)
+        if len(text) > MAX_SPEC_BYTES:  # it grew after stat
+            raise too_big(f"over {MAX_SPEC_BYTES}")
     except FileNotFoundError:
         raise SpecError([SpecIssue(display, 0, 0, "", "no such file; check the path")]) from None
     except IsADirectoryError:
