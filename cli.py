@@ -10,7 +10,7 @@ builds the ``app`` from them and defines the console-script entry point, :func:`
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from typer.core import TyperGroup
@@ -70,6 +70,37 @@ for room in (
     commands.doctor,
 ):
     app.add_typer(room.app)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from armature_temporal import __version__
+
+        print(f"armature {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _startup(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print the version and exit.",
+            is_eager=True,
+            callback=_version,
+        ),
+    ] = False,
+) -> None:
+    """Before any command: every ARMATURE_* setting is checked once, so a bad one is a
+    one-line error (exit 2) before anything starts, never a traceback in the middle of a run."""
+    from armature_temporal.settings import SettingError, check_settings
+
+    try:
+        check_settings()
+    except SettingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(2) from None
 
 
 def main() -> None:

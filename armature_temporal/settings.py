@@ -1,7 +1,10 @@
 """Where things are: ARMATURE_HOME, the Temporal address, namespace and task queue.
 
 Read from the environment each time (no import-time side effects), with the defaults of the
-embedded single-machine setup.
+embedded single-machine setup. :func:`check_settings` validates every ``ARMATURE_*`` setting
+that has a fixed form at once (the ``armature`` command calls it before any command runs), so
+a bad value is one line naming the variable and what it accepts, never a traceback halfway
+through a run; the accessors raise the same :class:`SettingError`.
 """
 
 from __future__ import annotations
@@ -9,15 +12,21 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from armature_temporal.errors import ArmatureError
+
 __all__ = [
     "DEFAULT_ADDRESS",
     "DEFAULT_NAMESPACE",
     "DEFAULT_TASK_QUEUE",
+    "SettingError",
     "armature_home",
+    "check_settings",
     "configured_address",
     "dev_port",
     "dev_ui_port",
     "namespace",
+    "payload_threshold",
+    "strict_sandbox",
     "task_queue",
     "tool_output_cap",
     "ui_url",
@@ -31,14 +40,49 @@ DEFAULT_PORT = 7233
 DEFAULT_UI_PORT = 8233
 
 
+DEFAULT_TOOL_OUTPUT_CAP = 2 * 1024 * 1024
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("", "0", "false", "no", "off")
+
+
+class SettingError(ArmatureError):
+    """An ``ARMATURE_*`` environment variable holds a value Armature cannot use."""
+
+
+def _integer(name: str, default: int, low: int, high: int | None, what: str) -> int:
+    """``$name`` as an integer in ``[low, high]`` (unset or empty: ``default``).
+
+    Raises:
+        SettingError: naming the variable, its value and the accepted values.
+    """
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = None
+    if value is None or value < low or (high is not None and value > high):
+        accepted = f"{low}-{high}" if high is not None else f"{low} or more"
+        raise SettingError(
+            f"{name}={raw!r} is not a valid {what}; use an integer {accepted}, or unset it "
+            f"for the default {default}"
+        )
+    return value
+
+
+def _port(name: str, default: int) -> int:
+    return _integer(name, default, 1, 65535, "port")
+
+
 def dev_port() -> int:
     """Port of the embedded dev server (``$ARMATURE_DEV_PORT``, default 7233)."""
-    return int(os.environ.get("ARMATURE_DEV_PORT") or DEFAULT_PORT)
+    return _port("ARMATURE_DEV_PORT", DEFAULT_PORT)
 
 
 def dev_ui_port() -> int:
     """Web UI port of the embedded dev server (``$ARMATURE_UI_PORT``, default 8233)."""
-    return int(os.environ.get("ARMATURE_UI_PORT") or DEFAULT_UI_PORT)
+    return _port("ARMATURE_UI_PORT", DEFAULT_UI_PORT)
 
 
 def armature_home() -> Path:
@@ -75,7 +119,13 @@ def ui_url(workflow_id: str | None = None, run_id: str | None = None) -> str:
 def tool_output_cap() -> int:
     """Largest output one tool call may return, in bytes (``$ARMATURE_TOOL_OUTPUT_CAP``,
     default 2 MiB); larger outputs fail the call with a message saying so."""
-    return int(os.environ.get("ARMATURE_TOOL_OUTPUT_CAP") or 2 * 1024 * 1024)
+    return _integer("ARMATURE_TOOL_OUTPUT_CAP", DEFAULT_TOOL_OUTPUT_CAP, 1, None, "size in bytes")
+
+
+def payload_threshold(default: int) -> int:
+    """Payloads larger than this many bytes go to external storage
+    (``$ARMATURE_PAYLOAD_THRESHOLD``; the caller gives the default)."""
+    return _integer("ARMATURE_PAYLOAD_THRESHOLD", default, 1, None, "size in bytes")
 
 
 def workspace_root(spec_name: str) -> Path:
@@ -87,4 +137,41 @@ def workspace_root(spec_name: str) -> Path:
 def strict_sandbox() -> bool:
     """ARMATURE_STRICT_SANDBOX=1: re-import the interpreter in every run's sandbox, where a
     non-deterministic call raises at once (the test suite runs so); default off."""
-    return os.environ.get("ARMATURE_STRICT_SANDBOX", "").strip().lower() in ("1", "true", "yes")
+    raw = os.environ.get("ARMATURE_STRICT_SANDBOX", "")
+    value = raw.strip().lower()
+    if value not in _TRUE + _FALSE:
+        raise SettingError(
+            f"ARMATURE_STRICT_SANDBOX={raw!r} is not a yes/no value; use one of "
+            f"{[v for v in _TRUE + _FALSE if v]}, or unset it"
+        )
+    return value in _TRUE
+
+
+def _url() -> None:
+    raw = os.environ.get("ARMATURE_UI_URL", "").strip()
+    if raw and not raw.startswith(("http://", "https://")):
+        raise SettingError(
+            f"ARMATURE_UI_URL={raw!r} is not a web address; use http://host:port or "
+            "https://..., or unset it for the dev server's Web UI"
+        )
+
+
+def check_settings() -> None:
+    """Validate every ``ARMATURE_*`` setting with a fixed form, at once: the ports
+    (``ARMATURE_DEV_PORT``, ``ARMATURE_UI_PORT``, 1-65535 and not the same), the sizes
+    (``ARMATURE_TOOL_OUTPUT_CAP``, ``ARMATURE_PAYLOAD_THRESHOLD``, positive integers),
+    ``ARMATURE_STRICT_SANDBOX`` (yes/no) and ``ARMATURE_UI_URL`` (http(s)://).
+
+    Raises:
+        SettingError: the first bad one, in one line naming it and the accepted values.
+    """
+    port, ui_port = dev_port(), dev_ui_port()
+    if port == ui_port:
+        raise SettingError(
+            f"ARMATURE_DEV_PORT and ARMATURE_UI_PORT are both {port}; the dev server needs "
+            "two ports, so give them different values"
+        )
+    tool_output_cap()
+    payload_threshold(1)
+    strict_sandbox()
+    _url()
