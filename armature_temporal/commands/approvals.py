@@ -30,7 +30,7 @@ def _decide(
 
     async def go() -> str:
         return await decide_gate(
-            await temporal_client(address),
+            await temporal_client(address, start_local=True),
             run_id,
             stage,
             decision,
@@ -51,7 +51,10 @@ def approve(
     address: AddressOpt = None,
 ) -> None:
     """Approve a stage waiting at a human gate. Exits 2, changing nothing, if it is not
-    waiting."""
+    waiting.
+
+    With no --address and no $TEMPORAL_ADDRESS, the local stack is started if needed, as
+    `armature submit` does."""
     _decide(run_id, stage, "approve", comment, address)
 
 
@@ -62,7 +65,10 @@ def reject(
     reason: Annotated[str, typer.Option("--reason", help="Why it is rejected (required).")],
     address: AddressOpt = None,
 ) -> None:
-    """Reject a stage waiting at a human gate; the run ends rejected."""
+    """Reject a stage waiting at a human gate; the run ends rejected.
+
+    With no --address and no $TEMPORAL_ADDRESS, the local stack is started if needed, as
+    `armature submit` does."""
     _decide(run_id, stage, "reject", reason, address)
 
 
@@ -75,12 +81,14 @@ def gates(
     """List runs waiting for a person, with each waiting gate and its message.
 
     Runs are found by the ArmatureWaitingGate search attribute and asked for their gates;
-    a run whose workers do not answer within 5 s is listed with that problem instead.
+    a run whose workers do not answer within 5 s is listed with that problem instead. With
+    no --address and no $TEMPORAL_ADDRESS, the local stack is started if needed, as
+    `armature submit` does.
     """
     from armature_temporal.service.client import waiting_gates
 
     async def go() -> Any:
-        return await waiting_gates(await temporal_client(address), spec=spec)
+        return await waiting_gates(await temporal_client(address, start_local=True), spec=spec)
 
     found = run_coroutine(go())
     if as_json:
