@@ -368,6 +368,10 @@ def _check_templates(spec: Spec) -> Iterator[Problem]:
             yield (("inputs",), f"input {name!r} has the same name as a stage; rename one of them")
     prior = spec.continuation.inject_as if spec.continuation else None
     open_inputs = not _declares_inputs(spec)
+    schema = spec.inputs_schema
+    closed_inputs = (
+        not open_inputs and bool(inputs) and "additionalProperties" not in (schema or {})
+    )
     for i, stage in enumerate(spec.stages):
         base = set(RUN_VARIABLES) | set(inputs)
         if prior:
@@ -401,6 +405,126 @@ def _check_templates(spec: Spec) -> Iterator[Problem]:
             yield from _check_one_template(
                 path, source, is_expr, base | extra, visible, stages, stage.id, open_inputs
             )
+            if closed_inputs and "inputs" not in extra:
+                yield from _check_input_fields(path, source, is_expr, inputs)
+
+
+# Methods a template may call on ``inputs`` (a dict): not input names.
+_DICT_METHODS = frozenset({"get", "items", "keys", "values"})
+
+
+def _check_input_fields(
+    path: Path, source: str, is_expr: bool, declared: list[str]
+) -> Iterator[Problem]:
+    """``inputs.NAME`` (or ``inputs['NAME']``) must name a declared input: a misspelt one
+    would fail only at render time, in the middle of a run."""
+    try:
+        names = referenced_names(source, expression=is_expr)
+    except TemplateSyntaxError:
+        return  # _check_one_template reports it
+    kind = "expression" if is_expr else "template"
+    for attr in sorted(names.get("inputs", set()) - set(declared) - _DICT_METHODS):
+        yield (
+            path,
+            f"{kind} reads inputs.{attr}, but the spec declares no input {attr!r}; declared "
+            f"inputs: {declared}{did_you_mean(attr, declared)}",
+        )
+
+
+def _optional_inputs(spec: Spec) -> set[str]:
+    """Declared inputs that a run may lack: not required and without a default."""
+    schema = spec.inputs_schema
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    if not _declares_inputs(spec) or not isinstance(props, dict):
+        return set()
+    required = set(schema.get("required") or [])
+    return {
+        name
+        for name, prop in props.items()
+        if name not in required and not (isinstance(prop, dict) and "default" in prop)
+    }
+
+
+def _unguarded_inputs(source: str, is_expr: bool, optional: set[str]) -> set[str]:
+    """The inputs of ``optional`` that a template reads (``inputs.x``, ``inputs['x']`` or a
+    bare ``x``) with no guard for them anywhere in it: a ``| default`` filter, an
+    ``is defined`` test or ``inputs.get('x')``."""
+    from jinja2 import nodes
+
+    from armature_temporal.spec.templating import environment
+
+    env = environment()
+    ast = env.parse("{{ (" + source + ") }}" if is_expr else source)
+
+    def input_name(node: nodes.Node) -> str | None:
+        if isinstance(node, nodes.Getattr) and isinstance(node.node, nodes.Name):
+            return node.attr if node.node.name == "inputs" else None
+        if (
+            isinstance(node, nodes.Getitem)
+            and isinstance(node.node, nodes.Name)
+            and node.node.name == "inputs"
+            and isinstance(node.arg, nodes.Const)
+            and isinstance(node.arg.value, str)
+        ):
+            return node.arg.value
+        if isinstance(node, nodes.Name) and node.ctx == "load":
+            return node.name
+        return None
+
+    guarded: set[str] = set()
+    for guard in ast.find_all((nodes.Filter, nodes.Test, nodes.Call)):
+        if isinstance(guard, nodes.Call):
+            target = guard.node
+            if (
+                isinstance(target, nodes.Getattr)
+                and isinstance(target.node, nodes.Name)
+                and target.node.name == "inputs"
+                and target.attr == "get"
+                and guard.args
+                and isinstance(guard.args[0], nodes.Const)
+            ):
+                guarded.add(str(guard.args[0].value))
+            continue
+        if isinstance(guard, (nodes.Filter, nodes.Test)) and guard.name in (
+            "default",
+            "d",
+            "defined",
+            "undefined",
+        ):
+            name = input_name(guard.node) if guard.node is not None else None
+            if name:
+                guarded.add(name)
+    free = set(referenced_names(source, expression=is_expr))
+    read: set[str] = set()
+    for node in ast.find_all((nodes.Getattr, nodes.Getitem, nodes.Name)):
+        name = input_name(node)
+        if name is None or name not in optional:
+            continue
+        if isinstance(node, nodes.Name) and name not in free:
+            continue  # a local variable of the template, not the input
+        read.add(name)
+    return read - guarded
+
+
+def _optional_input_warnings(spec: Spec) -> Iterator[Problem]:
+    """Optional inputs read without a default: validate passes, and a run that lacks the
+    input fails when the template renders."""
+    optional = _optional_inputs(spec)
+    if not optional:
+        return
+    for i in range(len(spec.stages)):
+        for path, source, is_expr, extra in stage_templates(spec, i):
+            try:
+                names = _unguarded_inputs(source, is_expr, optional - extra)
+            except TemplateSyntaxError:
+                continue
+            for name in sorted(names):
+                yield (
+                    path,
+                    f"reads optional input {name!r} (not required, no default), so a run "
+                    f"without it fails here; write {{{{ inputs.{name} | default('') }}}}, give "
+                    "it a default, or make it required",
+                )
 
 
 def _check_hidden(
@@ -928,6 +1052,7 @@ def spec_warnings(spec: Spec) -> list[Problem]:
     """What deserves a look but does not stop a run (validate prints them and exits 0)."""
     warnings: list[Problem] = []
     warnings += _bare_input_warnings(spec)
+    warnings += _optional_input_warnings(spec)
     warnings += _field_read_warnings(spec)
     warnings += _shape_warnings(spec)
     warnings += _unregistered_tools(spec)
