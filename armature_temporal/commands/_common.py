@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -30,7 +31,21 @@ LEARN = "Learn and improve"
 INSPECT = "Inspect the record"
 STACK = "Run the stack"
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+# Whether the command running now was given --json (set by JsonFlag's callback, which click
+# calls for every invocation, flag given or not): its errors then go to stdout as JSON too.
+_json_mode: ContextVar[bool] = ContextVar("armature_json_mode", default=False)
+
+
+def json_errors(on: bool) -> bool:
+    """Say whether this command's errors are also printed on stdout as JSON (``--json``, or
+    an older spelling of it such as ``--format json``); returns ``on``."""
+    _json_mode.set(on)
+    return on
+
+
+JsonFlag = Annotated[
+    bool, typer.Option("--json", help="Print machine-readable JSON.", callback=json_errors)
+]
 SpecArg = Annotated[Path, typer.Argument(help="The spec file.", show_default=False, metavar="SPEC")]
 AddressOpt = Annotated[
     str | None,
@@ -51,10 +66,34 @@ def print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
-def fail(message: str, code: int = 1) -> typer.Exit:
-    """Print ``message`` on stderr and return the exit to raise: ``raise fail(...)``."""
+def print_wide(renderable: Any) -> None:
+    """Print a rich renderable on stdout, wider than the console (80 columns when piped) when
+    its tables need it to keep one-line values whole; long text wraps within its column."""
+    from rich.console import Console
+
+    from armature_temporal.views.render import fitting_width
+
+    width = fitting_width(renderable, out.width)
+    if width <= out.width:
+        out.print(renderable)
+    else:
+        Console(width=width, soft_wrap=True).print(renderable)  # `out`, wider
+
+
+def fail(message: str, code: int = 1, **details: Any) -> typer.Exit:
+    """Print ``message`` on stderr and return the exit to raise: ``raise fail(...)``.
+
+    Under ``--json``, stdout also gets ``{"error": message, "code": code, **details}``, so a
+    script reading stdout learns why there is no data.
+    """
     err.print(message, markup=False, highlight=False)
+    _json_error(message.removeprefix("error: "), code, **details)
     return typer.Exit(code)
+
+
+def _json_error(message: str, code: int, **details: Any) -> None:
+    if _json_mode.get():
+        print_json({"error": message, "code": code, **details})
 
 
 def shorten(value: Any, width: int = 70) -> str:
@@ -70,8 +109,11 @@ def load_or_exit(path: Path) -> Plan:
     try:
         return compile_spec(load_spec(path))
     except SpecError as exc:
-        for issue in exc.issues:
-            err.print(str(issue), markup=False, highlight=False)
+        issues = [str(issue) for issue in exc.issues] or [f"{path}: invalid spec"]
+        for issue in issues:
+            err.print(issue, markup=False, highlight=False)
+        more = f" (and {len(issues) - 1} more)" if len(issues) > 1 else ""
+        _json_error(issues[0] + more, 2, issues=issues)
         raise typer.Exit(2) from None
 
 

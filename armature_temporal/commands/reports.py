@@ -15,10 +15,12 @@ from armature_temporal.commands._common import (
     JsonFlag,
     err,
     fail,
+    json_errors,
     load_or_exit,
     open_store,
     out,
     print_json,
+    print_wide,
 )
 from armature_temporal.errors import did_you_mean
 
@@ -34,14 +36,20 @@ def report(
         str | None,
         typer.Option("--run-id", help="The run id (the older spelling of RUN).", metavar="RUN"),
     ] = None,
+    full: Annotated[
+        bool,
+        typer.Option("--full", help="Show outputs, errors and rationales whole, not cut."),
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Show a run from the trace store: its stages, every attempt (tier, model, validity,
     latency, tokens, cost, error), tool calls, gate decisions, HQS and cost, and each stage's
     evaluation: the scores of its evaluate criteria and their mean, judged after the run.
 
-    Reads only the trace store, so it works for finished runs when the Temporal server is
-    gone. Exits 2 when the store has no such run.
+    Long values are cut to a line; --full shows them whole, --json everything. Tables wrap
+    long text and widen past the terminal (or 80 columns, when piped) rather than fold
+    values. Reads only the trace store, so it works for finished runs when the Temporal
+    server is gone. Exits 2 when the store has no such run.
 
     Example: armature report quickstart-1a2b3c4d   (or: armature report --run-id ...)
     """
@@ -72,7 +80,7 @@ def report(
     if as_json:
         print_json(view.model_dump(mode="json"))
     else:
-        out.print(render_report(view))
+        print_wide(render_report(view, full=full))
 
 
 @app.command(rich_help_panel=INSPECT)
@@ -119,7 +127,7 @@ def dashboard(
         render_overview,
     )
 
-    as_json = as_json or fmt == "json"
+    as_json = json_errors(as_json or fmt == "json")
     store, where = open_store()
     name = _spec_name(spec) if spec else None
 
@@ -215,8 +223,14 @@ def export_traces(
         typer.Option("--format", help="sft (supervised rows) or dpo (preference pairs)."),
     ],
     output: Annotated[
-        Path, typer.Option("--output", "-o", help="The JSON Lines file to write.", metavar="FILE")
-    ],
+        str | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="The JSON Lines file to write; '-' (or no --output) for stdout.",
+            metavar="FILE",
+        ),
+    ] = None,
     stage: Annotated[
         str | None, typer.Option("--stage", help="Only this stage's attempts.")
     ] = None,
@@ -244,12 +258,20 @@ def export_traces(
     judge score wins. Each group's best attempt is paired with every attempt it beats.
 
     A reply is the text of a text stage, compact JSON for a JSON stage. Attempts recorded
-    without their messages are skipped. A count summary goes to stderr (and, with --json,
-    to stdout as JSON). Exits 2 when the store has no runs of the spec or no such stage.
+    without their messages are skipped. Rows go to FILE, or to stdout without --output (or
+    with -o -). A count summary goes to stderr (and, with --json and a FILE, to stdout as
+    JSON). Exits 2 when the store has no runs of the spec or no such stage.
     """
-    from armature_temporal.finetune.export import dpo_rows, sft_rows, write_jsonl
+    from armature_temporal.finetune.export import dpo_rows, dump_jsonl, sft_rows, write_jsonl
     from armature_temporal.views import load_runs
 
+    to_stdout = output in (None, "-")
+    if to_stdout and as_json:
+        raise fail(
+            "error: the rows and --json's summary would both go to stdout; give --output FILE "
+            "with --json",
+            2,
+        )
     if min_score is not None and fmt != "sft":
         raise fail("error: --min-score applies to --format sft only", 2)
     name = _spec_name(spec)
@@ -271,13 +293,19 @@ def export_traces(
         rows, stats = sft_rows(runs, spec=name, stage=stage, min_score=min_score)
     else:
         rows, stats = dpo_rows(runs, spec=name, stage=stage)
+    if output is None or output == "-":
+        dump_jsonl(rows, sys.stdout)
+        sys.stdout.flush()
+        err.print(stats.summary(), markup=False, highlight=False)
+        return
+    target = Path(output)
     try:
-        write_jsonl(rows, output)
+        write_jsonl(rows, target)
     except OSError as exc:
-        raise fail(f"error: cannot write {output}: {exc}", 1) from None
-    err.print(stats.summary(output), markup=False, highlight=False)
+        raise fail(f"error: cannot write {output}: {exc.strerror or exc}", 1) from None
+    err.print(stats.summary(target), markup=False, highlight=False)
     if as_json:
-        print_json({**stats.model_dump(mode="json"), "output": str(output)})
+        print_json({**stats.model_dump(mode="json"), "output": output})
 
 
 def _spec_name(spec: str) -> str:

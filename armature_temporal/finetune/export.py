@@ -30,7 +30,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 from pydantic import BaseModel
 
@@ -42,6 +42,7 @@ __all__ = [
     "ExportFormat",
     "ExportStats",
     "dpo_rows",
+    "dump_jsonl",
     "judged_scores",
     "messages_of",
     "reply_text",
@@ -300,10 +301,35 @@ def dpo_rows(
     return rows, stats
 
 
+def dump_jsonl(rows: Iterable[dict[str, Any]], fh: TextIO) -> None:
+    """One JSON object per line to the open text stream ``fh``."""
+    for row in rows:
+        fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
 def write_jsonl(rows: Iterable[dict[str, Any]], path: Path) -> None:
-    """One JSON object per line (UTF-8), written to a temporary file and then moved."""
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-    tmp.replace(path)
+    """One JSON object per line (UTF-8) to ``path``.
+
+    A regular file (or a new one) is written to ``path.tmp`` and then moved over ``path``, so
+    readers never see half a file. Anything else that exists there (``/dev/stdout``, a pipe, a
+    device) is written in place: moving a file over it would replace it.
+
+    Raises:
+        OSError: when ``path`` cannot be written; the error names ``path``, never the
+            temporary file.
+    """
+    try:
+        if path.exists() and not path.is_file():
+            with path.open("w", encoding="utf-8") as fh:
+                dump_jsonl(rows, fh)
+            return
+        tmp = path.with_name(path.name + ".tmp")
+        try:
+            with tmp.open("w", encoding="utf-8") as fh:
+                dump_jsonl(rows, fh)
+            tmp.replace(path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from rich.table import Table
     from rich.text import Text
 
-__all__ = ["render_dashboard", "render_overview", "render_report"]
+__all__ = ["fitting_width", "render_dashboard", "render_overview", "render_report"]
 
 
 def _short(value: Any, width: int = 60) -> str:
@@ -36,21 +36,73 @@ def _num(value: float | None, digits: int = 2) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
+# Columns whose text wraps at spaces when the table is too wide; every other column keeps its
+# values whole on one line (a status folded into "compl" / "eted" helps nobody).
+_WRAPPING = {"role", "error / output", "criterion", "comment", "error", "evaluation"}
+
+
 def _table(*columns: str) -> Table:
     from rich.table import Table
 
     table = Table(show_edge=False, pad_edge=False)
     for col in columns:
-        table.add_column(col, overflow="fold")
+        if col in _WRAPPING:
+            table.add_column(col, overflow="fold", min_width=min(len(col), 12) + 8)
+        else:
+            table.add_column(col, no_wrap=True)
     return table
+
+
+def fitting_width(renderable: RenderableType, width: int) -> int:
+    """The width to print ``renderable`` at: ``width``, or wider when one of its tables needs
+    more to keep every one-line value (stage ids, statuses, numbers) whole and every word of
+    its wrapping columns (up to 30 characters) unbroken, those columns up to 40 wide."""
+    from rich.console import Console, Group
+    from rich.measure import Measurement
+    from rich.table import Table
+
+    console = Console(width=max(width, 1000))
+    tables = (
+        [r for r in renderable.renderables if isinstance(r, Table)]
+        if isinstance(renderable, Group)
+        else [renderable]
+        if isinstance(renderable, Table)
+        else []
+    )
+    needed = width
+    for table in tables:
+        total = 3 * (len(table.columns) - 1)
+        for col in table.columns:
+            cells = [col.header, *col.cells]
+            sizes = [Measurement.get(console, console.options, c) for c in cells]
+            if col.no_wrap:
+                total += max(m.maximum for m in sizes)
+            else:
+                longest_word = min(30, max(m.minimum for m in sizes))
+                total += max(
+                    col.min_width or 0, longest_word, min(40, max(m.maximum for m in sizes))
+                )
+        needed = max(needed, total)
+    return needed
 
 
 def _colour(status: str) -> str:
     return {"completed": "green", "running": "cyan", "skipped": "dim"}.get(status, "red")
 
 
-def render_report(report: RunReport) -> RenderableType:
-    """Header, stages, every attempt, tool calls and gate decisions."""
+def render_report(report: RunReport, *, full: bool = False) -> RenderableType:
+    """Header, stages, every attempt, tool calls and gate decisions; with ``full``, outputs,
+    errors and rationales whole rather than cut to a line."""
+
+    def cut(value: Any, width: int = 60) -> str:
+        if full:
+            return (
+                ""
+                if value is None
+                else (value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+            )
+        return _short(value, width)
+
     from rich.console import Group
     from rich.text import Text
 
@@ -78,7 +130,7 @@ def render_report(report: RunReport) -> RenderableType:
     columns = ["stage", "role", "status", "tier", "attempts", "judge"]
     stages = _table(*columns, *(["evaluation"] if evaluated else []), "error / output")
     for st in report.stages:
-        detail = f"[{st.error_type}] {st.error or ''}" if st.error_type else _short(st.output)
+        detail = f"[{st.error_type}] {st.error or ''}" if st.error_type else cut(st.output)
         role = f"{st.role} ({st.role_type})" if st.role else (st.kind or "")
         stages.add_row(
             st.stage_id,
@@ -88,7 +140,7 @@ def render_report(report: RunReport) -> RenderableType:
             str(st.attempts or ""),
             _num(st.judge_score),
             *([_evaluation(st.evaluation)] if evaluated else []),
-            Text(_short(detail, 70)),
+            Text(cut(detail, 70)),
         )
     parts += [Text("\nstages", style="bold"), stages]
     judged = [st for st in report.stages if st.evaluation]
@@ -99,9 +151,7 @@ def render_report(report: RunReport) -> RenderableType:
             for criterion, score in (st.evaluation.get("scores") or {}).items():
                 criteria.add_row(st.stage_id, criterion, _num(score))
             label = "error" if "error" in st.evaluation else "rationale"
-            why = Text(
-                _short(st.evaluation.get(label), 90), style="red" if label == "error" else ""
-            )
+            why = Text(cut(st.evaluation.get(label), 90), style="red" if label == "error" else "")
             criteria.add_row(st.stage_id, Text(label, style="dim"), why)
         parts += [Text("\nevaluations", style="bold"), criteria]
     rows = [a for st in report.stages for a in st.attempt_records]
@@ -124,7 +174,7 @@ def render_report(report: RunReport) -> RenderableType:
                 _ms(a.latency_ms),
                 f"{a.prompt_tokens}+{a.completion_tokens}",
                 f"${a.cost_usd:.4f}",
-                Text(_short(a.error if a.valid is False else a.output, 50)),
+                Text(cut(a.error if a.valid is False else a.output, 50)),
             )
         parts += [Text(f"\nattempts ({len(rows)})", style="bold"), attempts]
     calls = [c for st in report.stages for c in st.tool_calls]
@@ -133,7 +183,7 @@ def render_report(report: RunReport) -> RenderableType:
         for c in calls:
             policy = (c.policy_action or "") + (" (approved)" if c.approved else "")
             tools.add_row(
-                str(c.seq), c.stage_id, c.tool or "", c.status or "", policy, _short(c.error)
+                str(c.seq), c.stage_id, c.tool or "", c.status or "", policy, cut(c.error)
             )
         parts += [Text("\ntool calls", style="bold"), tools]
     if report.gates:
