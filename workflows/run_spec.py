@@ -21,10 +21,13 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic import ValidationError
+
     from armature_temporal.runtime.models import (
         GateDecision,
         PriorRunQuery,
         PriorRunResult,
+        RefusedSignal,
         RunInput,
         RunResult,
         RunStatus,
@@ -64,6 +67,8 @@ __all__ = ["WORKFLOW_NAME", "RunSpecWorkflow", "StageFailure"]
 
 WORKFLOW_NAME = "RunSpec"
 FINISHED_OK = ("completed", "skipped")
+#: workflow.patched id: a rejected top-level run fails (type RunRejected) instead of completing.
+REJECTED_RUN_FAILS = "rejected-run-fails"
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -100,13 +105,39 @@ class RunSpecWorkflow:
             raise ApplicationError(problem, type="gate_not_waiting", non_retryable=True)
 
     @workflow.signal(name="gate")
-    def gate_signal(self, decision: GateDecision) -> None:
-        """The same decision as a signal, for the Web UI and ``temporal workflow signal``."""
+    def gate_signal(self, sent: Any) -> None:
+        """The same decision as a signal, for the Web UI and ``temporal workflow signal``.
+
+        A signal cannot answer back, so one that is refused (not a decision, an unknown stage,
+        a gate that is not waiting) is kept with the reason in ``status.refused_signals``.
+        It is typed ``Any`` and validated here: a payload the model rejects would otherwise
+        be dropped by the SDK before this handler saw it.
+        """
+        try:
+            decision = GateDecision.model_validate(sent)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}" for e in exc.errors()
+            )
+            self._refuse(
+                sent,
+                f"not a gate decision ({problems}); send "
+                '{"stage": "<gate>", "decision": "approve" or "reject"}',
+            )
+            return
         problem = self.gates.problem(decision.stage)
         if problem:
-            workflow.logger.warning("ignored gate signal: %s", problem)
+            self._refuse(sent, problem, decision.stage)
             return
         self.ctx.decisions[decision.stage] = decision
+
+    def _refuse(self, sent: Any, reason: str, stage: str | None = None) -> None:
+        workflow.logger.warning("refused gate signal: %s", reason)
+        if stage is None and isinstance(sent, dict) and isinstance(sent.get("stage"), str):
+            stage = sent["stage"]
+        self.ctx.refused_signals.append(
+            RefusedSignal(stage=stage, received=sent, reason=reason, at=workflow.now().isoformat())
+        )
 
     @workflow.query(name="status")
     def status(self) -> RunStatus:
@@ -118,6 +149,7 @@ class RunSpecWorkflow:
             state=run.state,
             stages=run.results,
             pending_gates=list(run.pending.values()),
+            refused_signals=list(run.refused_signals),
         )
 
     # --- the run ---------------------------------------------------------------------------------
@@ -154,6 +186,7 @@ class RunSpecWorkflow:
             reason=reason,
             stages=run.results,
             outputs=run.outputs,
+            refused_signals=run.refused_signals,
         )
         self.tracer.end(reason)
         await self.tracer.flush(final=True)
@@ -162,6 +195,21 @@ class RunSpecWorkflow:
                 reason or "run failed",
                 result.model_dump(mode="json"),
                 type="RunFailed",
+                non_retryable=True,
+            )
+        # A rejected top-level run ends as a failed workflow (type RunRejected) so the Web UI
+        # and visibility do not list it as Completed; the RunResult travels in the details.
+        # A fan-out child still returns its result: its parent reads the rejection from it.
+        # Runs that completed their rejection before this change replay as they ran.
+        if (
+            run.state == "rejected"
+            and workflow.info().parent is None
+            and workflow.patched(REJECTED_RUN_FAILS)
+        ):
+            raise ApplicationError(
+                reason or "run rejected",
+                result.model_dump(mode="json"),
+                type="RunRejected",
                 non_retryable=True,
             )
         return result

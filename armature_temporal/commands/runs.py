@@ -303,6 +303,8 @@ def _print_run(view: Any) -> None:
                 Text(shorten(child.get("error", ""))),
             )
     out.print(table)
+    for refused in view.refused_signals:
+        out.print(Text(f"refused gate signal ({refused.at[:19]}): {refused.reason}", style="red"))
     for gate in view.pending_gates:
         out.print(Text(f"waiting at gate {gate.stage}: {gate.message or ''}", style="yellow"))
         out.print(
@@ -360,14 +362,14 @@ def cancel(
     run_id: Annotated[str, typer.Argument(help="The run id.", metavar="RUN")],
     address: AddressOpt = None,
 ) -> None:
-    """Cancel a running run (running stages are cancelled too)."""
+    """Cancel a running run (running stages are cancelled too); says when it has ended, or
+    that it had already ended."""
     from armature_temporal.service.client import cancel_run
 
-    async def go() -> None:
-        await cancel_run(await temporal_client(address), run_id)
+    async def go() -> Any:
+        return await cancel_run(await temporal_client(address), run_id)
 
-    run_coroutine(go())
-    out.print(f"cancel requested for {run_id}", markup=False)
+    out.print(run_coroutine(go()).message, markup=False)
 
 
 runs_app = typer.Typer(help="List and inspect runs.", no_args_is_help=True)

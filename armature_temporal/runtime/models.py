@@ -26,6 +26,7 @@ __all__ = [
     "PolicySet",
     "PriorRunQuery",
     "PriorRunResult",
+    "RefusedSignal",
     "RunInput",
     "RunResult",
     "RunStatus",
@@ -105,6 +106,17 @@ class GateDecision(_Model):
     by: str | None = None
 
 
+class RefusedSignal(_Model):
+    """A ``gate`` signal the run refused (``temporal workflow signal`` and the Web UI send
+    signals, which cannot answer back), kept so the status query and ``runs show`` say why."""
+
+    signal: str = "gate"
+    stage: str | None = None
+    received: Any = None
+    reason: str
+    at: str
+
+
 class StageResult(_Model):
     status: StageStatus = "pending"
     output: Any = None
@@ -132,6 +144,7 @@ class RunStatus(_Model):
     state: RunState
     stages: dict[str, StageResult]
     pending_gates: list[GateInfo] = Field(default_factory=list)
+    refused_signals: list[RefusedSignal] = Field(default_factory=list)
 
 
 class RunResult(_Model):
@@ -142,6 +155,7 @@ class RunResult(_Model):
     reason: str | None = None
     stages: dict[str, StageResult]
     outputs: dict[str, Any] = Field(default_factory=dict)
+    refused_signals: list[RefusedSignal] = Field(default_factory=list)
 
 
 class LLMCallInput(_Model):

@@ -33,6 +33,7 @@ from armature_temporal.errors import ArmatureError
 from armature_temporal.runtime.models import (
     GateDecision,
     GateInfo,
+    RefusedSignal,
     RunInput,
     RunResult,
     RunStatus,
@@ -44,6 +45,7 @@ from armature_temporal.settings import namespace as default_namespace
 from armature_temporal.spec.compiler import Plan
 
 __all__ = [
+    "CancelOutcome",
     "ConnectionFailed",
     "GateError",
     "InputError",
@@ -56,6 +58,7 @@ __all__ = [
     "ensure_search_attributes",
     "list_runs",
     "prepare_inputs",
+    "run_status",
     "show_run",
     "start_run",
     "waiting_gates",
@@ -212,6 +215,22 @@ async def start_run(
     )
 
 
+def run_status(status: WorkflowExecutionStatus | None) -> str:
+    """A Temporal execution status in Armature's words, the same everywhere (CLI, store, UI
+    links): ``running``, ``completed``, ``failed``, ``cancelled``, ``terminated``,
+    ``timed_out``, ``continued_as_new``. Temporal spells ``canceled``; the run states and the
+    trace store spell ``cancelled``, so that is the one spelling shown.
+
+    A rejected run is a failed workflow (error type ``RunRejected``) in Temporal, so the Web
+    UI does not list it as completed; its ``state`` (``show_run``) says ``rejected``.
+    """
+    if status is None:
+        return "unknown"
+    if status == WorkflowExecutionStatus.CANCELED:
+        return "cancelled"
+    return status.name.lower()
+
+
 class RunSummary(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -239,7 +258,7 @@ async def list_runs(
             RunSummary(
                 run_id=wf.id,
                 spec_name=attrs.get(SPEC_NAME),
-                status=wf.status.name.lower() if wf.status else "unknown",
+                status=run_status(wf.status),
                 waiting_gate=bool(attrs.get(WAITING_GATE)),
                 started=wf.start_time.isoformat() if wf.start_time else None,
                 closed=wf.close_time.isoformat() if wf.close_time else None,
@@ -260,6 +279,24 @@ class RunView(BaseModel):
     stages: dict[str, StageResult] = Field(default_factory=dict)
     outputs: dict[str, Any] = Field(default_factory=dict)
     pending_gates: list[GateInfo] = Field(default_factory=list)
+    refused_signals: list[RefusedSignal] = Field(default_factory=list)
+
+
+#: How long ``show_run`` waits for a worker to answer a closed run's status query.
+CLOSED_QUERY_TIMEOUT_S = 5.0
+
+
+async def query_status(handle: WorkflowHandle[Any, Any], timeout_s: float) -> RunStatus:
+    """The run's ``status`` query, waiting at most ``timeout_s`` for a worker to answer (a
+    closed run is replayed by a worker to answer it).
+
+    Raises:
+        RPCError: no worker answered in time, or the server refused.
+    """
+    status: RunStatus = await handle.query(
+        "status", result_type=RunStatus, rpc_timeout=timedelta(seconds=timeout_s)
+    )
+    return status
 
 
 async def show_run(client: Client, run_id: str) -> RunView:
@@ -273,7 +310,7 @@ async def show_run(client: Client, run_id: str) -> RunView:
                 f"no run {run_id!r} on this server; list runs with `armature runs list`"
             ) from None
         raise
-    status = desc.status.name.lower() if desc.status else "unknown"
+    status = run_status(desc.status)
     view = RunView(
         run_id=run_id,
         temporal_run_id=desc.run_id,
@@ -298,41 +335,113 @@ async def show_run(client: Client, run_id: str) -> RunView:
                 "state": st.state,
                 "stages": st.stages,
                 "pending_gates": st.pending_gates,
+                "refused_signals": st.refused_signals,
                 "outputs": {k: v.output for k, v in st.stages.items() if v.status == "completed"},
             }
         )
     result = await run_outcome(handle)
     if result is not None:
-        view = view.model_copy(
+        return view.model_copy(
             update={
                 "state": result.state,
                 "reason": result.reason,
                 "stages": result.stages,
                 "outputs": result.outputs,
+                "refused_signals": result.refused_signals,
             }
         )
-    return view
+    # Cancelled, terminated or timed out: no result, but a worker can replay the closed run
+    # and answer its status query with the stages as they stood when it stopped.
+    try:
+        st = await query_status(handle, CLOSED_QUERY_TIMEOUT_S)
+    except RPCError as exc:
+        return view.model_copy(
+            update={
+                "state": status,
+                "reason": f"the run ended {status}; its stages are unknown because no worker "
+                f"answered its status query ({exc.message or exc.status.name}): start one with "
+                "`armature worker` (or `armature dev`) to see them",
+            }
+        )
+    return view.model_copy(
+        update={
+            "state": status,
+            "reason": f"the run was {status}" if status != "timed_out" else "the run timed out",
+            "stages": st.stages,
+            "refused_signals": st.refused_signals,
+            "outputs": {k: v.output for k, v in st.stages.items() if v.status == "completed"},
+        }
+    )
 
 
 async def run_outcome(handle: WorkflowHandle[Any, RunResult]) -> RunResult | None:
-    """The RunResult of a closed run, failed ones included (from the failure's details)."""
+    """The RunResult of a closed run, failed and rejected ones included (from the failure's
+    details: a rejected run fails with type ``RunRejected``, a failed one with ``RunFailed``)."""
     try:
         return await handle.result()
     except WorkflowFailureError as exc:
         cause = exc.cause
-        if isinstance(cause, ApplicationError) and cause.type == "RunFailed" and cause.details:
+        if (
+            isinstance(cause, ApplicationError)
+            and cause.type in ("RunFailed", "RunRejected")
+            and cause.details
+        ):
             return RunResult.model_validate(cause.details[0])
         return None
 
 
-async def cancel_run(client: Client, run_id: str) -> None:
+class CancelOutcome(BaseModel):
+    """What ``cancel_run`` did: ``status`` is the run's status afterwards (:func:`run_status`
+    words, or ``cancelling`` while its running stages are still stopping)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    status: str
+    already_ended: bool
+
+    @property
+    def message(self) -> str:
+        if self.already_ended:
+            return f"run {self.run_id} had already ended ({self.status}); nothing to cancel"
+        if self.status == "cancelled":
+            return f"run {self.run_id} cancelled"
+        if self.status == "cancelling":
+            return (
+                f"cancel requested for {self.run_id}; it ends when its running stages stop "
+                f"(see `armature runs show {self.run_id}`)"
+            )
+        return f"run {self.run_id} ended {self.status} before the cancel reached it"
+
+
+async def cancel_run(client: Client, run_id: str, *, wait_s: float = 10.0) -> CancelOutcome:
+    """Cancel a running run and wait up to ``wait_s`` for it to end; a run that has already
+    ended is left alone and said so.
+
+    Raises:
+        RunNotFound: no such run.
+    """
+    import asyncio
+
     handle = client.get_workflow_handle(run_id)
     try:
+        desc = await handle.describe()
+        if desc.status != WorkflowExecutionStatus.RUNNING:
+            return CancelOutcome(run_id=run_id, status=run_status(desc.status), already_ended=True)
         await handle.cancel()
     except RPCError as exc:
         if "not found" in str(exc).lower():
             raise RunNotFound(f"no run {run_id!r} on this server") from None
         raise
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    while True:
+        desc = await handle.describe()
+        if desc.status != WorkflowExecutionStatus.RUNNING:
+            return CancelOutcome(run_id=run_id, status=run_status(desc.status), already_ended=False)
+        if loop.time() >= deadline:
+            return CancelOutcome(run_id=run_id, status="cancelling", already_ended=False)
+        await asyncio.sleep(0.2)
 
 
 async def decide_gate(
@@ -387,16 +496,11 @@ async def waiting_gates(
     it waits — with a sentence saying why its gates are unknown instead of the gates.
     """
     import asyncio
-    from datetime import timedelta
 
     async def gates_of(run: RunSummary) -> list[GateInfo] | str:
         handle = client.get_workflow_handle(run.run_id)
         try:
-            st = await handle.query(
-                "status",
-                result_type=RunStatus,
-                rpc_timeout=timedelta(seconds=GATE_QUERY_TIMEOUT_S),
-            )
+            st = await query_status(handle, GATE_QUERY_TIMEOUT_S)
         except RPCError as exc:
             return (
                 f"no worker answered its status query ({exc.message or exc.status.name}); is "

@@ -69,8 +69,8 @@ async def test_reject_ends_the_run_rejected(
         handle = await start(client, plan, task_queue)
         await wait_for_gate(handle, "approve_reply")
         await decide_gate(client, handle.id, "approve_reply", "reject", comment="wrong tone")
-        result = await handle.result()
-    assert result.state == "rejected"
+        result = await run_outcome(handle)  # a rejected run fails with type RunRejected
+    assert result is not None and result.state == "rejected"
     assert result.stages["approve_reply"].status == "rejected"
     assert result.stages["approve_reply"].error_type == "gate_rejected"
     assert "wrong tone" in (result.reason or "")

@@ -1,13 +1,229 @@
-"""What a newcomer reads in the README (issue 13, point 18): the CLI reference writes boolean
-pairs as they are typed (``--wait/--no-wait``), and the ``temporal workflow signal`` example says
-how to reach a dev server on another port.
+"""What a newcomer sees while a run waits and when it ends (issue 13, points 10, 11, 12, 18).
+
+- A run waiting for a person says so on its Web UI page (current details), with the command
+  that answers it; its gate and backoff timers are named.
+- A ``gate`` signal the run refuses (unknown stage, decision "maybe", not a decision at all)
+  is kept with the reason: the status query and ``armature runs show`` list it, and the
+  workflow task never fails over it.
+- Run outcomes have one vocabulary: a rejected run is a failed workflow (type RunRejected) so
+  the Web UI does not list it as completed; ``cancelled`` is spelt one way; ``runs show`` on a
+  cancelled run lists its stages; a second ``cancel`` says the run had already ended.
+- The README's CLI reference writes boolean pairs as they are typed (``--wait/--no-wait``), and
+  its ``temporal workflow signal`` example says how to reach a dev server on another port.
 """
 
 from __future__ import annotations
 
-from tests.fakes import SPECS
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.sdk.v1 import WorkflowMetadata
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import WorkflowEnvironment
+
+from armature_temporal.runtime.models import RunStatus
+from armature_temporal.service.client import (
+    cancel_run,
+    decide_gate,
+    list_runs,
+    run_outcome,
+    show_run,
+)
+from armature_temporal.spec.compiler import load_plan
+from tests.fakes import SPECS, plan_from, run_armature, start, wait_for_gate
+from worker import build_worker
+
+session_loop = pytest.mark.asyncio(loop_scope="session")
 
 README = SPECS.parent / "README.md"
+
+GATE_SPEC = """\
+name: newcomer-gate
+model_tiers: {small: {provider: simulate}}
+stages:
+  - id: draft
+    role: {name: D, description: "draft a reply"}
+  - id: approve_reply
+    depends_on: [draft]
+    gate: {type: human, message: "Send this reply?", timeout: 1h, on_timeout: reject}
+  - {id: after, depends_on: [approve_reply], role: {name: A, description: "send it"}}
+"""
+
+BACKOFF_SPEC = """\
+name: newcomer-backoff
+model_tiers:
+  bad: {provider: simulate, valid_rate: 0.0}
+stages:
+  - id: strict
+    role: {name: S, description: "give n", model_tier: bad}
+    output_mode: json
+    output_schema: {type: object, properties: {n: {type: integer}}, required: [n]}
+    on_fail: {loop: {max: 2, backoff_s: 1}}
+"""
+
+
+def address_of(env: WorkflowEnvironment) -> str:
+    return str(env.client.service_client.config.target_host)
+
+
+async def timer_summaries(handle: Any) -> list[str]:
+    """The summaries of the run's TimerStarted events, as the Web UI shows them."""
+    history = await handle.fetch_history()
+    found = []
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_TIMER_STARTED:
+            found.append(json.loads(event.user_metadata.summary.data or b'""'))
+    return found
+
+
+async def current_details(handle: Any) -> str:
+    meta = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+    return str(meta.current_details)
+
+
+# --- point 10: the Web UI says a run waits for a person, and names its timers -------------------
+
+
+@session_loop
+async def test_waiting_run_shows_what_it_waits_for_and_how_to_answer(
+    client: Client, task_queue: str
+) -> None:
+    plan = plan_from(GATE_SPEC)
+    async with build_worker(client, task_queue):
+        handle = await start(client, plan, task_queue)
+        await wait_for_gate(handle, "approve_reply")
+        details = await current_details(handle)
+        assert (
+            f"waiting for approval at approve_reply: Send this reply? — "
+            f"armature approve {handle.id} approve_reply"
+        ) in details
+        assert f"armature reject {handle.id} approve_reply" in details
+        summaries = await timer_summaries(handle)
+        assert any(s.startswith("waiting for approval at approve_reply") for s in summaries), (
+            summaries
+        )
+        assert not any(s == "gate approve_reply timeout" for s in summaries)
+        await decide_gate(client, handle.id, "approve_reply", "approve")
+        await handle.result()
+        assert await current_details(handle) == ""  # nobody is asked any more
+
+
+@session_loop
+async def test_backoff_timers_say_whose_retry_they_wait_for(
+    client: Client, task_queue: str
+) -> None:
+    plan = plan_from(BACKOFF_SPEC)
+    async with build_worker(client, task_queue):
+        handle = await start(client, plan, task_queue)
+        assert (await run_outcome(handle)) is not None
+    summaries = await timer_summaries(handle)
+    assert summaries == [
+        "strict: retry backoff 1s before attempt 2 (tier bad)",
+        "strict: retry backoff 2s before attempt 3 (tier bad)",
+    ]
+
+
+# --- point 11: refused signals are kept with the reason ------------------------------------------
+
+
+@session_loop
+async def test_refused_gate_signals_are_listed_with_the_reason(
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str
+) -> None:
+    plan = plan_from(GATE_SPEC)
+    async with build_worker(client, task_queue):
+        handle = await start(client, plan, task_queue)
+        await wait_for_gate(handle, "approve_reply")
+        await handle.signal("gate", {"stage": "aprove_reply", "decision": "approve"})
+        await handle.signal("gate", {"stage": "approve_reply", "decision": "maybe"})
+        await handle.signal("gate", "approve")
+        status: RunStatus | None = None
+        for _ in range(100):
+            status = await handle.query("status", result_type=RunStatus)
+            if len(status.refused_signals) == 3:
+                break
+            await asyncio.sleep(0.05)
+        assert status is not None and len(status.refused_signals) == 3, status
+        unknown, maybe, garbage = status.refused_signals
+        assert unknown.stage == "aprove_reply" and "unknown stage 'aprove_reply'" in unknown.reason
+        assert "did you mean 'approve_reply'" in unknown.reason
+        assert maybe.stage == "approve_reply" and "decision" in maybe.reason
+        assert "'approve' or 'reject'" in maybe.reason and maybe.received["decision"] == "maybe"
+        assert garbage.stage is None and "not a gate decision" in garbage.reason
+        # The run still waits: none of them failed a workflow task or decided the gate.
+        assert status.state == "waiting_gate"
+        shown = await run_armature("runs", "show", handle.id, "--address", address_of(temporal_env))
+        assert shown.returncode == 0, shown.stderr
+        text = " ".join(shown.stdout.split())
+        assert "refused gate signal" in text and "unknown stage 'aprove_reply'" in text
+        as_json = await run_armature(
+            "runs", "show", handle.id, "--json", "--address", address_of(temporal_env)
+        )
+        assert len(json.loads(as_json.stdout)["refused_signals"]) == 3
+        await handle.signal("gate", {"stage": "approve_reply", "decision": "approve"})
+        result = await handle.result()
+    assert result.state == "completed" and len(result.refused_signals) == 3
+    view = await show_run(client, handle.id)
+    assert [r.stage for r in view.refused_signals] == ["aprove_reply", "approve_reply", None]
+
+
+# --- point 12: one vocabulary of run outcomes ----------------------------------------------------
+
+
+@session_loop
+async def test_rejected_run_is_a_failed_workflow_with_a_typed_error(
+    client: Client, task_queue: str
+) -> None:
+    plan = load_plan(SPECS / "customer-triage.yaml")
+    async with build_worker(client, task_queue):
+        handle = await start(client, plan, task_queue)
+        await wait_for_gate(handle, "approve_reply")
+        await decide_gate(client, handle.id, "approve_reply", "reject", comment="wrong tone")
+        with pytest.raises(WorkflowFailureError) as info:
+            await handle.result()
+    cause = info.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "RunRejected"
+    assert "wrong tone" in cause.message
+    assert (await handle.describe()).status == WorkflowExecutionStatus.FAILED
+    view = await show_run(client, handle.id)
+    assert (view.status, view.state) == ("failed", "rejected")
+    assert view.stages["approve_reply"].status == "rejected"
+    assert view.stages["refine"].status == "completed"  # post_run stages still ran
+
+
+@session_loop
+async def test_cancel_reports_the_end_once_and_show_lists_the_stages(
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str
+) -> None:
+    addr = address_of(temporal_env)
+    plan = plan_from(GATE_SPEC)
+    async with build_worker(client, task_queue):
+        handle = await start(client, plan, task_queue)
+        await wait_for_gate(handle, "approve_reply")
+        first = await run_armature("cancel", handle.id, "--address", addr)
+        assert first.returncode == 0, first.stderr
+        assert first.stdout.strip() == f"run {handle.id} cancelled"
+        second = await run_armature("cancel", handle.id, "--address", addr)
+        assert second.returncode == 0, second.stderr
+        assert "had already ended (cancelled); nothing to cancel" in second.stdout
+        assert (await cancel_run(client, handle.id)).already_ended
+        view = await show_run(client, handle.id)
+        shown = await run_armature("runs", "show", handle.id, "--address", addr)
+    assert (view.status, view.state) == ("cancelled", "cancelled")
+    assert view.stages["draft"].status == "completed"
+    assert view.stages["approve_reply"].status == "cancelled"
+    assert view.stages["after"].status in ("skipped", "pending")
+    assert "approve_reply" in shown.stdout and "canceled" not in shown.stdout
+    for _ in range(100):  # visibility is eventually consistent
+        listed = {r.run_id: r.status for r in await list_runs(client, spec=plan.name, limit=50)}
+        if listed.get(handle.id) == "cancelled":
+            break
+        await asyncio.sleep(0.1)
+    assert listed[handle.id] == "cancelled"
 
 
 # --- point 18: the README ------------------------------------------------------------------------

@@ -92,7 +92,10 @@ class Gates:
             await workflow.wait_condition(
                 lambda: gate_id in run.decisions,
                 timeout=timedelta(seconds=timeout_s) if timeout_s else None,
-                timeout_summary=f"gate {gate_id} timeout",
+                timeout_summary=(
+                    f"waiting for approval at {gate_id}: nobody decided within "
+                    f"{timeout_s or 0:g}s (on_timeout: {on_timeout})"
+                ),
             )
         except TimeoutError:
             if on_timeout == "fail":
@@ -131,3 +134,15 @@ class Gates:
         waiting = bool(self.run.pending)
         self.run.state = "waiting_gate" if waiting else "running"
         workflow.upsert_search_attributes([WAITING_GATE.value_set(waiting)])
+        # What the Web UI's run page shows as the run's current details (no history event).
+        workflow.set_current_details(self.details())
+
+    def details(self) -> str:
+        """One line per waiting gate: what it asks and the command that answers it."""
+        run_id = self.run.run_id
+        return "\n".join(
+            f"waiting for approval at {gate_id}: {info.message or '(no message)'} — "
+            f"armature approve {run_id} {gate_id}   (or: armature reject {run_id} {gate_id} "
+            "--reason ...)"
+            for gate_id, info in self.run.pending.items()
+        )

@@ -63,7 +63,10 @@ class LLMStages:
         for num in range(1, loop.max_iterations + 1):
             if num > 1 and loop.backoff_s > 0:
                 delay = min(loop.backoff_s * 2 ** (num - 2), loop.backoff_max_s)
-                await workflow.sleep(timedelta(seconds=delay))
+                await workflow.sleep(
+                    timedelta(seconds=delay),
+                    summary=f"{stage.id}: loop backoff {delay:g}s before iteration {num}",
+                )
             iteration = {
                 "num": num,
                 "is_first": num == 1,
@@ -105,7 +108,11 @@ class LLMStages:
                     delay = stage.backoff_s * 2 ** (attempt - 2)
                     if stage.backoff_max_s is not None:
                         delay = min(delay, stage.backoff_max_s)
-                    await workflow.sleep(timedelta(seconds=delay))
+                    await workflow.sleep(
+                        timedelta(seconds=delay),
+                        summary=f"{stage.id}: retry backoff {delay:g}s before attempt "
+                        f"{result.attempts + 1} (tier {tier})",
+                    )
                 result.attempts += 1
                 result.tier = tier
                 result.escalated = level > 0

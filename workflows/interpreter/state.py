@@ -9,6 +9,7 @@ from armature_temporal.runtime.models import (
     GateDecision,
     GateInfo,
     PolicySet,
+    RefusedSignal,
     RunInput,
     RunState,
     StageResult,
@@ -39,6 +40,8 @@ class RunContext:
         self.outputs: dict[str, Any] = {}
         self.pending: dict[str, GateInfo] = {}
         self.decisions: dict[str, GateDecision] = {}
+        #: ``gate`` signals the run refused, with the reason (a signal cannot answer back).
+        self.refused_signals: list[RefusedSignal] = []
         self.state: RunState = "running"
         self.approval_seq: dict[str, int] = {}
         self.started = started
