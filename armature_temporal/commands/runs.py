@@ -34,7 +34,10 @@ app = typer.Typer()
 InputsOpt = Annotated[
     list[str] | None,
     typer.Option(
-        "--input", "-i", help="A run input as name=value (JSON values allowed); repeatable."
+        "--input",
+        "-i",
+        help="A run input as name=value, read as the type the spec declares for it (else as "
+        "JSON, else as text); repeatable.",
     ),
 ]
 InputsFileOpt = Annotated[
@@ -79,7 +82,7 @@ def submit(
     Example: armature submit specs/customer-triage.yaml --simulate --input ticket="Refund?"
     """
     compiled = _plan_for(spec, simulate)
-    values = _parse_inputs(input_pairs or [], inputs_file)
+    values = _parse_inputs(input_pairs or [], inputs_file, compiled)
     run_coroutine(_submit(compiled, values, wait, address, queue, as_json))
 
 
@@ -126,7 +129,7 @@ def run_command(
             2,
         )
     compiled = _plan_for(spec, simulate)
-    values = _parse_inputs(input_pairs or [], inputs_file)
+    values = _parse_inputs(input_pairs or [], inputs_file, compiled)
     run_coroutine(_submit(compiled, values, True, address, queue, as_json, output))
 
 
@@ -158,8 +161,11 @@ def _plan_for(spec: Path, simulate: bool) -> Plan:
     return offline
 
 
-def _parse_inputs(pairs: list[str], inputs_file: Path | None) -> dict[str, Any]:
-    """The run inputs from ``--inputs FILE`` and then each ``--input name=value``, or exit 2."""
+def _parse_inputs(pairs: list[str], inputs_file: Path | None, plan: Plan) -> dict[str, Any]:
+    """The run inputs from ``--inputs FILE`` and then each ``--input name=value`` (read as
+    the type ``plan``'s inputs schema declares, else JSON, else text), or exit 2."""
+    from armature_temporal.service.client import coerce_input
+
     values: dict[str, Any] = {}
     if inputs_file is not None:
         try:
@@ -173,10 +179,7 @@ def _parse_inputs(pairs: list[str], inputs_file: Path | None) -> dict[str, Any]:
         name, sep, raw = pair.partition("=")
         if not sep or not name:
             raise fail(f"error: --input {pair!r} must look like name=value", 2)
-        try:
-            values[name] = json.loads(raw) if raw[:1] in '[{"' else raw
-        except ValueError:
-            values[name] = raw
+        values[name] = coerce_input(plan.inputs_schema, name, raw)
     return values
 
 
