@@ -22,6 +22,7 @@ from armature_temporal.commands._common import (
     open_store,
     out,
     print_json,
+    print_wide,
     run_coroutine,
     shorten,
     temporal_client,
@@ -213,13 +214,13 @@ async def _submit(
             out.print(f"follow it: armature runs show {handle.id}", markup=False)
         return
     err.print(f"started run {handle.id} — {link}", markup=False, highlight=False)
-    view = await _follow(client, handle.id)
+    view = await _follow(client, handle.id, {st.id: st.kind for st in plan.stages})
     if output is not None:
         _write_outputs(view.outputs, output)
     if as_json:
         print_json({**view.model_dump(mode="json"), "ui_url": link})
     elif output != "-":
-        _print_run(view)
+        _print_run(view, full=True)
     if (view.state or view.status) != "completed":
         raise typer.Exit(1)
 
@@ -237,8 +238,20 @@ def _write_outputs(outputs: dict[str, Any], output: str) -> None:
     err.print(f"outputs written to {output}", markup=False, highlight=False)
 
 
-async def _follow(client: Any, run_id: str) -> Any:
-    """Poll the run, reporting stage transitions on stderr, until it closes."""
+def progress_detail(kind: str | None, st: Any) -> str:
+    """What a progress line adds to a stage's status: the attempt and tier of a model stage
+    tried more than once, a fan-out's child count; nothing unknown."""
+    if kind == "fan_out" or st.children:
+        count = len(st.children) or st.attempts
+        return f" ({count} children)" if count else ""
+    if st.attempts <= 1:
+        return ""
+    return f" (attempt {st.attempts}" + (f", tier {st.tier})" if st.tier else ")")
+
+
+async def _follow(client: Any, run_id: str, kinds: dict[str, str] | None = None) -> Any:
+    """Poll the run, reporting stage transitions on stderr, until it closes. ``kinds``: each
+    stage's kind (from the plan), so that a fan-out's count is not called an attempt."""
     import asyncio
 
     from armature_temporal.service.client import show_run
@@ -253,7 +266,7 @@ async def _follow(client: Any, run_id: str) -> Any:
         for sid, st in view.stages.items():
             if st.status != "pending" and seen.get(sid) != st.status:
                 seen[sid] = st.status
-                extra = f" (attempt {st.attempts}, tier {st.tier})" if st.attempts > 1 else ""
+                extra = progress_detail((kinds or {}).get(sid), st)
                 err.print(f"  {sid}: {st.status}{extra}", markup=False, highlight=False)
         for gate in view.pending_gates:
             if gate.stage not in told:
@@ -270,8 +283,9 @@ async def _follow(client: Any, run_id: str) -> Any:
         await asyncio.sleep(0.5)
 
 
-def _print_run(view: Any) -> None:
-    """A run's state, a table of its stages, its pending gates and its Web UI link."""
+def _print_run(view: Any, *, full: bool = False) -> None:
+    """A run's state, a table of its stages, its pending gates and its Web UI link; with
+    ``full``, every output and error whole (wrapped), else each cut to a line."""
     from rich.table import Table
 
     from armature_temporal.settings import ui_url
@@ -288,11 +302,13 @@ def _print_run(view: Any) -> None:
     )
     if view.reason:
         out.print(f"reason: {view.reason}", markup=False, highlight=False)
+    cut = _whole if full else shorten
     table = Table(show_edge=False, pad_edge=False)
-    for col in ("stage", "status", "tier", "attempts", "output / error"):
-        table.add_column(col, overflow="fold")
+    for col in ("stage", "status", "tier", "attempts"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("output / error", overflow="fold", min_width=20)
     for sid, st in view.stages.items():
-        detail = shorten(st.error) if st.error and st.status != "completed" else shorten(st.output)
+        detail = cut(st.error) if st.error and st.status != "completed" else cut(st.output)
         if st.escalated:
             detail = "(escalated) " + detail
         table.add_row(sid, st.status, st.tier or "", str(st.attempts or ""), Text(detail))
@@ -303,9 +319,9 @@ def _print_run(view: Any) -> None:
                 str(child.get("status", "")),
                 "",
                 str(child.get("attempt", "")),
-                Text(shorten(child.get("error", ""))),
+                Text(cut(child.get("error", ""))),
             )
-    out.print(table)
+    print_wide(table)
     for refused in view.refused_signals:
         out.print(Text(f"refused gate signal ({refused.at[:19]}): {refused.reason}", style="red"))
     for gate in view.pending_gates:
@@ -316,6 +332,15 @@ def _print_run(view: Any) -> None:
             markup=False,
         )
     out.print(f"Web UI: {ui_url(view.run_id, view.temporal_run_id)}", markup=False)
+
+
+def _whole(value: Any) -> str:
+    """``value`` whole: a string as it is, anything else as JSON on one (wrapped) line."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 @app.command(rich_help_panel=RUN)
@@ -375,34 +400,51 @@ def cancel(
     out.print(run_coroutine(go()).message, markup=False)
 
 
-runs_app = typer.Typer(help="List and inspect runs.", no_args_is_help=True)
+runs_app = typer.Typer(help="List and inspect runs (alone: `armature runs list`).")
 app.add_typer(runs_app, name="runs", rich_help_panel=RUN)
+
+
+@runs_app.callback(invoke_without_command=True)
+def runs_default(ctx: typer.Context) -> None:
+    """List and inspect runs; `armature runs` alone lists them, as `armature runs list`."""
+    if ctx.invoked_subcommand is None:
+        runs_list()
 
 
 @runs_app.command("list")
 def runs_list(
     spec: Annotated[str | None, typer.Option("--spec", help="Only runs of this spec name.")] = None,
-    limit: Annotated[int, typer.Option("--limit", help="How many, newest first.")] = 20,
+    limit: Annotated[int, typer.Option("--limit", help="How many, newest first.", min=1)] = 20,
+    everything: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="Also list the runs that runs start: fan-out children and improvement "
+            "rounds' verification runs.",
+        ),
+    ] = False,
     address: AddressOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """List runs, newest first.
+    """List runs, newest first: the runs people and schedules started; --all adds the runs
+    that runs start (fan-out children, verification runs), whose id is their parent's
+    followed by /.
 
     When the Temporal server cannot be reached, lists the runs the trace store recorded instead,
     and says so on stderr.
     """
-    from armature_temporal.service.client import ConnectionFailed, list_runs
+    from armature_temporal.service.client import ConnectionFailed
 
     async def go() -> tuple[Any, ConnectionFailed | None]:
         try:
             client = await temporal_client(address)
         except ConnectionFailed as exc:
             return [], exc
-        return await list_runs(client, spec=spec, limit=limit), None
+        return await _listed_runs(client, spec, limit, everything), None
 
     runs, down = run_coroutine(go())
     if down is not None:
-        runs, where = _stored_runs(spec, limit)
+        runs, where = _stored_runs(spec, limit, everything)
         if not runs:
             raise fail(f"error: {down}; the trace store at {where} has no runs to show instead")
         err.print(
@@ -411,6 +453,8 @@ def runs_list(
             markup=False,
             highlight=False,
         )
+    else:
+        runs = _with_spec_names(runs)
     if as_json:
         print_json([r.model_dump() for r in runs])
         return
@@ -423,23 +467,55 @@ def runs_list(
 
     table = Table(show_edge=False, pad_edge=False)
     for col in ("run", "spec", "status", "started"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=True)
     for r in runs:
         status = r.status + (
             " (waiting at a gate)" if r.waiting_gate and r.status == "running" else ""
         )
         table.add_row(Text(r.run_id), Text(r.spec_name or ""), status, (r.started or "")[:19])
-    out.print(table)
+    print_wide(table)
 
 
-def _stored_runs(spec: str | None, limit: int) -> tuple[list[Any], str]:
+async def _listed_runs(client: Any, spec: str | None, limit: int, everything: bool) -> list[Any]:
+    """The newest ``limit`` runs from Temporal visibility (of ``spec``, if given); without
+    ``everything``, only runs no other run started (a run a run starts, a fan-out child or a
+    verification run, has its parent's id and a ``/`` in its own), filtered before the limit
+    applies: the search widens until ``limit`` such runs are found or there are no more."""
+    from armature_temporal.service.client import list_runs
+
+    wanted = limit
+    while True:
+        found = list(await list_runs(client, spec=spec, limit=wanted))
+        shown = found if everything else [r for r in found if "/" not in r.run_id]
+        if len(shown) >= limit or len(found) < wanted:
+            return shown[:limit]
+        wanted *= 4
+
+
+def _with_spec_names(runs: list[Any]) -> list[Any]:
+    """``runs`` with the spec name filled in from the trace store where Temporal has none
+    (runs that runs start carry no search attributes)."""
+    if all(r.spec_name for r in runs):
+        return runs
+    store, _ = open_store()
+    try:
+        filled = []
+        for r in runs:
+            row = None if r.spec_name else store.run(r.run_id)
+            filled.append(r.model_copy(update={"spec_name": row.spec_name}) if row else r)
+        return filled
+    finally:
+        store.close()
+
+
+def _stored_runs(spec: str | None, limit: int, everything: bool = False) -> tuple[list[Any], str]:
     """Runs as the trace store recorded them (for when Temporal is unreachable), and where
     that store is."""
     from armature_temporal.service.client import RunSummary
 
     store, where = open_store()
     try:
-        rows = store.runs(spec=spec, limit=limit)
+        rows = store.runs(spec=spec, limit=limit, children=everything)
     finally:
         store.close()
     summaries = [
@@ -458,10 +534,15 @@ def _stored_runs(spec: str | None, limit: int) -> tuple[list[Any], str]:
 @runs_app.command("show")
 def runs_show(
     run_id: Annotated[str, typer.Argument(help="The run id.", metavar="RUN")],
+    full: Annotated[
+        bool, typer.Option("--full", help="Show every output and error whole, not cut.")
+    ] = False,
     address: AddressOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Show a run: stages, status, attempts, outputs and pending gates."""
+    """Show a run: stages, status, attempts, outputs and pending gates.
+
+    Outputs and errors are cut to a line; --full shows them whole, --json everything."""
     from armature_temporal.service.client import show_run
 
     async def go() -> Any:
@@ -475,4 +556,4 @@ def runs_show(
             {**view.model_dump(mode="json"), "ui_url": ui_url(view.run_id, view.temporal_run_id)}
         )
     else:
-        _print_run(view)
+        _print_run(view, full=full)
