@@ -218,9 +218,10 @@ def _uvicorn() -> Any:
     try:
         import uvicorn
     except ImportError:
+        from armature_temporal.extras import install_extra_hint
+
         raise fail(
-            "error: serving webhooks needs the serve extra: pip install 'armature-temporal[serve]'",
-            2,
+            f"error: serving webhooks needs the serve extra: {install_extra_hint('serve')}", 2
         ) from None
     return uvicorn
 

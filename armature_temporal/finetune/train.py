@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from armature_temporal.errors import ArmatureError
+from armature_temporal.extras import install_extra_hint
 from armature_temporal.finetune.models import Example, TrainReport, TrainRequest
 
 __all__ = [
@@ -74,7 +75,7 @@ def require_stack() -> tuple[Any, Any, Any]:
             pin = "torch"
         raise FinetuneUnavailable(
             f"fine-tuning needs the finetune extra: pip install {pin} transformers peft "
-            f"(pip install 'armature-temporal[finetune]'); import failed: {exc}"
+            f"({install_extra_hint('finetune')}); import failed: {exc}"
         ) from exc
     return torch, transformers, peft
 

@@ -204,8 +204,10 @@ def create_app(
         from fastapi import FastAPI, Request
         from fastapi.responses import JSONResponse
     except ImportError:
+        from armature_temporal.extras import install_extra_hint
+
         raise WebhookConfigError(
-            "armature serve needs the serve extra: pip install 'armature-temporal[serve]'"
+            f"armature serve needs the serve extra: {install_extra_hint('serve')}"
         ) from None
     from temporalio.common import WorkflowIDReusePolicy
     from temporalio.exceptions import WorkflowAlreadyStartedError

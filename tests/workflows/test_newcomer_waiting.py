@@ -9,13 +9,18 @@
   the Web UI does not list it as completed; ``cancelled`` is spelt one way; ``runs show`` on a
   cancelled run lists its stages; a second ``cancel`` says the run had already ended.
 - The README's CLI reference writes boolean pairs as they are typed (``--wait/--no-wait``), and
-  its ``temporal workflow signal`` example says how to reach a dev server on another port.
+  its ``temporal workflow signal`` example says how to reach a dev server on another port;
+  hints to install an extra match how Armature was installed (``pip install -e '.[serve]'``
+  from a clone).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -244,3 +249,39 @@ def test_readme_signal_example_names_the_address_of_a_moved_dev_server() -> None
     start_at = readme.index("temporal workflow signal --workflow-id")
     example = readme[start_at - 400 : start_at + 800]
     assert "--address" in example and "ARMATURE_DEV_PORT" in example
+
+
+class _FakeDist:
+    """An installed distribution whose pip record (direct_url.json) is ``record``."""
+
+    def __init__(self, record: dict[str, Any] | None) -> None:
+        self.record = record
+
+    def read_text(self, name: str) -> str | None:
+        return json.dumps(self.record) if name == "direct_url.json" and self.record else None
+
+
+def test_install_hints_match_how_armature_was_installed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from armature_temporal import extras
+
+    clone = tmp_path / "armature"
+    clone.mkdir()
+
+    def installed(record: dict[str, Any] | None) -> None:
+        monkeypatch.setattr(extras.metadata, "distributions", lambda name: [_FakeDist(record)])
+
+    installed({"url": clone.as_uri(), "dir_info": {"editable": True}})
+    assert extras.install_extra_hint("serve", cwd=clone) == "pip install -e '.[serve]'"
+    assert extras.install_extra_hint("serve", cwd=tmp_path) == "pip install -e 'armature[serve]'"
+    installed({"url": "https://files.example/armature_temporal-0.1.0.whl", "archive_info": {}})
+    assert extras.install_extra_hint("finetune") == "pip install 'armature-temporal[finetune]'"
+    # `armature serve` without FastAPI says how to add the extra to this (editable) install.
+    installed({"url": clone.as_uri(), "dir_info": {"editable": True}})
+    monkeypatch.chdir(clone)
+    monkeypatch.setitem(sys.modules, "fastapi", None)
+    from armature_temporal.service.webhooks import WebhookConfigError, create_app
+
+    with pytest.raises(WebhookConfigError, match=re.escape("pip install -e '.[serve]'")):
+        create_app({}, client=None, task_queue="q")  # type: ignore[arg-type]
