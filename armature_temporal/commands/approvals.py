@@ -14,7 +14,6 @@ from armature_temporal.commands._common import (
     out,
     print_json,
     run_coroutine,
-    shorten,
     temporal_client,
 )
 
@@ -78,7 +77,8 @@ def gates(
     address: AddressOpt = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """List runs waiting for a person, with each waiting gate and its message.
+    """List runs waiting for a person, with each waiting gate and its whole message (for a
+    tool call waiting for approval, the tool and its arguments), wrapped to the width.
 
     Runs are found by the ArmatureWaitingGate search attribute and asked for their gates;
     a run whose workers do not answer within 5 s is listed with that problem instead. With
@@ -107,15 +107,25 @@ def gates(
     if not found:
         out.print("no runs are waiting at a gate", markup=False)
         return
+    from rich.padding import Padding
+    from rich.text import Text
+
     for run, pending in found:
         if isinstance(pending, str):
             out.print(f"{run.run_id}  (gates unknown: {pending})", markup=False, highlight=False)
             continue
         for gate in pending:
             out.print(
-                f"{run.run_id}  {gate.stage}  since {gate.since[:19]}  "
-                f"{shorten(gate.message or '', 60)}",
+                f"{run.run_id}  {gate.stage}  since {gate.since[:19]}",
                 markup=False,
                 highlight=False,
             )
-            out.print(f"    armature approve {run.run_id} {gate.stage}", markup=False)
+            if gate.message:
+                # Whole (a tool call's arguments are in it), wrapped at the console's width.
+                out.print(Padding(Text(gate.message), (0, 0, 0, 4)), soft_wrap=False)
+            out.print(
+                f"    armature approve {run.run_id} {gate.stage}   |   "
+                f"armature reject {run.run_id} {gate.stage} --reason ...",
+                markup=False,
+                highlight=False,
+            )

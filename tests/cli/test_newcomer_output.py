@@ -11,7 +11,8 @@ import re
 import stat
 import subprocess
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -60,21 +61,29 @@ async def fanout(
     home = tmp_path_factory.mktemp("fanout-home")
     queue = "tq-newcomer-output"
     address = address_of(temporal_env)
-    saved = os.environ.get("ARMATURE_HOME")
-    os.environ["ARMATURE_HOME"] = str(home)  # where the in-process worker writes traces
-    try:
+    # The in-process worker writes traces under this ARMATURE_HOME.
+    with environ("ARMATURE_HOME", str(home)):
         async with build_worker(temporal_env.client, queue):
             submitted = await cli(
                 "submit", "specs/research-fanout.yaml", "--wait", "--address", address,
                 "--task-queue", queue, home=home,
             )  # fmt: skip
-    finally:
-        if saved is None:
-            os.environ.pop("ARMATURE_HOME", None)
-        else:
-            os.environ["ARMATURE_HOME"] = saved
     assert submitted.returncode == 0, submitted.stderr
     yield FanOut(home, address, submitted)
+
+
+@contextmanager
+def environ(name: str, value: str) -> Iterator[None]:
+    """``os.environ[name] = value`` while the block runs, for an in-process worker."""
+    saved = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved
 
 
 def words(text: str) -> str:
@@ -295,3 +304,44 @@ async def test_json_errors_go_to_stdout_as_json(
         answer = json.loads(done.stdout)
         assert answer["code"] == 2 and answer["error"], args
         assert answer["error"][:40] in done.stderr, args
+
+
+# --- 13: gates show the whole message -------------------------------------------------------
+
+
+async def test_gates_shows_the_whole_message_with_a_tool_calls_arguments(
+    temporal_env: WorkflowEnvironment, armature_home: Path, tmp_path: Path
+) -> None:
+    import asyncio
+
+    from armature_temporal.service.client import decide_gate, prepare_inputs, start_run
+    from armature_temporal.spec.compiler import compile_spec
+    from armature_temporal.spec.loader import load_spec
+
+    queue = "tq-newcomer-gates"
+    address = address_of(temporal_env)
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    plan = compile_spec(load_spec(Path("specs/safe-shell.yaml")))
+    with environ("ARMATURE_WORKSPACE", str(workspace)):
+        async with build_worker(temporal_env.client, queue):
+            handle = await start_run(
+                temporal_env.client,
+                plan,
+                prepare_inputs(plan, {"note": "n" * 120}),
+                task_queue=queue,
+            )
+            listed: list[Any] = []
+            for _ in range(60):
+                answer = await cli("gates", "--json", "--address", address, home=armature_home)
+                listed = [g for g in json.loads(answer.stdout) if g["run_id"] == handle.id]
+                if listed and listed[0]["gates"]:
+                    break
+                await asyncio.sleep(0.1)
+            message = listed[0]["gates"][0]["message"]
+            shown = await cli("gates", "--address", address, home=armature_home)
+            await decide_gate(temporal_env.client, handle.id, "archive", "reject", comment="test")
+    assert shown.returncode == 0, shown.stderr
+    assert len(message) > 60 and '"argv": ["tar", "-czf", "notes.tgz", "notes"]' in message
+    assert message in words(shown.stdout)
+    assert f"armature approve {handle.id} archive" in shown.stdout
