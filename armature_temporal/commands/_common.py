@@ -31,8 +31,9 @@ LEARN = "Learn and improve"
 INSPECT = "Inspect the record"
 STACK = "Run the stack"
 
-# Whether the command running now was given --json (set by JsonFlag's callback, which click
-# calls for every invocation, flag given or not): its errors then go to stdout as JSON too.
+# Whether the command running now was given --json: its errors then go to stdout as JSON too.
+# Set by JsonFlag's callback, which click calls on every invocation, flag given or not, and
+# cleared when the command's context closes (tests run many commands in one process).
 _json_mode: ContextVar[bool] = ContextVar("armature_json_mode", default=False)
 
 
@@ -43,8 +44,13 @@ def json_errors(on: bool) -> bool:
     return on
 
 
+def _json_flag(ctx: typer.Context, on: bool) -> bool:
+    ctx.call_on_close(lambda: _json_mode.set(False))
+    return json_errors(on)
+
+
 JsonFlag = Annotated[
-    bool, typer.Option("--json", help="Print machine-readable JSON.", callback=json_errors)
+    bool, typer.Option("--json", help="Print machine-readable JSON.", callback=_json_flag)
 ]
 SpecArg = Annotated[Path, typer.Argument(help="The spec file.", show_default=False, metavar="SPEC")]
 AddressOpt = Annotated[
