@@ -151,7 +151,7 @@ def dashboard(
                 markup=False,
             )
         else:
-            out.print(shown)
+            print_wide(shown)
         return
     import time
 

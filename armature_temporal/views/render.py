@@ -54,36 +54,36 @@ def _table(*columns: str) -> Table:
 
 
 def fitting_width(renderable: RenderableType, width: int) -> int:
-    """The width to print ``renderable`` at: ``width``, or wider when one of its tables needs
-    more to keep every one-line value (stage ids, statuses, numbers) whole and every word of
-    its wrapping columns (up to 30 characters) unbroken, those columns up to 40 wide."""
+    """The width to print ``renderable`` at: ``width``, or wider when one of its tables (in
+    a group or a panel too) needs more to keep every one-line value (stage ids, statuses,
+    numbers) whole and every word of its wrapping columns (up to 30 characters) unbroken,
+    those columns up to 40 wide."""
     from rich.console import Console, Group
     from rich.measure import Measurement
+    from rich.panel import Panel
     from rich.table import Table
 
     console = Console(width=max(width, 1000))
-    tables = (
-        [r for r in renderable.renderables if isinstance(r, Table)]
-        if isinstance(renderable, Group)
-        else [renderable]
-        if isinstance(renderable, Table)
-        else []
-    )
-    needed = width
-    for table in tables:
-        total = 3 * (len(table.columns) - 1)
-        for col in table.columns:
-            cells = [col.header, *col.cells]
-            sizes = [Measurement.get(console, console.options, c) for c in cells]
+
+    def needed(item: Any) -> int:
+        if isinstance(item, Group):
+            return max((needed(r) for r in item.renderables), default=0)
+        if isinstance(item, Panel):
+            return needed(item.renderable) + 4  # the borders and their padding
+        if not isinstance(item, Table):
+            return 0
+        total = 3 * (len(item.columns) - 1)
+        for col in item.columns:
+            sizes = [Measurement.get(console, console.options, c) for c in (col.header, *col.cells)]
             if col.no_wrap:
                 total += max(m.maximum for m in sizes)
             else:
                 longest_word = min(30, max(m.minimum for m in sizes))
-                total += max(
-                    col.min_width or 0, longest_word, min(40, max(m.maximum for m in sizes))
-                )
-        needed = max(needed, total)
-    return needed
+                widest = min(40, max(m.maximum for m in sizes))
+                total += max(col.min_width or 0, longest_word, widest)
+        return total
+
+    return max(width, needed(renderable))
 
 
 def _colour(status: str) -> str:

@@ -175,6 +175,16 @@ async def test_report_piped_at_80_columns_keeps_values_whole_and_full_shows_outp
     assert content in words(full.stdout)
 
 
+async def test_dashboard_piped_at_80_columns_keeps_values_whole(fanout: FanOut) -> None:
+    board = await cli("dashboard", "research-fanout", home=fanout.home)
+    overview = await cli("dashboard", home=fanout.home)
+    assert board.returncode == 0 and overview.returncode == 0, board.stderr + overview.stderr
+    for value in ("research__consensus", "Consensus judge", "frontier", "simulate", "$0.0000"):
+        assert value in board.stdout, value
+    assert "…" not in board.stdout.replace("0 ▁ … █ 1", "")
+    assert "research-fanout" in overview.stdout and "…" not in overview.stdout
+
+
 # --- 14, 16: submit --wait ------------------------------------------------------------------
 
 
