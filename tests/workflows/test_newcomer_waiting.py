@@ -104,13 +104,13 @@ async def test_waiting_run_shows_what_it_waits_for_and_how_to_answer(
         details = await current_details(handle)
         assert (
             f"waiting for approval at approve_reply: Send this reply? — "
-            f"armature approve {handle.id} approve_reply"
+            f"`armature approve {handle.id} approve_reply`"
         ) in details
-        assert f"armature reject {handle.id} approve_reply" in details
+        assert f"`armature reject {handle.id} approve_reply --reason ...`" in details
         summaries = await timer_summaries(handle)
-        assert any(s.startswith("waiting for approval at approve_reply") for s in summaries), (
-            summaries
-        )
+        assert (
+            "waiting for approval at approve_reply: if nobody decides within 1h, on_timeout reject"
+        ) in summaries
         assert not any(s == "gate approve_reply timeout" for s in summaries)
         await decide_gate(client, handle.id, "approve_reply", "approve")
         await handle.result()

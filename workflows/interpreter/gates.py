@@ -93,8 +93,8 @@ class Gates:
                 lambda: gate_id in run.decisions,
                 timeout=timedelta(seconds=timeout_s) if timeout_s else None,
                 timeout_summary=(
-                    f"waiting for approval at {gate_id}: nobody decided within "
-                    f"{timeout_s or 0:g}s (on_timeout: {on_timeout})"
+                    f"waiting for approval at {gate_id}: if nobody decides within "
+                    f"{_duration(timeout_s or 0)}, on_timeout {on_timeout}"
                 ),
             )
         except TimeoutError:
@@ -140,9 +140,18 @@ class Gates:
     def details(self) -> str:
         """One line per waiting gate: what it asks and the command that answers it."""
         run_id = self.run.run_id
-        return "\n".join(
+        # Temporal markdown: the commands as code, so "--reason" is not typeset as a dash.
+        return "\n\n".join(
             f"waiting for approval at {gate_id}: {info.message or '(no message)'} — "
-            f"armature approve {run_id} {gate_id}   (or: armature reject {run_id} {gate_id} "
-            "--reason ...)"
+            f"`armature approve {run_id} {gate_id}` (or `armature reject {run_id} {gate_id} "
+            "--reason ...`)"
             for gate_id, info in self.run.pending.items()
         )
+
+
+def _duration(seconds: float) -> str:
+    """``172800`` → ``2d``, ``5400`` → ``90m``: a gate's timeout as a spec would write it."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g}{unit}"
+    return f"{seconds:g}s"
