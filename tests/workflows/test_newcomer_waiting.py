@@ -26,7 +26,12 @@ from typing import Any
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.sdk.v1 import WorkflowMetadata
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowUpdateFailedError,
+)
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
@@ -71,6 +76,11 @@ stages:
 """
 
 
+@pytest.fixture(params=[1000, 0], ids=["cached", "replay-every-task"])
+def cache_size(request: pytest.FixtureRequest) -> int:
+    return int(request.param)
+
+
 def address_of(env: WorkflowEnvironment) -> str:
     return str(env.client.service_client.config.target_host)
 
@@ -95,10 +105,10 @@ async def current_details(handle: Any) -> str:
 
 @session_loop
 async def test_waiting_run_shows_what_it_waits_for_and_how_to_answer(
-    client: Client, task_queue: str
+    client: Client, task_queue: str, cache_size: int
 ) -> None:
     plan = plan_from(GATE_SPEC)
-    async with build_worker(client, task_queue):
+    async with build_worker(client, task_queue, max_cached_workflows=cache_size):
         handle = await start(client, plan, task_queue)
         await wait_for_gate(handle, "approve_reply")
         details = await current_details(handle)
@@ -137,10 +147,10 @@ async def test_backoff_timers_say_whose_retry_they_wait_for(
 
 @session_loop
 async def test_refused_gate_signals_are_listed_with_the_reason(
-    temporal_env: WorkflowEnvironment, client: Client, task_queue: str
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, cache_size: int
 ) -> None:
     plan = plan_from(GATE_SPEC)
-    async with build_worker(client, task_queue):
+    async with build_worker(client, task_queue, max_cached_workflows=cache_size):
         handle = await start(client, plan, task_queue)
         await wait_for_gate(handle, "approve_reply")
         await handle.signal("gate", {"stage": "aprove_reply", "decision": "approve"})
@@ -161,6 +171,12 @@ async def test_refused_gate_signals_are_listed_with_the_reason(
         assert garbage.stage is None and "not a gate decision" in garbage.reason
         # The run still waits: none of them failed a workflow task or decided the gate.
         assert status.state == "waiting_gate"
+        # The update path refuses the same bad decision to the caller, and writes nothing.
+        with pytest.raises(WorkflowUpdateFailedError):
+            await handle.execute_update(
+                "resolve_gate", {"stage": "approve_reply", "decision": "maybe"}, result_type=str
+            )
+        assert (await handle.query("status", result_type=RunStatus)).state == "waiting_gate"
         shown = await run_armature("runs", "show", handle.id, "--address", address_of(temporal_env))
         assert shown.returncode == 0, shown.stderr
         text = " ".join(shown.stdout.split())
