@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -15,6 +16,7 @@ pytest.importorskip(
 pytest.importorskip("peft", reason="needs the finetune extra: pip install torch transformers peft")
 
 from armature_temporal.errors import ArmatureError
+from armature_temporal.extras import install_extra_hint
 from armature_temporal.finetune.local import LocalCompletion, clear_cache, generate
 from armature_temporal.finetune.models import Example, TrainReport, TrainRequest
 from armature_temporal.finetune.tiny import create_tiny_model
@@ -244,7 +246,8 @@ def test_missing_extra_says_how_to_install(
     monkeypatch.setitem(sys.modules, "peft", None)  # `import peft` now raises ImportError
     with pytest.raises(FinetuneUnavailable, match=r"pip install torch==\S+ transformers peft"):
         train_lora(_request(tiny, tmp_path / "out"))
-    with pytest.raises(FinetuneUnavailable, match=r"armature-temporal\[finetune\]"):
+    # The hint is said the way Armature was installed (pip install -e '<clone>[finetune]').
+    with pytest.raises(FinetuneUnavailable, match=re.escape(install_extra_hint("finetune"))):
         generate(tiny, _ask("apple"))
     assert issubclass(FinetuneUnavailable, ArmatureError)
 
