@@ -493,16 +493,22 @@ async def _listed_runs(client: Any, spec: str | None, limit: int, everything: bo
 
 
 def _with_spec_names(runs: list[Any]) -> list[Any]:
-    """``runs`` with the spec name filled in from the trace store where Temporal has none
-    (runs that runs start carry no search attributes)."""
-    if all(r.spec_name for r in runs):
+    """``runs`` completed from the trace store: the spec name where Temporal has none (runs
+    that runs start carry no search attributes), and ``rejected`` for a run Temporal only knows
+    as failed (a rejected run ends as a failed workflow; the store keeps the outcome)."""
+    if all(r.spec_name and r.status != "failed" for r in runs):
         return runs
     store, _ = open_store()
     try:
         filled = []
         for r in runs:
-            row = None if r.spec_name else store.run(r.run_id)
-            filled.append(r.model_copy(update={"spec_name": row.spec_name}) if row else r)
+            row = store.run(r.run_id) if not r.spec_name or r.status == "failed" else None
+            update: dict[str, Any] = {}
+            if row is not None and not r.spec_name:
+                update["spec_name"] = row.spec_name
+            if row is not None and r.status == "failed" and row.status == "rejected":
+                update["status"] = "rejected"
+            filled.append(r.model_copy(update=update) if update else r)
         return filled
     finally:
         store.close()

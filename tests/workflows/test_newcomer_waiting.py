@@ -197,7 +197,7 @@ async def test_refused_gate_signals_are_listed_with_the_reason(
 
 @session_loop
 async def test_rejected_run_is_a_failed_workflow_with_a_typed_error(
-    client: Client, task_queue: str
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str
 ) -> None:
     plan = load_plan(SPECS / "customer-triage.yaml")
     async with build_worker(client, task_queue):
@@ -214,6 +214,11 @@ async def test_rejected_run_is_a_failed_workflow_with_a_typed_error(
     assert (view.status, view.state) == ("failed", "rejected")
     assert view.stages["approve_reply"].status == "rejected"
     assert view.stages["refine"].status == "completed"  # post_run stages still ran
+    # runs list says rejected too: Temporal only knows "failed"; the trace store knows why.
+    listed = await run_armature("runs", "list", "--json", "--address", address_of(temporal_env))
+    assert listed.returncode == 0, listed.stderr
+    (row,) = [r for r in json.loads(listed.stdout) if r["run_id"] == handle.id]
+    assert row["status"] == "rejected"
 
 
 @session_loop
