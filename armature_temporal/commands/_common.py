@@ -127,6 +127,8 @@ def run_coroutine(coro: Any) -> Any:
     """Run a coroutine, turning Armature's errors into clean messages and exit codes."""
     import asyncio
 
+    from temporalio.service import RPCError
+
     from armature_temporal.service.client import (
         ConnectionFailed,
         GateError,
@@ -144,6 +146,15 @@ def run_coroutine(coro: Any) -> Any:
         raise fail(f"error: {exc}", 1) from None
     except ArmatureError as exc:
         raise fail(f"error: {exc}", 1) from None
+    except RPCError as exc:
+        # The server answered badly or not at all mid-command (a timeout, an overloaded or
+        # broken dev server): one line with what to check, not a traceback.
+        raise fail(
+            f"error: the Temporal server did not complete the request ({exc.status.name}: "
+            f"{exc.message}); check it with `armature doctor` (a local dev server that is "
+            "stuck: `armature dev stop`, then try again)",
+            1,
+        ) from None
 
 
 async def temporal_client(address: str | None, *, start_local: bool = False) -> Any:

@@ -218,8 +218,13 @@ def test_a_bad_setting_is_one_line_naming_it_before_anything_starts(
     tmp_path: Path, variable: str, value: str, accepted: str
 ) -> None:
     home = tmp_path / "home"
+    # Free ports for the settings not under test: were the check ever to let this through,
+    # the local stack it starts must not land on the user's 7233/8233.
+    ports = {"ARMATURE_DEV_PORT": str(free_port()), "ARMATURE_UI_PORT": str(free_port())}
     result = armature(
-        "submit", "specs/quickstart.yaml", env={"ARMATURE_HOME": str(home), variable: value}
+        "submit",
+        "specs/quickstart.yaml",
+        env={"ARMATURE_HOME": str(home), **ports, variable: value},
     )
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
