@@ -20,9 +20,11 @@ from ruamel.yaml.comments import CommentedBase, CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from armature_temporal.errors import SpecError, SpecIssue, did_you_mean
-from armature_temporal.spec.checks import check_spec, implicit_dependencies, spec_warnings
+from armature_temporal.spec.checks import check_spec
 from armature_temporal.spec.models import IDENTIFIER, Spec
+from armature_temporal.spec.references import implicit_dependencies
 from armature_temporal.spec.resources import attach_resources
+from armature_temporal.spec.warnings import spec_warnings
 
 __all__ = ["LoadedSpec", "format_path", "load_spec", "load_spec_text"]
 
