@@ -24,6 +24,7 @@ from temporalio.client import (
     WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError
@@ -558,12 +559,20 @@ async def decide_gate(
             "resolve_gate",
             GateDecision(stage=stage, decision=decision, comment=comment, by=by),
             result_type=str,
+            # An update waits for a worker to take it; with none polling it would wait forever.
+            rpc_timeout=timedelta(seconds=GATE_UPDATE_TIMEOUT_S),
         )
         return answer
     except WorkflowUpdateFailedError as exc:
         cause = exc.cause
         message = cause.message if isinstance(cause, ApplicationError) else str(cause)
         raise GateError(message) from None
+    except WorkflowUpdateRPCTimeoutOrCancelledError:
+        raise GateError(
+            f"no worker took the decision on run {run_id!r} within "
+            f"{GATE_UPDATE_TIMEOUT_S:g} s: start one (`armature worker`, or `armature dev`), "
+            f"then check `armature runs show {run_id}` before deciding again"
+        ) from None
     except RPCError as exc:
         text = str(exc)
         if any(word in text.lower() for word in ("completed", "closed", "closing")):
@@ -575,6 +584,8 @@ async def decide_gate(
         raise
 
 
+#: How long a gate decision waits for a worker to take it.
+GATE_UPDATE_TIMEOUT_S = 60.0
 #: How long `armature gates` waits for a worker to answer one run's status query.
 GATE_QUERY_TIMEOUT_S = 5.0
 

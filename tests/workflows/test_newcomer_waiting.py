@@ -306,3 +306,21 @@ def test_install_hints_match_how_armature_was_installed(
 
     with pytest.raises(WebhookConfigError, match=re.escape("pip install -e '.[serve]'")):
         create_app({}, client=None, task_queue="q")  # type: ignore[arg-type]
+
+
+@session_loop
+async def test_a_decision_with_no_worker_to_take_it_fails_instead_of_waiting_forever(
+    client: Client, task_queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from armature_temporal.service import client as client_module
+    from armature_temporal.service.client import GateError
+
+    plan = load_plan(SPECS / "customer-triage.yaml")
+    async with build_worker(client, task_queue):
+        handle = await start(client, plan, task_queue)
+        await wait_for_gate(handle, "approve_reply")
+    # The worker is gone: the update has nobody to take it.
+    monkeypatch.setattr(client_module, "GATE_UPDATE_TIMEOUT_S", 2.0)
+    with pytest.raises(GateError, match="no worker took the decision"):
+        await decide_gate(client, handle.id, "approve_reply", "approve")
+    await handle.terminate("test over")
