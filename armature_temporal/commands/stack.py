@@ -132,7 +132,7 @@ BodySignaturesFlag = Annotated[
     typer.Option(
         "--accept-body-signatures",
         help="Deprecated: also accept signatures of the body alone, without a timestamp (the "
-        "scheme before 0.2; GitHub's X-Hub-Signature-256). They never expire, so each distinct "
+        "older scheme; GitHub's X-Hub-Signature-256). They never expire, so each distinct "
         "body then starts at most one run, whatever its Idempotency-Key.",
     ),
 ]

@@ -30,9 +30,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
 from armature_temporal.errors import ArmatureError
@@ -144,22 +146,22 @@ def hook_inputs(hook: Hook, body: bytes) -> dict[str, Any]:
             'run inputs, e.g. {"ticket": "..."}, or an empty body',
         ) from None
     except RecursionError:  # deeper than the parser goes: far past MAX_JSON_DEPTH
-        parsed = None
-        where: str | None = "$"
+        problem: tuple[str, str] | None = ("deep", "$")
     else:
-        where = _too_deep(parsed)
-    if where is not None:
+        # Cheap scans of the bytes first; the walk (which names the place) only on suspicion.
+        suspect = _max_depth(body) > MAX_JSON_DEPTH or _SURROGATE_ESCAPE.search(body)
+        problem = _json_problem(parsed) if suspect else None
+    if problem is not None and problem[0] == "deep":
         raise WebhookRequestError(
             400,
             f"the body of POST {hook.path} is nested deeper than {MAX_JSON_DEPTH} levels (at "
-            f"{where}); send run inputs nested at most {MAX_JSON_DEPTH} levels deep",
+            f"{problem[1]}); send run inputs nested at most {MAX_JSON_DEPTH} levels deep",
         )
-    bad = _lone_surrogate(parsed)
-    if bad is not None:
+    if problem is not None:
         raise WebhookRequestError(
             400,
-            f"the body of POST {hook.path} has a lone surrogate escape at {bad} (such as "
-            '"\\ud800", half of a UTF-16 pair): it is not text; send valid Unicode, e.g. '
+            f"the body of POST {hook.path} has a lone surrogate escape at {problem[1]} (such "
+            'as "\\ud800", half of a UTF-16 pair): it is not text; send valid Unicode, e.g. '
             'both halves "\\ud83d\\ude00" or the character itself',
         )
     if not isinstance(parsed, dict):
@@ -172,36 +174,61 @@ def hook_inputs(hook: Hook, body: bytes) -> dict[str, Any]:
     return values
 
 
-def _walk(value: Any) -> Iterable[tuple[str, int, Any]]:
-    """Every value in a parsed JSON document with its path and depth; object keys too (as
-    strings at their object's path). Iterative: depth costs no recursion."""
-    stack: list[tuple[str, int, Any]] = [("$", 0, value)]
+_JSON_STRING = re.compile(rb'"[^"]*"')  # once escaped backslashes and quotes are gone
+_NOT_BRACKETS = bytes(range(256)).translate(None, delete=b"[]{}")
+_BRACKET_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+#: A \uD800-\uDFFF escape: maybe half of a pair, maybe a lone surrogate.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _max_depth(body: bytes) -> int:
+    """How deep a JSON text nests, from its brackets outside strings (at C speed)."""
+    unescaped = body.replace(b"\\\\", b"").replace(b'\\"', b"")
+    brackets = _JSON_STRING.sub(b"", unescaped).translate(None, delete=_NOT_BRACKETS)
+    return max(accumulate(map(_BRACKET_STEP.__getitem__, brackets)), default=0)
+
+
+def _json_problem(value: Any) -> tuple[str, str] | None:
+    """("deep", path) for a container nested deeper than :data:`MAX_JSON_DEPTH`,
+    ("surrogate", path) for a string (value or key) that is not valid Unicode, else None.
+
+    Iterative (depth costs no recursion); a path is built only for the answer.
+    """
+    Trail = tuple[Any, str | int] | None  # (parent trail, key or index), linked
+    stack: list[tuple[int, Any, Trail]] = [(0, value, None)]
     while stack:
-        path, depth, item = stack.pop()
-        yield path, depth, item
-        if isinstance(item, dict):
-            for k, v in item.items():
-                yield path, depth, k
-                stack.append((f"{path}.{k}" if isinstance(k, str) else path, depth + 1, v))
-        elif isinstance(item, list):
-            stack.extend((f"{path}[{i}]", depth + 1, v) for i, v in enumerate(item))
-
-
-def _too_deep(value: Any) -> str | None:
-    for path, depth, item in _walk(value):
-        if depth >= MAX_JSON_DEPTH and isinstance(item, dict | list):
-            return _shown(path)
-    return None
-
-
-def _lone_surrogate(value: Any) -> str | None:
-    for path, _, item in _walk(value):
+        depth, item, trail = stack.pop()
         if isinstance(item, str):
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return _shown(path)
+            if not _is_text(item):
+                return "surrogate", _path(trail)
+            continue
+        if not isinstance(item, dict | list):
+            continue
+        if depth >= MAX_JSON_DEPTH:
+            return "deep", _path(trail)
+        pairs = item.items() if isinstance(item, dict) else enumerate(item)
+        for k, v in pairs:
+            if isinstance(k, str) and not _is_text(k):
+                return "surrogate", _path(trail)
+            if isinstance(v, str | dict | list):
+                stack.append((depth + 1, v, (trail, k)))
     return None
+
+
+def _is_text(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _path(trail: Any) -> str:
+    steps: list[str] = []
+    while trail is not None:
+        trail, step = trail
+        steps.append(f"[{step}]" if isinstance(step, int) else f".{step}")
+    return _shown("$" + "".join(reversed(steps)))
 
 
 def _shown(path: str) -> str:

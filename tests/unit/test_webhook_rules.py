@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 
 import pytest
 
@@ -306,3 +307,11 @@ def test_json_at_the_depth_limit_and_surrogate_pairs_are_fine() -> None:
     deep = b'{"x": ' + b"[" * 63 + b"]" * 63 + b"}"
     assert "x" in hook_inputs(hook, deep)
     assert hook_inputs(hook, b'{"ticket": "\\ud83d\\ude00"}')["ticket"] == "\U0001f600"
+
+
+def test_brackets_and_escapes_inside_strings_are_not_nesting() -> None:
+    hook = collect_hooks([plan_from(spec())])["/hooks/triage"]
+    text = '[[{ \\" \\\\ ' * 100
+    body = json.dumps({"ticket": text, "note": "\\ud83d\\ude00 and \\\\ud800 as text"}).encode()
+    values = hook_inputs(hook, body)
+    assert values["ticket"] == text and "\\ud800" in values["note"]

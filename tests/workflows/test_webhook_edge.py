@@ -404,7 +404,10 @@ async def test_a_non_ascii_bearer_secret_is_accepted(client: Client, task_queue:
         body = b'{"ticket": "unicode"}'
         head = post_head(length=len(body))[:-2] + token + b"Connection: close\r\n\r\n"
         answer, _ = await exchange(srv.port, head, body=body)
-        wrong = post_head(length=len(body))[:-2] + "Authorization: Bearer sécret\r\n\r\n".encode()
+        wrong = (
+            post_head(length=len(body))[:-2]
+            + "Authorization: Bearer sécret\r\nConnection: close\r\n\r\n".encode()
+        )
         refused, _ = await exchange(srv.port, wrong, body=body)
     assert answer.startswith(b"HTTP/1.1 202"), answer[:300]
     assert refused.startswith(b"HTTP/1.1 401") and b"bearer token is wrong" in refused
