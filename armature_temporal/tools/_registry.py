@@ -17,25 +17,39 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import importlib
 import inspect
+import os
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar, overload
 
 from jsonschema import Draft202012Validator
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from armature_temporal.errors import did_you_mean
-from armature_temporal.tools._base import Postcondition, ToolImpl
+from armature_temporal.runtime.policy import (
+    EXECUTABLE_FIELD,
+    RESOLVED_PATH_FIELD,
+    REVERSIBILITY_FIELD,
+)
+from armature_temporal.tools._base import (
+    Postcondition,
+    ToolImpl,
+    real_workspace,
+    resolve_executable,
+    resolve_path,
+    shown_path,
+)
 from armature_temporal.tools._errors import ToolError, ToolFailure
 from armature_temporal.tools._files import FILE_TOOLS
 from armature_temporal.tools._http import HTTP_TOOL
 from armature_temporal.tools._legacy import descriptor_tool, is_descriptor
 from armature_temporal.tools._models import Reversibility, ToolContext, ToolResult, ToolSpec
 from armature_temporal.tools._python import function_tool
-from armature_temporal.tools._shell import SHELL_TOOL
+from armature_temporal.tools._shell import SHELL_TOOL, ShellArgs
 
 __all__ = [
     "BUILTIN_NAMES",
@@ -45,13 +59,48 @@ __all__ = [
     "load_tool_modules",
     "policy_args",
     "register_tool",
+    "resolved_fields",
     "tool_arg_fields",
+    "tool_pseudo_fields",
     "tool_reversibility",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_BUILTINS: tuple[ToolImpl, ...] = (*FILE_TOOLS, SHELL_TOOL, HTTP_TOOL)
+
+def _path_fields(args: BaseModel, ctx: ToolContext) -> dict[str, str]:
+    """A file tool's ``_resolved_path``: its ``path`` as the OS will resolve it."""
+    raw = getattr(args, "path", None)
+    if not isinstance(raw, str):
+        raise TypeError(f"expected file tool args with a path, got {type(args).__name__}")
+    root = real_workspace(ctx)
+    try:
+        return {RESOLVED_PATH_FIELD: shown_path(root, resolve_path(root, raw))}
+    except ValueError:  # a NUL byte: the tool refuses it; the field stays missing
+        return {}
+
+
+def _shell_fields(args: BaseModel, ctx: ToolContext) -> dict[str, str]:
+    """shell's ``_executable``: the file that will run (none when the program is not found)."""
+    if not isinstance(args, ShellArgs):
+        raise TypeError(f"expected ShellArgs, got {type(args).__name__}")
+    try:
+        cwd = resolve_path(real_workspace(ctx), args.cwd)
+    except ValueError:
+        return {}
+    program = resolve_executable(args.command[0], cwd, os.environ.get("PATH"))
+    return {} if program is None else {EXECUTABLE_FIELD: str(program)}
+
+
+def _resolving(impl: ToolImpl, name: str, fn: Callable[[BaseModel, ToolContext], Any]) -> ToolImpl:
+    return dataclasses.replace(impl, resolved_names=(name,), resolve_fields=fn)
+
+
+_BUILTINS: tuple[ToolImpl, ...] = (
+    *(_resolving(t, RESOLVED_PATH_FIELD, _path_fields) for t in FILE_TOOLS),
+    _resolving(SHELL_TOOL, EXECUTABLE_FIELD, _shell_fields),
+    HTTP_TOOL,
+)
 BUILTIN_NAMES: tuple[str, ...] = tuple(t.spec.name for t in _BUILTINS)
 #: ``module:function``, as the spec checks accept it.
 PY_TOOL = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -204,7 +253,7 @@ class ToolRegistry:
         *,
         name: str | None = None,
         description: str | None = None,
-        reversibility: Reversibility = "full",
+        reversibility: Reversibility = "none",
         postcondition: Postcondition | None = None,
     ) -> ToolSpec:
         """Register ``fn`` as a tool; see :func:`register_tool`."""
@@ -286,7 +335,7 @@ def register_tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    reversibility: Reversibility = "full",
+    reversibility: Reversibility = "none",
     postcondition: Postcondition | None = None,
     registry: ToolRegistry | None = None,
 ) -> F: ...
@@ -298,7 +347,7 @@ def register_tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    reversibility: Reversibility = "full",
+    reversibility: Reversibility = "none",
     postcondition: Postcondition | None = None,
     registry: ToolRegistry | None = None,
 ) -> Callable[[F], F]: ...
@@ -309,7 +358,7 @@ def register_tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    reversibility: Reversibility = "full",
+    reversibility: Reversibility = "none",
     postcondition: Postcondition | None = None,
     registry: ToolRegistry | None = None,
 ) -> Any:
@@ -317,16 +366,24 @@ def register_tool(
 
     ::
 
-        @register_tool(reversibility="none", postcondition=lambda args, out: out["sent"])
+        @register_tool(postcondition=lambda args, out: out["sent"])
         def send_email(to: str, subject: str, body: str) -> dict[str, bool]:
             \"\"\"Send an email.\"\"\"
+
+        @register_tool(reversibility="full")
+        def word_count(text: str) -> dict[str, int]:
+            \"\"\"Count the words in a text.\"\"\"
 
     Args:
         fn: The function (sync or async). Its signature gives the parameter schema.
         name: The tool's name; default ``module:function``, which spec checks accept as is.
             Another name is found only by workers that imported the module.
         description: For the model; default the docstring's first paragraph.
-        reversibility: ``full``, ``partial`` or ``none``; safety rules see it.
+        reversibility: ``full``, ``partial`` or ``none`` (the default: Armature cannot know
+            what a function does, so until you say otherwise it is irreversible: a rule on
+            ``_tool_reversibility`` such as ``equals none -> require_approval`` applies, and
+            improvement verification runs never call it). Declare ``full`` for a tool with no
+            lasting effect.
         postcondition: ``(args, output) -> bool`` checked after each successful call;
             False (or an exception) fails the call with ``postcondition_failed``.
         registry: Where to register; default the process-wide registry.
@@ -397,6 +454,39 @@ def policy_args(
     except ValidationError:
         return dict(args)
     return impl.policy_view(parsed)
+
+
+def resolved_fields(
+    name: str, args: Mapping[str, Any], ctx: ToolContext, *, registry: ToolRegistry | None = None
+) -> dict[str, str]:
+    """The pseudo-fields safety rules see for this call, resolved the way the OS will resolve
+    them in ``ctx``: shell's ``_executable``, the file tools' ``_resolved_path``; empty for a
+    tool without any, or args that do not validate (the call then fails with ``invalid_args``).
+    Blocking (reads symlinks and PATH directories): call it from a thread in async code.
+
+    Pass the result to :func:`armature_temporal.runtime.policy.evaluate_policy` as
+    ``resolved``, and the same dict to :func:`call_tool` as ``ctx.checked``, so the tool runs
+    exactly what the policy checked.
+
+    Raises:
+        ToolError: as :func:`get_tool_spec`.
+    """
+    impl = (registry or ToolRegistry.default()).resolve(name)
+    if impl.resolve_fields is None:
+        return {}
+    try:
+        parsed = impl.args_model.model_validate(dict(args))
+    except ValidationError:
+        return {}
+    return impl.resolve_fields(parsed, ctx)
+
+
+def tool_pseudo_fields(name: str) -> tuple[str, ...]:
+    """The pseudo-fields a rule on tool ``name`` may name: ``_tool_reversibility`` for every
+    tool, and what the built-in resolves (``shell``: ``_executable``; ``file_read``,
+    ``file_write``, ``file_list``: ``_resolved_path``)."""
+    impl = next((t for t in _BUILTINS if t.spec.name == name), None)
+    return (REVERSIBILITY_FIELD, *(impl.resolved_names if impl is not None else ()))
 
 
 def tool_arg_fields(name: str) -> list[str] | None:

@@ -25,7 +25,14 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from armature_temporal.tools._base import ToolArgs, ToolImpl, builtin_spec, typed_run
+from armature_temporal.runtime.policy import EXECUTABLE_FIELD
+from armature_temporal.tools._base import (
+    ToolArgs,
+    ToolImpl,
+    builtin_spec,
+    resolve_executable,
+    typed_run,
+)
 from armature_temporal.tools._errors import ToolFailure
 from armature_temporal.tools._files import resolve_in_workspace
 from armature_temporal.tools._models import ToolContext
@@ -165,9 +172,21 @@ async def _run_shell(args: ShellArgs, ctx: ToolContext) -> dict[str, Any]:
     timeout = min(args.timeout_s or ctx.timeout_s, ctx.timeout_s)
     env = {k: v for k in ENV_PASSTHROUGH if (v := os.environ.get(k)) is not None}
     argv = args.command
+    # Run exactly the program the safety policy checked (_executable); no second PATH lookup.
+    checked = ctx.checked
+    program = (
+        checked.get(EXECUTABLE_FIELD)
+        if checked is not None
+        else resolve_executable(argv[0], cwd, env.get("PATH"))
+    )
+    if program is None:
+        raise ToolFailure(
+            "tool_error", f"command {argv[0]!r} not found on PATH {env.get('PATH', '')!r}"
+        )
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
+            executable=program,
             cwd=cwd,
             env=env,
             stdin=asyncio.subprocess.DEVNULL,
