@@ -552,7 +552,9 @@ async def call_tool(
     (``unknown_tool``, ``invalid_args``, ``policy_blocked`` for sandbox refusals, ``timeout``,
     ``tool_error``, ``postcondition_failed``) and a message meant for the model and the trace.
     Safety rules are not checked here; check
-    :func:`armature_temporal.runtime.policy.evaluate_policy` first.
+    :func:`armature_temporal.runtime.policy.evaluate_policy` first, with
+    :func:`resolved_fields`, and pass those fields as ``ctx.checked`` so the tool runs what was
+    checked (shell runs the checked ``_executable``, never a program looked up again).
     """
     target = registry or ToolRegistry.default()
     impl = target.cached(name)

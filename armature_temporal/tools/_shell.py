@@ -11,7 +11,9 @@ in the worker's environment do not leak into commands), in its own process group
 killed on timeout.
 
 Safety rules see both forms whichever the model used (:func:`shell_policy_view`): ``argv``,
-the list that will run, and ``cmd``, ``shlex.join(argv)``.
+the list that will run, and ``cmd``, ``shlex.join(argv)``; and ``_executable``, the resolved
+program, which is the file that then runs (``ctx.checked``; see
+:func:`armature_temporal.tools._base.resolve_executable`).
 """
 
 from __future__ import annotations
