@@ -275,6 +275,8 @@ async def tool_call(inp: ToolCallInput) -> ToolCallResult:
     needs_person = decision.action == "require_approval" or pre.action == "require_approval"
     if needs_person and not inp.approved:
         reason = decision.message if decision.action == "require_approval" else pre.reason
+        # The person approves what will run, not only what the args say.
+        reason += "".join(f" ({k} {v!r})" for k, v in sorted(checked.resolved.items()))
         return policy.model_copy(
             update={
                 "policy_action": "require_approval",

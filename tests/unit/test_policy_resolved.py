@@ -449,6 +449,8 @@ async def test_a_hook_rewrite_that_needs_approval_waits_for_it(
         "shell", {"argv": ["true"]}, spec_name="hooked", safety_rules=[ask.model_dump()]
     )
     assert (result.policy_action, result.error) == ("require_approval", "waiting for approval")
+    touch = os.path.realpath("/usr/bin/touch")
+    assert f"(_executable {touch!r})" in result.policy_message  # what the person approves
     assert not (armature_home / "workspace" / "hooked" / "made").exists()
 
 
