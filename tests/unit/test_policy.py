@@ -175,8 +175,9 @@ def test_reversibility_pseudo_field_cannot_be_forged_by_args() -> None:
 @pytest.mark.parametrize("action", ["allow", "warn", "log", "block", "require_approval"])
 def test_a_missing_field_fails_closed(op: str, action: str) -> None:
     """A field the call lacks never lets it through: an allow (or warn, log) rule does not
-    match, so strict mode blocks; a negated block or approval rule still matches. 0.7.0 let
-    ``not_contains`` and ``not_equals`` allow rules match a missing field; so did 0.1.0."""
+    match, so strict mode blocks; a negated block or approval rule still matches. (Before,
+    ``not_contains`` and ``not_equals`` held on a missing field for every action, so such an
+    allow rule let calls through that armature-agents 0.7.0, false there, did not.)"""
     decision = decide(rule("missing", op, "x", action=action), mode="strict")
     stops = action in ("block", "require_approval") and op.startswith("not_")
     assert decision.action == (action if stops else "block"), decision
