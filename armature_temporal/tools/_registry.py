@@ -17,39 +17,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import importlib
 import inspect
-import os
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar, overload
 
 from jsonschema import Draft202012Validator
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from armature_temporal.errors import did_you_mean
-from armature_temporal.runtime.policy import (
-    EXECUTABLE_FIELD,
-    RESOLVED_PATH_FIELD,
-    REVERSIBILITY_FIELD,
-)
-from armature_temporal.tools._base import (
-    Postcondition,
-    ToolImpl,
-    real_workspace,
-    resolve_executable,
-    resolve_path,
-    shown_path,
-)
+from armature_temporal.runtime.policy import REVERSIBILITY_FIELD
+from armature_temporal.tools._base import Postcondition, ToolImpl
 from armature_temporal.tools._errors import ToolError, ToolFailure
 from armature_temporal.tools._files import FILE_TOOLS
 from armature_temporal.tools._http import HTTP_TOOL
 from armature_temporal.tools._legacy import descriptor_tool, is_descriptor
 from armature_temporal.tools._models import Reversibility, ToolContext, ToolResult, ToolSpec
 from armature_temporal.tools._python import function_tool
-from armature_temporal.tools._shell import SHELL_TOOL, ShellArgs
+from armature_temporal.tools._resolved import resolving
+from armature_temporal.tools._shell import SHELL_TOOL
 
 __all__ = [
     "BUILTIN_NAMES",
@@ -68,39 +56,7 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _path_fields(args: BaseModel, ctx: ToolContext) -> dict[str, str]:
-    """A file tool's ``_resolved_path``: its ``path`` as the OS will resolve it."""
-    raw = getattr(args, "path", None)
-    if not isinstance(raw, str):
-        raise TypeError(f"expected file tool args with a path, got {type(args).__name__}")
-    root = real_workspace(ctx)
-    try:
-        return {RESOLVED_PATH_FIELD: shown_path(root, resolve_path(root, raw))}
-    except ValueError:  # a NUL byte: the tool refuses it; the field stays missing
-        return {}
-
-
-def _shell_fields(args: BaseModel, ctx: ToolContext) -> dict[str, str]:
-    """shell's ``_executable``: the file that will run (none when the program is not found)."""
-    if not isinstance(args, ShellArgs):
-        raise TypeError(f"expected ShellArgs, got {type(args).__name__}")
-    try:
-        cwd = resolve_path(real_workspace(ctx), args.cwd)
-    except ValueError:
-        return {}
-    program = resolve_executable(args.command[0], cwd, os.environ.get("PATH"))
-    return {} if program is None else {EXECUTABLE_FIELD: str(program)}
-
-
-def _resolving(impl: ToolImpl, name: str, fn: Callable[[BaseModel, ToolContext], Any]) -> ToolImpl:
-    return dataclasses.replace(impl, resolved_names=(name,), resolve_fields=fn)
-
-
-_BUILTINS: tuple[ToolImpl, ...] = (
-    *(_resolving(t, RESOLVED_PATH_FIELD, _path_fields) for t in FILE_TOOLS),
-    _resolving(SHELL_TOOL, EXECUTABLE_FIELD, _shell_fields),
-    HTTP_TOOL,
-)
+_BUILTINS: tuple[ToolImpl, ...] = (*resolving(FILE_TOOLS, SHELL_TOOL), HTTP_TOOL)
 BUILTIN_NAMES: tuple[str, ...] = tuple(t.spec.name for t in _BUILTINS)
 #: ``module:function``, as the spec checks accept it.
 PY_TOOL = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
