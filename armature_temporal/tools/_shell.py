@@ -11,7 +11,9 @@ in the worker's environment do not leak into commands), in its own process group
 killed on timeout.
 
 Safety rules see both forms whichever the model used (:func:`shell_policy_view`): ``argv``,
-the list that will run, and ``cmd``, ``shlex.join(argv)``.
+the list that will run, and ``cmd``, ``shlex.join(argv)``; and ``_executable``, the resolved
+program, which is the file that then runs (``ctx.checked``; see
+:func:`armature_temporal.tools._base.resolve_executable`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,14 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from armature_temporal.tools._base import ToolArgs, ToolImpl, builtin_spec, typed_run
+from armature_temporal.runtime.policy import EXECUTABLE_FIELD
+from armature_temporal.tools._base import (
+    ToolArgs,
+    ToolImpl,
+    builtin_spec,
+    resolve_executable,
+    typed_run,
+)
 from armature_temporal.tools._errors import ToolFailure
 from armature_temporal.tools._files import resolve_in_workspace
 from armature_temporal.tools._models import ToolContext
@@ -165,9 +174,21 @@ async def _run_shell(args: ShellArgs, ctx: ToolContext) -> dict[str, Any]:
     timeout = min(args.timeout_s or ctx.timeout_s, ctx.timeout_s)
     env = {k: v for k in ENV_PASSTHROUGH if (v := os.environ.get(k)) is not None}
     argv = args.command
+    # Run exactly the program the safety policy checked (_executable); no second PATH lookup.
+    checked = ctx.checked
+    program = (
+        checked.get(EXECUTABLE_FIELD)
+        if checked is not None
+        else resolve_executable(argv[0], cwd, env.get("PATH"))
+    )
+    if program is None:
+        raise ToolFailure(
+            "tool_error", f"command {argv[0]!r} not found on PATH {env.get('PATH', '')!r}"
+        )
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
+            executable=program,
             cwd=cwd,
             env=env,
             stdin=asyncio.subprocess.DEVNULL,
