@@ -11,11 +11,11 @@ import tracemalloc
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from armature_temporal.tools import ToolContext, call_tool
+from tests.unit.test_tools import _Handler as ToolsTestHandler  # its _reply and quiet log
 
 BOMB_BYTES = 100_000_000  # decoded size of the bomb: 100 MB of zeros
 
@@ -43,19 +43,8 @@ class _Server(http.server.ThreadingHTTPServer):
     other_port: int  # the second server's: same host name, another origin
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
+class _Handler(ToolsTestHandler):
     server: _Server
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def _reply(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
-        self.send_response(status)
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def do_GET(self) -> None:
         self.server.seen.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
