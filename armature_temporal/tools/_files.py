@@ -15,9 +15,10 @@ surely as writing it corrupts. New files are created with ``O_CREAT | O_EXCL`` a
 :data:`FILE_MODE`, new directories with :data:`DIR_MODE` (both under the process umask); an
 existing file keeps its mode. FIFOs, sockets and devices are refused without blocking.
 
-Not covered: a directory the walk already holds being renamed out of the workspace by another
-process mid-call (the call then finishes in the moved directory, with the workspace's files);
-run the worker in an OS sandbox when the workspace is shared with untrusted processes.
+POSIX only (``dir_fd``, ``O_NOFOLLOW``, ``O_DIRECTORY``). Not covered: a directory the walk
+already holds being renamed out of the workspace by another process mid-call (the call then
+finishes in the moved directory, among the workspace's own files); run the worker in an OS
+sandbox when the workspace is shared with untrusted processes.
 """
 
 from __future__ import annotations
@@ -457,8 +458,8 @@ class _Lister:
                 return
             try:
                 sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
-            except OSError as exc:  # swapped for a symlink or removed meanwhile: not followed
-                if exc.errno in (errno.ENOTDIR, errno.ELOOP, errno.ENOENT):
+            except OSError as exc:  # swapped for a symlink, removed, unreadable: not entered
+                if exc.errno in (errno.ENOTDIR, errno.ELOOP, errno.ENOENT, errno.EACCES):
                     continue
                 raise
             try:
