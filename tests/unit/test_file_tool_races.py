@@ -23,14 +23,15 @@ from armature_temporal.tools import ToolContext, call_tool
 
 SECRET = "TOPSECRET-do-not-leak"
 HARMLESS = "harmless"
-CALLS = 2500  # per race test; the old check-then-open code leaked about once in 1,500
+CALLS = 2500  # per race test; the old check-then-open code leaked about once in 50 here
+SECONDS = 5.0  # ... or for this long, whichever ends first (a loaded machine makes fewer calls)
 
 # The swapper: one cycle turns `swap` (a regular file) and `d` (a real directory) into symlinks
 # to outside things and back. Renames are atomic; every step may race with the tool (which may
 # create `d` itself), so each one tolerates the other side having moved first.
 _SWAPPER = textwrap.dedent(
     """
-    import os, sys, time
+    import os, shutil, sys, time
     ws, outside, stop_at = sys.argv[1], sys.argv[2], float(sys.argv[3])
     os.chdir(ws)
     cycles = 0
@@ -49,6 +50,9 @@ _SWAPPER = textwrap.dedent(
         attempt(os.symlink, outside, "d")
         attempt(os.unlink, "d")
         attempt(os.rename, ".dpark", "d")
+        if os.path.isdir(".dpark") and os.path.isdir("d") and not os.path.islink("d"):
+            shutil.rmtree("d", ignore_errors=True)  # the tool made a new d meanwhile
+            attempt(os.rename, ".dpark", "d")
         if not os.path.isdir(".dpark") and not os.path.lexists("d"):
             attempt(os.mkdir, "d")
         cycles += 1
@@ -91,6 +95,14 @@ def swapper(arena: tuple[Path, Path]) -> Iterator[subprocess.Popen[str]]:
                 proc.wait()
 
 
+def _calls(most: int = CALLS) -> Iterator[int]:
+    deadline = time.monotonic() + SECONDS
+    for i in range(most):
+        if time.monotonic() > deadline and i >= 200:
+            return
+        yield i
+
+
 def _cycles(proc: subprocess.Popen[str], ws: Path) -> int:
     (ws / ".stop").touch()
     out, _ = proc.communicate(timeout=10)
@@ -111,8 +123,9 @@ async def test_reads_never_leak_while_a_symlink_is_swapped_in_and_out(
     ws, _ = arena
     ctx = ToolContext(workspace=ws, timeout_s=5)
     leaks = harmless = refused = 0
-    for i in range(CALLS):
-        result = await call_tool("file_read", {"path": "swap" if i % 2 else "d/f.txt"}, ctx)
+    for i in _calls():
+        path = "d/f.txt" if i % 4 == 0 else "swap"  # the file swap is the quicker to hit
+        result = await call_tool("file_read", {"path": path}, ctx)
         text = str(result.output) + (result.error or "")
         if SECRET in text:
             leaks += 1
@@ -122,7 +135,7 @@ async def test_reads_never_leak_while_a_symlink_is_swapped_in_and_out(
         else:
             refused += 1
     cycles = _cycles(swapper, ws)
-    assert leaks == 0, f"{leaks} of {CALLS} reads returned the outside secret"
+    assert leaks == 0, f"{leaks} of {harmless + refused + leaks} reads returned the secret"
     # The race really ran: the swapper went round many times and reads saw both states.
     assert cycles > 20, cycles
     assert harmless > 20 and refused > 20, (harmless, refused)
@@ -135,7 +148,7 @@ async def test_writes_never_land_outside_while_a_symlink_is_swapped_in_and_out(
     before = _outside_state(outside)
     ctx = ToolContext(workspace=ws, timeout_s=5)
     written = refused = 0
-    for i in range(CALLS):
+    for i in _calls():
         path = "swap" if i % 2 else "d/out.txt"
         result = await call_tool("file_write", {"path": path, "content": f"pwned {i}"}, ctx)
         if result.ok:
@@ -155,7 +168,7 @@ async def test_file_list_does_not_follow_a_swapped_in_directory_symlink(
     ws, _ = arena
     ctx = ToolContext(workspace=ws, timeout_s=5)
     listed = 0
-    for _ in range(CALLS // 5):
+    for _ in _calls(CALLS // 5):
         result = await call_tool("file_list", {"path": "d"}, ctx)
         assert "secret.txt" not in str(result.output)
         listed += result.ok
