@@ -45,8 +45,15 @@ SAFE_METHODS: frozenset[str] = frozenset({"GET", "HEAD", "OPTIONS"})
 
 _HOP_BY_HOP = "hop-by-hop (it is about this one connection, which the tool manages)"
 _FRAMING = "the tool frames the request from its body; a second framing smuggles requests"
-_PROXY = "it speaks for a proxy, and can change how one in front of the server routes or trusts "
-_PROXY += "the request"
+_PROXY = (
+    "it speaks for a proxy, and can change how one in front of the server routes or trusts the "
+    "request"
+)
+_REWRITE = "it rewrites the path some servers route on, past the URL given"
+_OVERRIDE = (
+    "it changes the method the server acts on (a GET acting as a DELETE), which safety rules "
+    "judge by the method given"
+)
 #: Headers the model may not set, each with why (every ``Proxy-*`` header too).
 FORBIDDEN_HEADERS: Mapping[str, str] = {
     "host": "the host comes from the URL, which is what the allow-list checks",
@@ -64,14 +71,11 @@ FORBIDDEN_HEADERS: Mapping[str, str] = {
     "x-forwarded-host": _PROXY,
     "x-forwarded-proto": _PROXY,
     "x-real-ip": _PROXY,
-    "x-original-url": "it rewrites the path some servers route on, past the URL given",
-    "x-rewrite-url": "it rewrites the path some servers route on, past the URL given",
-    "x-http-method-override": "it changes the method the server acts on (a GET acting as a "
-    "DELETE), which safety rules judge by the method given",
-    "x-http-method": "it changes the method the server acts on, which safety rules judge by "
-    "the method given",
-    "x-method-override": "it changes the method the server acts on, which safety rules judge "
-    "by the method given",
+    "x-original-url": _REWRITE,
+    "x-rewrite-url": _REWRITE,
+    "x-http-method-override": _OVERRIDE,
+    "x-http-method": _OVERRIDE,
+    "x-method-override": _OVERRIDE,
 }
 #: The model's headers a redirect to another origin keeps: they describe the content wanted or
 #: sent, never who is asking. Authorization, cookies and API-key headers stay behind.
