@@ -103,7 +103,12 @@ Method = Literal["GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"]
 class HttpRequestArgs(ToolArgs):
     url: str = Field(..., min_length=1, description="http(s) URL on an allowed host.")
     method: Method = Field("GET", description="HTTP method.")
-    headers: dict[str, str] = Field(default_factory=dict, description="Request headers.")
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        description="Request headers. Host, Connection, Content-Length, Transfer-Encoding, "
+        "Accept-Encoding, Proxy-* and other routing headers are refused (the tool sets them); "
+        "a redirect to another origin keeps only Accept, Content-Type and the like.",
+    )
     body: str | dict[str, Any] | list[Any] | None = Field(
         None, description="Request body: a string is sent as is, an object or array as JSON."
     )
