@@ -81,7 +81,10 @@ SECRET_RULES: tuple[SecretRule, ...] = (
     # look random (see ``_keylike_reason``). Below the exact formats, which win on overlap.
     SecretRule(
         "openai-style-key",
-        re.compile(_B0 + r"(?P<v>sk-(?:(?:proj|svcacct|admin|None)-)?[A-Za-z0-9_-]{32,250})" + _B1),
+        re.compile(
+            # not sk-ant-: Anthropic's exact format (above) decides those, wrong shapes included
+            _B0 + r"(?P<v>sk-(?!ant-)(?:(?:proj|svcacct|admin|None)-)?[A-Za-z0-9_-]{32,250})" + _B1
+        ),
         "keylike",
         0.85,
     ),

@@ -93,8 +93,10 @@ def test_bare_openai_style_key_is_found_without_a_keyword(key: str) -> None:
         "sk-learn-compatible-estimator-interface-v2-docs-and-examples",
         "sk-" + "x" * 40,
         "sk-proj-" + "your-key-goes-here-0123456789abcdefghij",
+        # Anthropic's exact format decides sk-ant- strings; a wrong-length one is no key.
+        "sk-ant-api03-" + "Qm7vR2xK9pL4tN8wB3cF6hJ1dS5gZ0aEyU7iO2kM4nV9bX3qW6eR1tY8uAA",
     ],
-    ids=["words", "filler", "placeholder"],
+    ids=["words", "filler", "placeholder", "wrong-shape-anthropic"],
 )
 def test_sk_shaped_words_and_placeholders_are_not_keys(text: str) -> None:
     assert not found(scan(text), "secret")
