@@ -15,9 +15,10 @@ from armature_temporal.errors import SpecError
 from armature_temporal.improve.edit import apply_changes
 from armature_temporal.improve.models import SpecChange
 from armature_temporal.spec.loader import MAX_SPEC_BYTES, load_spec, load_spec_text
-from armature_temporal.spec.yaml_limits import MAX_ALIAS_NODES
+from armature_temporal.spec.yaml_limits import MAX_ALIAS_NODES, MAX_NESTING
 
 STAGES = "stages:\n  - id: a\n    role: {name: A, description: hello}\n"
+BUNDLE_STAGE = "stages:\n  - id: a\n    agent: echo\n"
 
 
 def laughs(levels: int, indent: str = "  ") -> str:
@@ -92,9 +93,7 @@ def test_billion_laughs_in_an_agent_bundle_is_refused(tmp_path: Path, levels: in
     bundle = "role: {name: Echo, description: hi}\nextras:\n" + laughs(levels)
     (tmp_path / "agent.yaml").write_text(bundle)
     spec = tmp_path / "s.yaml"
-    spec.write_text(
-        "name: s\nagent_library:\n  echo: {path: agent.yaml}\nstages:\n  - id: a\n    agent: echo\n"
-    )
+    spec.write_text("name: s\nagent_library:\n  echo: {path: agent.yaml}\n" + BUNDLE_STAGE)
     message = refusal(lambda: load_spec(spec))
     assert "agent bundle 'agent.yaml', line 7, column" in message
     assert "expands through YAML aliases" in message
@@ -172,3 +171,28 @@ def test_many_small_aliases_within_the_limit_load() -> None:
     text = "name: many\nstages:\n  - id: base\n    role: &r {name: R, description: hi}\n" + stages
     loaded = load_spec_text(text, "many.yaml")
     assert len(loaded.spec.stages) == 51
+
+
+def test_deep_nesting_is_refused_where_it_starts(tmp_path: Path) -> None:
+    deep = "[" * 3000 + "]" * 3000
+    message = refusal(lambda: load_spec_text(f"name: x\nx: {deep}\n" + STAGES, "deep.yaml"))
+    assert message.startswith("deep.yaml:2:")
+    assert f"nests deeper than {MAX_NESTING} levels" in message
+
+
+def test_deep_nesting_in_an_agent_bundle_is_a_spec_error_not_a_crash(tmp_path: Path) -> None:
+    """The bundle reader used to let ruamel's RecursionError out of ``load_spec``."""
+    (tmp_path / "agent.yaml").write_text(
+        "role: {name: Echo, description: hi}\nx: " + "[" * 3000 + "]" * 3000 + "\n"
+    )
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: s\nagent_library:\n  echo: {path: agent.yaml}\n" + BUNDLE_STAGE)
+    message = refusal(lambda: load_spec(spec))
+    assert "agent bundle 'agent.yaml', line 2" in message and "nests deeper" in message
+
+
+def test_nesting_a_json_schema_needs_still_loads() -> None:
+    schema = "{type: object, properties: {a: " * 20 + "{type: string}" + "}}" * 20
+    text = f"name: x\nstages:\n  - id: a\n    output_mode: json\n    output_schema: {schema}\n"
+    loaded = load_spec_text(text + "    role: {name: A, description: hello}\n", "ok.yaml")
+    assert loaded.spec.stages[0].output_schema is not None
