@@ -28,7 +28,8 @@ from ruamel.yaml.scalarstring import LiteralScalarString
 from armature_temporal.errors import ArmatureError, did_you_mean
 from armature_temporal.improve.models import SpecChange
 from armature_temporal.spec.compiler import compile_spec
-from armature_temporal.spec.loader import load_spec_text
+from armature_temporal.spec.loader import MAX_SPEC_BYTES, load_spec_text
+from armature_temporal.spec.yaml_limits import bounded_yaml
 
 __all__ = ["EditError", "apply_changes", "text_hash", "unified_diff"]
 
@@ -142,7 +143,7 @@ def text_hash(text: str) -> str:
 
 
 def _yaml(layout: tuple[int, int, int] | None) -> YAML:
-    yaml = YAML(typ="rt")
+    yaml = bounded_yaml("rt", MAX_SPEC_BYTES)  # a stored text is input too: alias bombs refused
     yaml.preserve_quotes = True
     yaml.width = _WIDTH
     if layout is not None:

@@ -3,8 +3,9 @@
 Input: one JSON string per line (``"text to scan"``). Output: one JSON object per input
 line, in order, so line *n* of the output answers line *n* of the input:
 
-- ``{"flagged": bool, "findings": [{"category", "span", "text", "score", "rule"}, ...]}``
-  for a string;
+- ``{"flagged": bool, "findings": [{"category", "span", "text", "score", "rule",
+  "encoding"}, ...]}`` for a string (``encoding`` is null, or ``base64`` / ``hex`` for text
+  found by decoding a run);
 - ``{"line": n, "error": "..."}`` for a line that is not a JSON string (blank lines
   included), naming the 1-based line number. Scanning goes on with the next line.
 """

@@ -46,6 +46,9 @@ class Finding(BaseModel):
             operating point each detector was tuned to; higher is more certain.
         rule: Which detector or rule matched (``openai-api-key``, ``injection-model``, …),
             so a finding can be explained and a noisy rule switched off by the caller.
+        encoding: None for text found as written. ``base64`` or ``hex`` (``base64>hex``:
+            hex inside base64, outermost first) when it was found by decoding a run of the
+            text: ``span`` is then the encoded run and ``text`` comes from the decoding.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -55,6 +58,7 @@ class Finding(BaseModel):
     text: str
     score: float = Field(ge=0.0, le=1.0)
     rule: str
+    encoding: str | None = None
 
     @model_validator(mode="after")
     def _span_is_ordered(self) -> Finding:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 
 from armature_temporal.scanner._conduct import CONDUCT_RULES
+from armature_temporal.scanner._encoded import MAX_DEPTH, Budget, encoded_runs
 from armature_temporal.scanner._injection import detect_injection
 from armature_temporal.scanner._linear import LinearModel
 from armature_temporal.scanner._models import (
@@ -40,14 +41,34 @@ def scan(text: str, *, model: LinearModel | None = None) -> ScanResult:
         A :class:`ScanResult`; ``flagged`` is true when anything was found. What to do
         about a finding (quarantine, :func:`redact`, block) is the caller's decision.
     """
+    findings = _findings(text, model, 1, Budget())
+    findings.sort(key=lambda f: (f.span[0], _ORDER[f.category], -f.score, f.span[1], f.rule))
+    return ScanResult(flagged=bool(findings), findings=findings)
+
+
+def _findings(text: str, model: LinearModel | None, depth: int, budget: Budget) -> list[Finding]:
+    """Every detector over ``text``, then over what its base64 / hex runs decode to (down to
+    ``MAX_DEPTH`` levels, within ``budget``), those findings moved onto the encoded run."""
     findings: list[Finding] = detect_injection(text, model)
     findings.extend(run_rules(text, CONDUCT_RULES))
     secrets, _ = detect_secrets(text)
     findings.extend(secrets)
     findings.extend(f for f in run_rules(text, PERSONAL_RULES) if not _inside_any(f, secrets))
-    findings = _mask_inside(text, findings)
-    findings.sort(key=lambda f: (f.span[0], _ORDER[f.category], -f.score, f.span[1], f.rule))
-    return ScanResult(flagged=bool(findings), findings=findings)
+    decoded: list[Finding] = []
+    if depth <= MAX_DEPTH:
+        for run in encoded_runs(text, budget):
+            for f in _findings(run.decoded, model, depth + 1, budget):
+                if any(
+                    o.category == f.category and run.start <= o.span[0] and o.span[1] <= run.end
+                    for o in findings
+                ):
+                    continue  # the run itself was already found as this
+                encoding = run.encoding if f.encoding is None else f"{run.encoding}>{f.encoding}"
+                decoded.append(
+                    f.model_copy(update={"span": (run.start, run.end), "encoding": encoding})
+                )
+    # Mask what the decoded findings hide too: an encoded key is still the key.
+    return _mask_inside(text, findings, decoded) + decoded
 
 
 def scan_many(texts: Iterable[str], *, model: LinearModel | None = None) -> list[ScanResult]:
@@ -103,10 +124,13 @@ def redact(
     return "".join(out)
 
 
-def _mask_inside(text: str, findings: list[Finding]) -> list[Finding]:
-    """Mask secret and personal values inside other findings' ``text`` (a model finding
-    spans the whole text, secrets included), so no finding repeats a sensitive value."""
-    hidden = sorted(f.span for f in findings if f.category in MASKED_CATEGORIES)
+def _mask_inside(
+    text: str, findings: list[Finding], also: list[Finding] | None = None
+) -> list[Finding]:
+    """Mask secret and personal values (of ``findings`` and ``also``) inside ``findings``'
+    ``text`` (a model finding spans the whole text, secrets included), so no finding repeats
+    a sensitive value."""
+    hidden = sorted(f.span for f in [*findings, *(also or [])] if f.category in MASKED_CATEGORIES)
     if not hidden:
         return findings
     out: list[Finding] = []

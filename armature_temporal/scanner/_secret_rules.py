@@ -13,7 +13,7 @@ from typing import Literal
 
 __all__ = ["KNOWN_PUBLIC_KEYS", "SECRET_RULES", "Kind", "SecretRule"]
 
-Kind = Literal["token", "credential", "assignment", "jwt", "pem"]
+Kind = Literal["token", "keylike", "credential", "assignment", "jwt", "pem"]
 
 _B0 = r"(?<![A-Za-z0-9_-])"
 _B1 = r"(?![A-Za-z0-9_-])"
@@ -75,6 +75,19 @@ SECRET_RULES: tuple[SecretRule, ...] = (
         r"[A-Za-z0-9_-]{20,200}",
     ),
     _tok("anthropic-api-key", r"sk-ant-(?:api|admin)\d\d-[A-Za-z0-9_-]{93}AA"),
+    # A bare ``sk-`` key without the T3BlbkFJ marker (OpenAI project, service-account, admin
+    # and legacy keys, and the many providers with OpenAI-compatible APIs that copied the
+    # shape: DeepSeek's ``sk-`` + 32 hex, ...). No keyword is needed before it; the value must
+    # look random (see ``_keylike_reason``). Below the exact formats, which win on overlap.
+    SecretRule(
+        "openai-style-key",
+        re.compile(
+            # not sk-ant-: Anthropic's exact format (above) decides those, wrong shapes included
+            _B0 + r"(?P<v>sk-(?!ant-)(?:(?:proj|svcacct|admin|None)-)?[A-Za-z0-9_-]{32,250})" + _B1
+        ),
+        "keylike",
+        0.85,
+    ),
     _tok("github-token", r"gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59}"),
     _tok(
         "gitlab-token",

@@ -4,6 +4,9 @@ Three kinds of detector, each a :class:`~._secret_rules.SecretRule`:
 
 - ``token`` — a provider's documented key format, with its fixed prefix and length
   (``sk-proj-…T3BlbkFJ…``, ``ghp_`` + 36, ``AKIA`` + 16, ``xoxb-…``). High precision.
+- ``keylike`` — a bare ``sk-`` key (``sk-proj-…``, ``sk-svcacct-…``, ``sk-`` + 48) without a
+  provider's fixed marker: found without a keyword before it when the part after the prefix
+  looks random (long, letters and digits, high entropy, not words).
 - ``credential`` — a password or token in a place that only holds one: a URL's
   ``user:password@``, ``curl -u``, an ``Authorization:`` header, an ``.npmrc`` auth token.
 - ``assignment`` — a key-like name (``client_secret``, ``DB_PASSWORD``, ``apiKey``) assigned
@@ -133,6 +136,25 @@ def _prefix_len(value: str) -> int:
     return m.end() if m else 0
 
 
+_KEYLIKE_PREFIX = re.compile(r"sk-(?:(?:proj|svcacct|admin|None)-)?")
+
+
+def _keylike_reason(value: str) -> str | None:
+    """A bare ``sk-…`` key: the body after the prefix must look generated, not written."""
+    prefix = _KEYLIKE_PREFIX.match(value)
+    body = value[prefix.end() :] if prefix else value
+    reason = placeholder_reason(body)
+    if reason:
+        return reason
+    if not (any(c.isdigit() for c in body) and any(c.isalpha() for c in body)):
+        return "no mix of letters and digits"
+    if max(len(chunk) for chunk in re.split(r"[_-]", body)) < 16:
+        return "dash-separated words, not a key (keys have long runs without - or _)"
+    if entropy(body) < 3.5:
+        return "low entropy"
+    return None
+
+
 def _assignment_reason(name: str, value: str) -> str | None:
     if _NOT_SECRET_NAMES.search(name):
         return "name is not a secret's (id, name, path, public …)"
@@ -254,6 +276,8 @@ def detect_secrets(text: str) -> tuple[list[Finding], list[Rejection]]:
                 reason: str | None = "a published public key (source allow-list)"
             elif rule.kind == "token":
                 reason = _token_reason(value, _prefix_len(value))
+            elif rule.kind == "keylike":
+                reason = _keylike_reason(value)
             elif rule.kind == "assignment":
                 reason = _assignment_reason(m.group("name"), value)
             elif rule.kind == "jwt":

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
-from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedBase, CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
@@ -25,9 +24,11 @@ from armature_temporal.spec.models import IDENTIFIER, Spec
 from armature_temporal.spec.references import implicit_dependencies
 from armature_temporal.spec.resources import attach_resources
 from armature_temporal.spec.warnings import spec_warnings
+from armature_temporal.spec.yaml_limits import YAMLLimitError, bounded_yaml, text_bytes
 
 __all__ = ["LoadedSpec", "format_path", "load_spec", "load_spec_text"]
 
+#: The largest spec, from a file or as text; aliases are bounded too (see ``yaml_limits``).
 MAX_SPEC_BYTES = 2 * 1024 * 1024
 
 
@@ -68,7 +69,10 @@ def load_spec(path: str | Path) -> LoadedSpec:
 def load_spec_text(
     text: str, filename: str = "<string>", base_dir: str | Path | None = None
 ) -> LoadedSpec:
-    """Load a spec from text. Relative subagent paths resolve against ``base_dir``."""
+    """Load a spec from text. Relative subagent paths resolve against ``base_dir``.
+
+    The text is held to the same limits as a file: ``MAX_SPEC_BYTES`` (UTF-8) and bounded
+    YAML alias expansion."""
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     return _load_text(text, display=filename, base_dir=base, stack=())
 
@@ -78,17 +82,7 @@ def _load_file(path: Path, display: str, stack: tuple[Path, ...]) -> LoadedSpec:
     from a regular file: ``/dev/zero`` or a FIFO would never end, or block on opening."""
 
     def too_big(size: str) -> SpecError:
-        return SpecError(
-            [
-                SpecIssue(
-                    display,
-                    0,
-                    0,
-                    "",
-                    f"file is {size} bytes; specs are limited to {MAX_SPEC_BYTES} bytes",
-                )
-            ]
-        )
+        return _too_big(display, "file", size)
 
     try:
         info = path.stat()
@@ -311,11 +305,34 @@ def _salvage(data: dict[str, Any], exc: ValidationError) -> tuple[Spec, set[int]
     return spec, broken_stages, skip
 
 
+def _too_big(display: str, what: str, size: str) -> SpecError:
+    return SpecError(
+        [
+            SpecIssue(
+                display,
+                0,
+                0,
+                "",
+                f"{what} is {size} bytes; specs are limited to {MAX_SPEC_BYTES} bytes "
+                "(move long texts into skill or context files the spec references)",
+            )
+        ]
+    )
+
+
 def _parse_yaml(text: str, display: str) -> Any:
-    yaml = YAML(typ="rt")
+    if len(text) > MAX_SPEC_BYTES:  # over the cap whatever the encoding; don't encode it all
+        raise _too_big(display, "text", f"over {MAX_SPEC_BYTES}")
+    if text_bytes(text) > MAX_SPEC_BYTES:
+        raise _too_big(display, "text", str(text_bytes(text)))
+    yaml = bounded_yaml("rt", MAX_SPEC_BYTES)
     yaml.allow_duplicate_keys = False
     try:
         return yaml.load(text)
+    except YAMLLimitError as exc:
+        mark = exc.problem_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
+        raise SpecError([SpecIssue(display, line, col, "", str(exc.problem))]) from None
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)

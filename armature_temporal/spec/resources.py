@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from armature_temporal.errors import did_you_mean
 from armature_temporal.spec.models import Role, SafetyRule, SkillDef, Spec
+from armature_temporal.spec.yaml_limits import YAMLLimitError, bounded_yaml
 
 __all__ = ["MAX_RESOURCE_BYTES", "attach_resources"]
 
@@ -104,7 +104,12 @@ def _read_bundle(
     if text is None:
         return None
     try:
-        data = YAML(typ="safe").load(text)
+        data = bounded_yaml("safe", MAX_RESOURCE_BYTES).load(text)
+    except YAMLLimitError as exc:
+        mark = exc.problem_mark
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problems.append((path, f"agent bundle {relative!r}{where}: {exc.problem}"))
+        return None
     except YAMLError as exc:
         problems.append((path, f"agent bundle {relative!r} is not valid YAML: {exc}"))
         return None

@@ -7,14 +7,18 @@ templates at validation time, so a syntax error is reported with its line before
 
 from __future__ import annotations
 
+import importlib.metadata
 import re
 from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
+import jinja2
 from jinja2 import ChainableUndefined, Template, nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import missing
+
+from armature_temporal.errors import ArmatureError
 
 __all__ = [
     "environment",
@@ -83,10 +87,32 @@ class FieldUndefined(ChainableUndefined):
         return id(type(self))
 
 
+#: The oldest Jinja2 whose sandbox has no published escape. The sandbox is a security boundary
+#: (templates come from specs, proposals and learnt heuristics): 3.1.6 fixed CVE-2025-27516
+#: (the ``|attr`` filter reached ``str.format`` past the sandbox), 3.1.5 CVE-2024-56326.
+MIN_JINJA2 = (3, 1, 6)
+
+
+def _check_jinja2(version: str) -> None:
+    parts = tuple(int(p) for p in re.findall(r"\d+", version)[:3])
+    if parts < MIN_JINJA2:
+        need = ".".join(map(str, MIN_JINJA2))
+        raise ArmatureError(
+            f"jinja2 {version} is installed, but Armature needs jinja2>={need}: older versions "
+            "have sandbox escapes (CVE-2025-27516: the |attr filter), and spec templates run "
+            f"in that sandbox. Upgrade it: pip install 'jinja2>={need}'"
+        )
+
+
 @lru_cache(maxsize=1)
 def environment() -> ImmutableSandboxedEnvironment:
     """The shared sandboxed environment (no file loader; undefined names raise, missing fields
-    of existing values are empty — see :class:`FieldUndefined`)."""
+    of existing values are empty — see :class:`FieldUndefined`).
+
+    Raises:
+        ArmatureError: The installed jinja2 is older than :data:`MIN_JINJA2`.
+    """
+    _check_jinja2(getattr(jinja2, "__version__", None) or importlib.metadata.version("jinja2"))
     env = ImmutableSandboxedEnvironment(undefined=FieldUndefined, autoescape=False)
     env.filters["tojson_compact"] = _tojson_compact
     return env
