@@ -3,7 +3,6 @@ parses YAML: spec files, spec text, agent bundles and the spec editor (proposals
 
 from __future__ import annotations
 
-import time
 import tracemalloc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -36,17 +35,15 @@ def bomb_spec(levels: int) -> str:
 
 @contextmanager
 def bounded() -> Iterator[None]:
-    """Refusal is cheap: far under a second (unbounded, 6 levels took 10 s and 162 MB) and a
-    small, fixed amount of memory."""
+    """Refusal is cheap: a small, fixed amount of memory (unbounded, 6 levels took 10 s and
+    162 MB; expanding even 9**5 values needs far more than the bound). Time is not asserted
+    here (house rule: speed lives in benchmarks/); memory is the machine-independent proof."""
     tracemalloc.start()
-    start = time.perf_counter()
     try:
         yield
     finally:
-        elapsed = time.perf_counter() - start
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
-    assert elapsed < 1.0, f"refusing took {elapsed:.2f} s"
     assert peak < 4 * 1024 * 1024, f"refusing used {peak} bytes at peak"
 
 
