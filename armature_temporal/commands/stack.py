@@ -73,6 +73,7 @@ def worker(
                 box = sandbox()
             except SandboxUnavailable as exc:
                 raise fail(f"error: {exc}", 2) from None
+            _warn_about_secrets()
             await _serve(
                 build_worker(client, tq, role="tools"),
                 f"armature tools worker on {addr}, task queue {tools_task_queue(tq)!r}, "
@@ -138,6 +139,22 @@ async def _serve(workers: Any, said: str, *, child: Any = None, parent: int | No
     if why:
         raise fail(f"worker stopped: {why[0]}", 1)
     err.print("worker stopped", markup=False)
+
+
+def _warn_about_secrets() -> None:
+    """Say so when a tools worker was started with secrets in its environment."""
+    import os
+
+    from armature_temporal.service.tools_env import tools_worker_env
+
+    held = sorted(set(os.environ) - set(tools_worker_env()))
+    if held:
+        err.print(
+            f"warning: this tools worker's environment holds {', '.join(held)}, which a tool "
+            "could read; start it without them (plain `armature worker` does), or list one "
+            "a tool needs in $ARMATURE_TOOLS_ENV_KEEP",
+            markup=False,
+        )
 
 
 def _watched_parent() -> int | None:
