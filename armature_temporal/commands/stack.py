@@ -607,10 +607,12 @@ async def _watch(
         loop.add_signal_handler(sig, stop.set)
     try:
         async with contextlib.AsyncExitStack() as stack:
-            if with_worker:
+            if with_worker:  # as `armature worker`: the tools in a child without secrets
                 from worker import build_worker
 
-                await stack.enter_async_context(build_worker(client, tq))
+                child = await _start_tools_child(target, tq)
+                stack.push_async_callback(_stop_child, child)
+                await stack.enter_async_context(build_worker(client, tq, role="main"))
             if hooks:
                 await _serve_until(stop, hooks, client, sock, tq, secret)
             else:
