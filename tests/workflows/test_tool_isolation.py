@@ -189,3 +189,24 @@ async def test_armature_worker_tools_only_serves_the_tools(
     said = log.read_text()
     assert f"task queue '{tools_task_queue(task_queue)}'" in said, said
     assert f"sandbox {sandbox().kind}" in said, said
+
+
+async def test_doctor_reports_the_sandbox_and_a_missing_tools_worker(
+    client: Client, task_queue: str
+) -> None:
+    import json
+
+    from tests.fakes import run_armature
+
+    args = ["doctor", "--address", _target(client), "--task-queue", task_queue, "--json"]
+    async with build_worker(client, task_queue, role="main"):
+        without = {c["check"]: c for c in json.loads((await run_armature(*args)).stdout)}
+    async with build_worker(client, task_queue, role="tools"):
+        with_tools = {c["check"]: c for c in json.loads((await run_armature(*args)).stdout)}
+    assert without["tools worker"]["status"] == "warn"
+    assert f"'{tools_task_queue(task_queue)}'" in without["tools worker"]["detail"]
+    assert "--tools-only" in without["tools worker"]["fix"]
+    assert with_tools["tools worker"]["status"] == "ok"
+    box = sandbox()
+    assert without["tool sandbox"]["status"] == ("ok" if box.isolated else "warn")
+    assert box.kind in without["tool sandbox"]["detail"]
