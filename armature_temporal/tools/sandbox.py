@@ -292,7 +292,8 @@ async def run_process(
     """
     if not argv:
         raise ValueError("argv is empty; name a program to run")
-    box = box or await asyncio.to_thread(sandbox)  # probes once per process: not in the loop
+    if box is None:
+        box = await asyncio.to_thread(sandbox)  # probes once per process: not in the loop
     _check_executable(argv[0], cwd, env)
     # Our own pipes, not asyncio's: its wait() would also wait for every process holding them.
     out_r, out_w = os.pipe()
