@@ -210,3 +210,28 @@ async def test_doctor_reports_the_sandbox_and_a_missing_tools_worker(
     box = sandbox()
     assert without["tool sandbox"]["status"] == ("ok" if box.isolated else "warn")
     assert box.kind in without["tool sandbox"]["detail"]
+
+
+async def test_a_script_adapter_leaves_no_detached_process_behind(
+    client: Client, task_queue: str
+) -> None:
+    from tests.unit.test_sandbox import _cleanup, _escapes, _gone, _marker
+    from tests.workflows.collaborators_harness import harness_worker, start_harness
+
+    if not sandbox().isolated:
+        pytest.skip(f"no PID-namespace sandbox here ({sandbox().note}): setsid escapes a group")
+    marker = _marker()
+    plan = plan_from(
+        "name: adapter-escape\nadapters:\n"
+        f"  escape: {{type: script, shell: true, cmd: {_escapes(marker)!r}}}\n"
+        "stages:\n  - {id: go, adapter: escape}\n"
+    )
+    try:
+        async with harness_worker(client, task_queue):
+            handle = await start_harness(client, task_queue, plan, {})
+            result = await asyncio.wait_for(handle.result(), timeout=60)
+        assert result.state == "completed", result.stages
+        assert result.outputs["go"]["stdout"] == "started\n"
+        assert await _gone(marker) == []
+    finally:
+        _cleanup(marker)
