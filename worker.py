@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from temporalio import activity
 from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -109,6 +110,24 @@ def _activity_name(fn: Any) -> str:
     return defn.name
 
 
+def _refuse_on_main_queue(name: str) -> Any:
+    """An activity ``name`` for the main queue that refuses to run the tool there: only a run
+    that made tool calls before they had their own queue schedules one on it."""
+
+    @activity.defn(name=name)
+    async def refuse(inp: Any) -> Any:
+        raise ApplicationError(
+            f"{name}: this run made its first tool calls before tool activities moved to their "
+            f"own task queue, so it schedules them on {activity.info().task_queue!r}, where "
+            "the workers hold provider secrets and do not run tools; start the run again "
+            "(new runs send tools to the tools queue)",
+            type="tool_queue_moved",
+            non_retryable=True,
+        )
+
+    return refuse
+
+
 class Workers:
     """One or two :class:`~temporalio.worker.Worker` s run together: ``async with`` starts
     them all and stops them all; :meth:`run` runs them until one stops."""
@@ -198,7 +217,7 @@ def build_worker(
                 client,
                 task_queue=task_queue,
                 workflows=list(WORKFLOWS if workflows is None else workflows),
-                activities=rest,
+                activities=[*rest, *(_refuse_on_main_queue(_activity_name(fn)) for fn in tools)],
                 workflow_runner=workflow_runner(strict=strict_sandbox),
                 max_cached_workflows=max_cached_workflows,
                 max_concurrent_activities=max_concurrent_activities,

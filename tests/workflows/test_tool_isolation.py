@@ -235,3 +235,17 @@ async def test_a_script_adapter_leaves_no_detached_process_behind(
         assert await _gone(marker) == []
     finally:
         _cleanup(marker)
+
+
+async def test_a_tool_call_on_the_main_queue_is_refused_not_run() -> None:
+    """Only a run from before the tools queue schedules one there (its replay keeps the old
+    queue): the main worker says so instead of running the tool next to the keys."""
+    from temporalio.exceptions import ApplicationError
+    from temporalio.testing import ActivityEnvironment
+
+    from worker import _refuse_on_main_queue
+
+    with pytest.raises(ApplicationError) as info:
+        await ActivityEnvironment().run(_refuse_on_main_queue("tool_call"), {"tool": "shell"})
+    assert info.value.non_retryable and info.value.type == "tool_queue_moved"
+    assert "start the run again" in str(info.value)
