@@ -6,15 +6,17 @@ that a model chose: it must hold nothing worth stealing. :func:`tools_worker_env
 environment ``armature worker`` and the embedded stack start one with. The rule
 (:func:`is_secret`), applied to every variable:
 
-- dropped when its name contains ``KEY``, ``TOKEN``, ``SECRET``, ``PASSW``, ``CREDENTIAL``,
-  ``AUTH``, ``COOKIE`` or ``SESSION`` (every litellm provider key: ``OPENAI_API_KEY``,
-  ``ANTHROPIC_API_KEY``, ``HF_TOKEN``, ``WATSONX_APIKEY``, ``GOOGLE_APPLICATION_CREDENTIALS``,
-  ``ARMATURE_WEBHOOK_SECRET`` ...);
+- dropped when its name contains one of :data:`SECRET_WORDS` (``KEY``, ``TOKEN``, ``SECRET``,
+  ``PASSW``, ``CREDENTIAL``, ``AUTH``, ``COOKIE``, ``SESSION``, ``PRIVATE``, ``DSN``,
+  ``WEBHOOK``, ``SERVICE_ACCOUNT``): every litellm provider key (``OPENAI_API_KEY``,
+  ``ANTHROPIC_API_KEY``, ``HF_TOKEN``, ``WATSONX_APIKEY``, ``GOOGLE_APPLICATION_CREDENTIALS``
+  ...), ``ARMATURE_WEBHOOK_SECRET``, ``SENTRY_DSN``, ``SLACK_WEBHOOK_URL``;
 - dropped when it starts with a cloud or model provider's prefix (:data:`SECRET_PREFIXES`:
   ``AWS_``, ``AZURE_``, ``GOOGLE_``, ``VERTEX``, ``OPENAI``, ``ANTHROPIC`` ...), whatever
   follows (``AZURE_API_BASE``, ``AWS_REGION_NAME`` go too);
-- dropped when its value is a URL with a password (``ARMATURE_DB_URL=postgresql://u:pw@h/db``,
-  ``DATABASE_URL``, ``REDIS_URL`` ...): a tools worker does not use the trace store;
+- dropped when its value is a URL with credentials in it (``user:password@``, or an HTTP(S)
+  ``token@``: ``ARMATURE_DB_URL=postgresql://u:pw@h/db``, ``DATABASE_URL``, ``REDIS_URL``
+  ...); a tools worker does not use the trace store;
 - kept otherwise, and always for the Temporal connection (:data:`KEEP_ALWAYS`: the worker must
   reach its server) and the names listed in ``$ARMATURE_TOOLS_ENV_KEEP`` (comma-separated: a
   credential one of your Python tools needs, on purpose).
@@ -48,7 +50,20 @@ def tools_task_queue(task_queue: str) -> str:
     return f"{task_queue}{TOOLS_QUEUE_SUFFIX}"
 
 
-SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSW", "CREDENTIAL", "AUTH", "COOKIE", "SESSION")
+SECRET_WORDS = (
+    "KEY",
+    "TOKEN",
+    "SECRET",
+    "PASSW",
+    "CREDENTIAL",
+    "AUTH",
+    "COOKIE",
+    "SESSION",
+    "PRIVATE",
+    "DSN",
+    "WEBHOOK",
+    "SERVICE_ACCOUNT",
+)
 SECRET_PREFIXES = (
     "AWS_",
     "AZURE_",
@@ -93,7 +108,6 @@ SECRET_PREFIXES = (
     "SAGEMAKER",
     "BEDROCK",
     "OLLAMA",
-    "AZURE",
     "LANGFUSE",
     "LANGSMITH",
     "HELICONE",
@@ -108,7 +122,10 @@ KEEP_ALWAYS = frozenset(
         "TEMPORAL_API_KEY",
     }
 )
-_URL_WITH_PASSWORD = re.compile(r"^[a-z][a-z0-9+.-]*://[^/@\s:]*:[^/@\s]+@", re.IGNORECASE)
+#: ``scheme://user:password@``, or ``https://token@`` (a user name alone is no secret).
+_URL_WITH_CREDENTIALS = re.compile(
+    r"^(?:[a-z][a-z0-9+.-]*://[^/@\s:]*:[^/@\s]+@|https?://[^/@\s]+@)", re.IGNORECASE
+)
 
 
 def is_secret(name: str, value: str) -> bool:
@@ -117,7 +134,7 @@ def is_secret(name: str, value: str) -> bool:
     return (
         any(word in upper for word in SECRET_WORDS)
         or upper.startswith(SECRET_PREFIXES)
-        or _URL_WITH_PASSWORD.match(value.strip()) is not None
+        or _URL_WITH_CREDENTIALS.match(value.strip()) is not None
     )
 
 

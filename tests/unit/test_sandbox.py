@@ -222,6 +222,9 @@ def test_the_tools_worker_environment_has_no_provider_secrets() -> None:
         "ARMATURE_DB_URL": "postgresql+psycopg://armature:pw@db:5432/armature",
         "REDIS_URL": "redis://:pw@cache:6379/0",
         "GITHUB_TOKEN": "ghp_7",
+        "SENTRY_DSN": "https://public@o0.ingest.sentry.io/1",
+        "SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T/B/x",
+        "GIT_REMOTE": "https://ghp_8@github.com/a/b.git",
         "MY_TOOL_TOKEN": "kept on purpose",
         "ARMATURE_TOOLS_ENV_KEEP": "MY_TOOL_TOKEN",
     }
