@@ -16,9 +16,7 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, Literal
 
-from temporalio import activity
 from temporalio.client import Client
-from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -28,6 +26,7 @@ from activities.finetune import finetune_prepare, finetune_record, finetune_trai
 from activities.improve import improve_prepare, improve_record
 from activities.llm import llm_call
 from activities.memory import capture_memory, load_memory
+from activities.tool_queue import TOOL_ACTIVITIES, activity_name, refuse_on_main_queue
 from activities.tools import tool_call
 from activities.traces import load_prior_run, record_traces
 from armature_temporal import settings
@@ -72,8 +71,6 @@ ACTIVITIES: list[Any] = [
     finetune_record,
 ]
 
-#: The activities that run tools: served only on the tools queue, by the tools worker.
-TOOL_ACTIVITIES = frozenset({"tool_call", "run_adapter"})
 #: ``main``: workflows and every other activity on the run's queue; ``tools``: the tool
 #: activities on its tools queue; ``all``: both (one process: tests, ``--with-worker`` uses).
 WorkerRole = Literal["all", "main", "tools"]
@@ -101,31 +98,6 @@ def workflow_runner(*, strict: bool | None = None) -> SandboxedWorkflowRunner:
     return SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules(*modules)
     )
-
-
-def _activity_name(fn: Any) -> str:
-    defn = activity._Definition.from_callable(fn)
-    if defn is None or defn.name is None:
-        raise TypeError(f"{fn!r} is not a named @activity.defn")
-    return defn.name
-
-
-def _refuse_on_main_queue(name: str) -> Any:
-    """An activity ``name`` for the main queue that refuses to run the tool there: only a run
-    that made tool calls before they had their own queue schedules one on it."""
-
-    @activity.defn(name=name)
-    async def refuse(inp: Any) -> Any:
-        raise ApplicationError(
-            f"{name}: this run made its first tool calls before tool activities moved to their "
-            f"own task queue, so it schedules them on {activity.info().task_queue!r}, where "
-            "the workers hold provider secrets and do not run tools; start the run again "
-            "(new runs send tools to the tools queue)",
-            type="tool_queue_moved",
-            non_retryable=True,
-        )
-
-    return refuse
 
 
 class Workers:
@@ -208,8 +180,8 @@ def build_worker(
         strict_sandbox: See :func:`workflow_runner`.
     """
     chosen = list(ACTIVITIES if activities is None else activities)
-    tools = [fn for fn in chosen if _activity_name(fn) in TOOL_ACTIVITIES]
-    rest = [fn for fn in chosen if _activity_name(fn) not in TOOL_ACTIVITIES]
+    tools = [fn for fn in chosen if activity_name(fn) in TOOL_ACTIVITIES]
+    rest = [fn for fn in chosen if activity_name(fn) not in TOOL_ACTIVITIES]
     workers = []
     if role in ("all", "main"):
         workers.append(
@@ -217,7 +189,7 @@ def build_worker(
                 client,
                 task_queue=task_queue,
                 workflows=list(WORKFLOWS if workflows is None else workflows),
-                activities=[*rest, *(_refuse_on_main_queue(_activity_name(fn)) for fn in tools)],
+                activities=[*rest, *(refuse_on_main_queue(activity_name(fn)) for fn in tools)],
                 workflow_runner=workflow_runner(strict=strict_sandbox),
                 max_cached_workflows=max_cached_workflows,
                 max_concurrent_activities=max_concurrent_activities,

@@ -243,9 +243,9 @@ async def test_a_tool_call_on_the_main_queue_is_refused_not_run() -> None:
     from temporalio.exceptions import ApplicationError
     from temporalio.testing import ActivityEnvironment
 
-    from worker import _refuse_on_main_queue
+    from activities.tool_queue import refuse_on_main_queue
 
     with pytest.raises(ApplicationError) as info:
-        await ActivityEnvironment().run(_refuse_on_main_queue("tool_call"), {"tool": "shell"})
+        await ActivityEnvironment().run(refuse_on_main_queue("tool_call"), {"tool": "shell"})
     assert info.value.non_retryable and info.value.type == "tool_queue_moved"
     assert "start the run again" in str(info.value)
