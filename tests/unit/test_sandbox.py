@@ -250,3 +250,28 @@ def test_every_provider_key_doctor_knows_is_a_secret() -> None:
 
     names = [name for names in PROVIDER_KEYS.values() for name in names]
     assert names and all(is_secret(name, "x") for name in names)
+
+
+async def test_every_sandbox_that_works_here_kills_detached_grandchildren(tmp_path: Path) -> None:
+    """Not only the one auto picks: each candidate this machine can run (bwrap, unshare as
+    root, unshare in a user namespace) hides the worker and leaves nothing behind."""
+    from armature_temporal.tools.sandbox import _candidates, _probe
+
+    working = [Sandbox(k, p, "test") for k, p in _candidates() if _probe(k, p) is None]
+    if not working:
+        pytest.skip("no sandbox works here")
+    for box in working:
+        marker = _marker()
+        try:
+            done = await run_process(
+                ["sh", "-c", _escapes(marker) + "; cat /proc/$PPID/environ || echo hidden"],
+                cwd=tmp_path,
+                env=minimal_env(),
+                timeout_s=10,
+                cap=10_000,
+                box=box,
+            )
+            assert done.stdout.splitlines() == ["started", "hidden"], (box.kind, done)
+            assert await _gone(marker) == [], box.kind
+        finally:
+            _cleanup(marker)
