@@ -57,7 +57,7 @@ from activities.tools import render_args, strictest
 from armature_temporal.runtime.hooks import HookContext, run_hooks
 from armature_temporal.runtime.models import AdapterCallInput, AdapterCallResult, PolicySet
 from armature_temporal.runtime.payloads import MAX_STAGE_OUTPUT
-from armature_temporal.runtime.policy import evaluate_policy
+from armature_temporal.runtime.policy import PolicyDecision, evaluate_policy
 from armature_temporal.runtime.prompts import ALWAYS_SENT
 from armature_temporal.settings import tool_output_cap, workspace_root
 from armature_temporal.spec.compiler import PlanAdapter
@@ -262,19 +262,23 @@ async def run_adapter(inp: AdapterCallInput) -> AdapterCallResult:
             type="template_error",
             non_retryable=True,
         ) from exc
-    decision = strictest(
-        evaluate_policy(
-            rules=[SafetyRule.model_validate(r) for r in level.safety_rules],
-            mode=level.safety_mode,
-            tool=name,
-            args=seen,
-            reversibility="none",
+
+    def decide(seen: dict[str, Any]) -> PolicyDecision:
+        return strictest(
+            evaluate_policy(
+                rules=[SafetyRule.model_validate(r) for r in level.safety_rules],
+                mode=level.safety_mode,
+                tool=name,
+                args=seen,
+                reversibility="none",
+            )
+            for level in [
+                *inp.outer_policies,
+                PolicySet(safety_mode=inp.safety_mode, safety_rules=inp.safety_rules),
+            ]
         )
-        for level in [
-            *inp.outer_policies,
-            PolicySet(safety_mode=inp.safety_mode, safety_rules=inp.safety_rules),
-        ]
-    )
+
+    decision = decide(seen)
     result = AdapterCallResult(
         ok=False,
         seen=seen,
@@ -312,6 +316,26 @@ async def run_adapter(inp: AdapterCallInput) -> AdapterCallResult:
         return refused(
             "policy_blocked", f"adapter {name!r} blocked by hook {pre.hook}: {pre.reason}"
         )
+    if pre.args is not None:  # a hook modified the call: the policy decides again
+        seen = pre.args
+        if adapter.type == "script":
+            argv = [str(a) for a in seen.get("argv", argv)]
+            # The rules see what runs: argv, and cmd as it stands for that argv.
+            shown = argv[2] if adapter.shell and argv[:2] == [SHELL, "-c"] else shlex.join(argv)
+            seen = {**seen, "argv": argv, "cmd": shown}
+        else:
+            kwargs = {k: v for k, v in seen.items() if k != "fn"}
+        decision = decide(seen)
+        if decision.action == "block":
+            return refused(
+                "policy_blocked",
+                f"adapter {name!r}: after hook {', '.join(pre.modified_by)} modified the call: "
+                f"blocked by the safety policy: {decision.message}",
+                policy_action=decision.action,
+                policy_rule=decision.rule_index,
+                policy_message=decision.message,
+                seen=seen,
+            )
     if (decision.action == "require_approval" or pre.action == "require_approval") and not (
         inp.approved
     ):
@@ -322,12 +346,6 @@ async def run_adapter(inp: AdapterCallInput) -> AdapterCallResult:
             policy_action="require_approval",
             policy_message=reason,
         )
-    if pre.args is not None:  # a hook modified the call
-        seen = pre.args
-        if adapter.type == "script":
-            argv = [str(a) for a in seen.get("argv", argv)]
-        else:
-            kwargs = {k: v for k, v in seen.items() if k != "fn"}
     if decision.action in ("warn", "log"):
         activity.logger.warning(
             "stage %s adapter %s: policy %s: %s",

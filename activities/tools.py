@@ -3,8 +3,11 @@
 Every tool call in Armature — tool stages and an agent's own calls — goes through here, and so
 through :func:`armature_temporal.runtime.policy.evaluate_policy`, the single place that decides.
 The policy sees :func:`armature_temporal.tools.policy_args` (what will run: shell's ``cmd`` and
-``argv`` both), and tools from the plan's tool modules, loaded here once per worker process,
-pass the same rules, reversibility checks and approvals as built-ins.
+``argv`` both) and the pseudo-fields of :func:`armature_temporal.tools.resolved_fields` (the
+resolved ``_executable`` and ``_resolved_path``, which the tool then uses as they were checked);
+args a ``pre_tool`` hook modified are checked again before they run; and tools from the plan's
+tool modules, loaded here once per worker process, pass the same rules, reversibility checks and
+approvals as built-ins.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import asyncio
 import json
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from jinja2 import TemplateError
 from temporalio import activity
@@ -36,6 +39,7 @@ from armature_temporal.tools import (
     get_tool_spec,
     load_tool_modules,
     policy_args,
+    resolved_fields,
     tool_reversibility,
 )
 
@@ -90,12 +94,77 @@ def _outer_host_block(args: dict[str, Any], outer: list[PolicySet]) -> str | Non
 
 
 def _resolve(
-    tool: str, args: dict[str, Any], modules: list[str]
-) -> tuple[ToolSpec, Reversibility, dict[str, Any]]:
-    """Load the plan's tool modules, then the tool's spec, this call's reversibility and what
-    the policy sees. Blocking (imports): run it in a thread."""
+    tool: str, args: dict[str, Any], modules: list[str], ctx: ToolContext
+) -> tuple[ToolSpec, Reversibility, dict[str, Any], dict[str, str]]:
+    """Load the plan's tool modules, then the tool's spec, this call's reversibility, what the
+    policy sees and the pseudo-fields (what will run, resolved in ``ctx``). Blocking (imports,
+    symlinks): run it in a thread."""
     load_tool_modules(modules)
-    return get_tool_spec(tool), tool_reversibility(tool, args), policy_args(tool, args)
+    return (
+        get_tool_spec(tool),
+        tool_reversibility(tool, args),
+        policy_args(tool, args),
+        resolved_fields(tool, args, ctx),
+    )
+
+
+class _Checked(NamedTuple):
+    """One pass of a call's args through every policy that applies to it."""
+
+    spec: ToolSpec
+    reversibility: Reversibility
+    resolved: dict[str, str]
+    decision: PolicyDecision
+
+
+async def _check(inp: ToolCallInput, args: dict[str, Any], ctx: ToolContext) -> _Checked:
+    """The decision on ``args``: the run's rules and every enclosing run's (the strictest
+    wins), the enclosing runs' hosts, and the destructive floor.
+
+    Raises:
+        ToolError: the tool cannot be resolved.
+    """
+    spec, reversibility, seen, resolved = await asyncio.to_thread(
+        _resolve, inp.tool, args, inp.tool_modules, ctx
+    )
+    decision = strictest(
+        evaluate_policy(
+            rules=[SafetyRule.model_validate(r) for r in level.safety_rules],
+            mode=level.safety_mode,
+            tool=inp.tool,
+            args=seen,
+            reversibility=reversibility,
+            resolved=resolved,
+        )
+        # A subagent runs under every enclosing run's policy too: it can only tighten them.
+        for level in [
+            *inp.outer_policies,
+            PolicySet(safety_mode=inp.safety_mode, safety_rules=inp.safety_rules),
+        ]
+    )
+    if inp.tool == "http_request":
+        narrowed = _outer_host_block(args, inp.outer_policies)
+        if narrowed is not None:
+            decision = PolicyDecision(action="block", rule_index=None, message=narrowed)
+    return _Checked(spec, reversibility, resolved, _destructive_floor(decision, spec))
+
+
+def _unattended_refusal(inp: ToolCallInput, checked: _Checked) -> str | None:
+    """Why a verification run may not make this call, or None."""
+    reversibility, permission = checked.reversibility, checked.spec.permission
+    if not inp.verification or (reversibility == "full" and permission in (None, "read_only")):
+        return None
+    # An improvement round's verification run replays a recent input unattended: it may
+    # read and compute, never act (send, write, run commands) where it cannot undo it.
+    what = (
+        f"reversibility {reversibility!r}"
+        if reversibility != "full"
+        else f"registered with permission {permission!r}"
+    )
+    return (
+        f"not run in a verification run: tool {inp.tool!r} is {what}, and verification runs "
+        "only make calls that are fully reversible (and, for tool module tools, read_only)"
+    )
 
 
 def _destructive_floor(decision: PolicyDecision, spec: ToolSpec) -> PolicyDecision:
@@ -122,31 +191,18 @@ async def tool_call(inp: ToolCallInput) -> ToolCallResult:
             type="template_error",
             non_retryable=True,
         ) from exc
+    workspace = workspace_root(inp.spec_name or "default")
+    workspace.mkdir(parents=True, exist_ok=True)
+    ctx = ToolContext(
+        workspace=workspace,
+        output_cap_bytes=tool_output_cap(),
+        http_allow_hosts=tuple(inp.http_allow_hosts),
+    )
     try:
-        spec, reversibility, seen = await asyncio.to_thread(
-            _resolve, inp.tool, args, inp.tool_modules
-        )
+        checked = await _check(inp, args, ctx)
     except ToolError as exc:
         return ToolCallResult(ok=False, error_type="unknown_tool", error=str(exc))
-    decision = strictest(
-        evaluate_policy(
-            rules=[SafetyRule.model_validate(r) for r in level.safety_rules],
-            mode=level.safety_mode,
-            tool=inp.tool,
-            args=seen,
-            reversibility=reversibility,
-        )
-        # A subagent runs under every enclosing run's policy too: it can only tighten them.
-        for level in [
-            *inp.outer_policies,
-            PolicySet(safety_mode=inp.safety_mode, safety_rules=inp.safety_rules),
-        ]
-    )
-    if inp.tool == "http_request":
-        narrowed = _outer_host_block(args, inp.outer_policies)
-        if narrowed is not None:
-            decision = PolicyDecision(action="block", rule_index=None, message=narrowed)
-    decision = _destructive_floor(decision, spec)
+    decision = checked.decision
     policy = ToolCallResult(
         ok=False,
         policy_action=decision.action,
@@ -161,22 +217,13 @@ async def tool_call(inp: ToolCallInput) -> ToolCallResult:
                 "error": f"blocked by the safety policy: {decision.message}",
             }
         )
-    if inp.verification and (reversibility != "full" or spec.permission not in (None, "read_only")):
-        # An improvement round's verification run replays a recent input unattended: it may
-        # read and compute, never act (send, write, run commands) where it cannot undo it.
-        what = (
-            f"reversibility {reversibility!r}"
-            if reversibility != "full"
-            else f"registered with permission {spec.permission!r}"
-        )
+    if (refusal := _unattended_refusal(inp, checked)) is not None:
         return policy.model_copy(
             update={
                 "policy_action": "block",
                 "policy_message": "verification run",
                 "error_type": "policy_blocked",
-                "error": f"not run in a verification run: tool {inp.tool!r} is {what}, and "
-                "verification runs only make calls that are fully reversible (and, for tool "
-                "module tools, read_only)",
+                "error": refusal,
             }
         )
     hook_ctx = HookContext(
@@ -198,10 +245,38 @@ async def tool_call(inp: ToolCallInput) -> ToolCallResult:
             }
         )
     if pre.args is not None:
+        # A hook changed what will run: the policy decides again on the new args.
         args = pre.args
+        checked = await _check(inp, args, ctx)  # the tool resolved above: no ToolError
+        decision = checked.decision
+        policy = policy.model_copy(
+            update={
+                "policy_action": decision.action,
+                "policy_rule": decision.rule_index,
+                "policy_message": decision.message,
+                "output": {"args": args},
+            }
+        )
+        refusal = (
+            f"blocked by the safety policy: {decision.message}"
+            if decision.action == "block"
+            else _unattended_refusal(inp, checked)
+        )
+        if refusal is not None:
+            return policy.model_copy(
+                update={
+                    "policy_action": "block",
+                    "error_type": "policy_blocked",
+                    "hooks": hooks,
+                    "error": f"after hook {', '.join(pre.modified_by)} modified the args: "
+                    f"{refusal}",
+                }
+            )
     needs_person = decision.action == "require_approval" or pre.action == "require_approval"
     if needs_person and not inp.approved:
         reason = decision.message if decision.action == "require_approval" else pre.reason
+        # The person approves what will run, not only what the args say.
+        reason += "".join(f" ({k} {v!r})" for k, v in sorted(checked.resolved.items()))
         return policy.model_copy(
             update={
                 "policy_action": "require_approval",
@@ -220,17 +295,9 @@ async def tool_call(inp: ToolCallInput) -> ToolCallResult:
             decision.action,
             decision.message,
         )
-    workspace = workspace_root(inp.spec_name or "default")
-    workspace.mkdir(parents=True, exist_ok=True)
-    async with heartbeating():
+    async with heartbeating():  # the tool runs exactly what the policy checked
         result = await call_tool(
-            inp.tool,
-            args,
-            ToolContext(
-                workspace=workspace,
-                output_cap_bytes=tool_output_cap(),
-                http_allow_hosts=tuple(inp.http_allow_hosts),
-            ),
+            inp.tool, args, ctx.model_copy(update={"checked": checked.resolved})
         )
     post = await run_hooks(
         hook_ctx.model_copy(update={"point": "post_tool", "args": args, "output": result.output})

@@ -3,6 +3,7 @@ worker), ``dev stop`` and ``serve`` (webhook triggers over HTTP)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -300,6 +301,43 @@ AllowUnauthenticatedFlag = Annotated[
         "reach the port can start runs).",
     ),
 ]
+ToleranceOpt = Annotated[
+    int,
+    typer.Option(
+        "--signature-tolerance",
+        min=1,
+        metavar="SECONDS",
+        help="How far a signed request's X-Armature-Timestamp may be from this server's "
+        "clock, either way.",
+    ),
+]
+BodySignaturesFlag = Annotated[
+    bool,
+    typer.Option(
+        "--accept-body-signatures",
+        help="Deprecated: also accept signatures of the body alone, without a timestamp (the "
+        "older scheme; GitHub's X-Hub-Signature-256). They never expire, so each distinct "
+        "body then starts at most one run, whatever its Idempotency-Key.",
+    ),
+]
+RequestTimeoutOpt = Annotated[
+    float,
+    typer.Option(
+        "--request-timeout",
+        min=0.1,
+        metavar="SECONDS",
+        help="Time a client has for a request's headers, and again for its body; slower "
+        "connections are closed (408 for a body).",
+    ),
+]
+MaxConcurrencyOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-concurrency",
+        min=1,
+        help="Most connections served at once; more are answered 503.",
+    ),
+]
 
 
 @app.command(rich_help_panel=STACK)
@@ -313,6 +351,10 @@ def serve(
     host: HostOpt = "127.0.0.1",
     port: PortOpt = 8787,
     allow_unauthenticated: AllowUnauthenticatedFlag = False,
+    signature_tolerance: ToleranceOpt = 300,
+    accept_body_signatures: BodySignaturesFlag = False,
+    request_timeout: RequestTimeoutOpt = 10.0,
+    max_concurrency: MaxConcurrencyOpt = 64,
     address: AddressOpt = None,
     queue: QueueOpt = None,
 ) -> None:
@@ -323,8 +365,10 @@ def serve(
     defaults) and the answer is 202 {"run_id", "ui_url", ...}; 422 names inputs that do not
     fit. A delivery with an `Idempotency-Key` (or `X-GitHub-Delivery`) header starts at most
     one run however often it is retried (repeats answer 200 with "duplicate": true).
-    With $ARMATURE_WEBHOOK_SECRET set, requests need `Authorization: Bearer <secret>` or
-    `X-Armature-Signature-256: sha256=<HMAC-SHA256 of the body>`. `GET /` lists the hooks.
+    With $ARMATURE_WEBHOOK_SECRET set, requests need `Authorization: Bearer <secret>` or a
+    fresh signature: `X-Armature-Timestamp: <unix seconds>` and `X-Armature-Signature-256:
+    sha256=<HMAC-SHA256 of '<timestamp>.<Idempotency-Key or empty>.<body>'>`, refused once
+    older than --signature-tolerance. `GET /` lists the hooks.
     Example: curl -X POST localhost:8787/hooks/triage -d '{"ticket": "refund please"}'
     """
     import asyncio
@@ -336,8 +380,9 @@ def serve(
         hooks = collect_hooks(plans)
     except WebhookConfigError as exc:
         raise fail(f"error: {exc}", 2) from None
-    secret = _webhook_secret(host, port, allow_unauthenticated)
-    uvicorn = _uvicorn()
+    secret = _webhook_secret(host, port, allow_unauthenticated, accept_body_signatures)
+    _uvicorn()
+    from armature_temporal.service.webserver import ServerLimits, server_config
 
     async def prepare() -> str:
         from armature_temporal.service.client import ensure_search_attributes
@@ -362,7 +407,13 @@ def serve(
 
     try:
         web = create_app(
-            hooks, client_for_requests, task_queue=queue or task_queue(), secret=secret
+            hooks,
+            client_for_requests,
+            task_queue=queue or task_queue(),
+            secret=secret,
+            tolerance_s=signature_tolerance,
+            accept_body_signatures=accept_body_signatures,
+            body_timeout_s=request_timeout,
         )
     except WebhookConfigError as exc:
         raise fail(f"error: {exc}", 2) from None
@@ -373,12 +424,18 @@ def serve(
         markup=False,
         highlight=False,
     )
-    uvicorn.run(web, host=host, port=port, log_level="info")
+    import uvicorn
+
+    limits = ServerLimits(request_timeout_s=request_timeout, max_concurrency=max_concurrency)
+    uvicorn.Server(server_config(web, limits, host=host, port=port, log_level="info")).run()
 
 
-def _webhook_secret(host: str, port: int, allow_unauthenticated: bool) -> str | None:
+def _webhook_secret(
+    host: str, port: int, allow_unauthenticated: bool, accept_body_signatures: bool
+) -> str | None:
     """$ARMATURE_WEBHOOK_SECRET, or None; exits 2 when listening beyond loopback without one
-    and without ``--allow-unauthenticated``."""
+    and without ``--allow-unauthenticated``. Warns that ``--accept-body-signatures`` is
+    deprecated."""
     import ipaddress
     import os
 
@@ -393,6 +450,16 @@ def _webhook_secret(host: str, port: int, allow_unauthenticated: bool) -> str | 
             "$ARMATURE_WEBHOOK_SECRET (requests then need it), or pass "
             "--allow-unauthenticated if something in front of this server authenticates",
             2,
+        )
+    if accept_body_signatures and secret:
+        err.print(
+            "warning: --accept-body-signatures is deprecated: a signature of the body alone "
+            "never expires, so anyone who captured one request can replay its body (each "
+            "distinct body starts at most one run); have senders sign "
+            "'<timestamp>.<Idempotency-Key or empty>.<body>' with X-Armature-Timestamp "
+            "(README: Webhook triggers) and drop the flag",
+            markup=False,
+            highlight=False,
         )
     return secret
 
@@ -432,6 +499,10 @@ def watch(
     host: HostOpt = "127.0.0.1",
     port: PortOpt = 8787,
     allow_unauthenticated: AllowUnauthenticatedFlag = False,
+    signature_tolerance: ToleranceOpt = 300,
+    accept_body_signatures: BodySignaturesFlag = False,
+    request_timeout: RequestTimeoutOpt = 10.0,
+    max_concurrency: MaxConcurrencyOpt = 64,
     remove_on_exit: Annotated[
         bool,
         typer.Option(
@@ -482,12 +553,13 @@ def watch(
     hooks: dict[str, Any] = {}
     sock = None
     secret = None
+    edge = _Edge(signature_tolerance, accept_body_signatures, request_timeout, max_concurrency)
     if has_hooks:
         try:
             hooks = collect_hooks(plans)
         except WebhookConfigError as exc:
             raise fail(f"error: {exc}", 2) from None
-        secret = _webhook_secret(host, port, allow_unauthenticated)
+        secret = _webhook_secret(host, port, allow_unauthenticated, accept_body_signatures)
         _uvicorn()
         sock = _listen(host, port)  # before anything is applied: a taken port changes nothing
     texts = [path.read_text(encoding="utf-8") for path in specs]
@@ -500,6 +572,7 @@ def watch(
                 hooks,
                 sock,
                 secret=secret,
+                edge=edge,
                 host=host,
                 port=port,
                 remove_on_exit=remove_on_exit,
@@ -554,6 +627,7 @@ async def _watch(
     sock: Any,
     *,
     secret: str | None,
+    edge: _Edge,
     host: str,
     port: int,
     remove_on_exit: bool,
@@ -614,7 +688,7 @@ async def _watch(
                 stack.push_async_callback(_stop_child, child)
                 await stack.enter_async_context(build_worker(client, tq, role="main"))
             if hooks:
-                await _serve_until(stop, hooks, client, sock, tq, secret)
+                await _serve_until(stop, hooks, client, sock, tq, secret, edge)
             else:
                 await stop.wait()
     finally:
@@ -623,8 +697,24 @@ async def _watch(
         await _after_watch(client, specs, plans, applied, tq, remove_on_exit, address)
 
 
+@dataclass(frozen=True)
+class _Edge:
+    """The serving options `serve` and `watch` share, beyond the secret."""
+
+    tolerance_s: int
+    accept_body_signatures: bool
+    request_timeout_s: float
+    max_concurrency: int
+
+
 async def _serve_until(
-    stop: Any, hooks: dict[str, Any], client: Any, sock: Any, tq: str, secret: str | None
+    stop: Any,
+    hooks: dict[str, Any],
+    client: Any,
+    sock: Any,
+    tq: str,
+    secret: str | None,
+    edge: _Edge,
 ) -> None:
     """Serve ``hooks`` on ``sock`` in this event loop until ``stop`` is set."""
     import asyncio
@@ -634,6 +724,7 @@ async def _serve_until(
     import uvicorn
 
     from armature_temporal.service.webhooks import create_app
+    from armature_temporal.service.webserver import ServerLimits, server_config
 
     async def the_client() -> Any:
         return client
@@ -645,8 +736,19 @@ async def _serve_until(
         def capture_signals(self) -> Iterator[None]:
             yield
 
-    web = create_app(hooks, the_client, task_queue=tq, secret=secret)
-    server = Server(uvicorn.Config(web, log_level="info", lifespan="off"))
+    web = create_app(
+        hooks,
+        the_client,
+        task_queue=tq,
+        secret=secret,
+        tolerance_s=edge.tolerance_s,
+        accept_body_signatures=edge.accept_body_signatures,
+        body_timeout_s=edge.request_timeout_s,
+    )
+    limits = ServerLimits(
+        request_timeout_s=edge.request_timeout_s, max_concurrency=edge.max_concurrency
+    )
+    server = Server(server_config(web, limits, log_level="info", lifespan="off"))
     serving = asyncio.ensure_future(server.serve(sockets=[sock]))
     stopping = asyncio.ensure_future(stop.wait())
     await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)

@@ -5,7 +5,8 @@ Four hook points: ``pre_stage`` (before a model call; may modify the rendered me
 ``post_stage`` (after it; may modify or block the output), ``pre_tool`` (before a tool call; may
 modify its args) and ``post_tool`` (after it; may modify or block the result). Hooks run in the
 activity that does the work, in every safety mode; the spec's safety rules are the built-in
-first ``pre_tool`` hook. Register hooks in the worker's process::
+first ``pre_tool`` hook, and run again on args a ``pre_tool`` hook modified, so a hook can
+narrow a call but never steer it past a rule. Register hooks in the worker's process::
 
     from armature_temporal import HookContext, HookResult, register_hook
 

@@ -6,11 +6,24 @@ as well as an activity. Rules are tried in order and the first that matches deci
 - a rule matches when its ``tool`` is ``*`` or the tool's name, and its condition (if any)
   holds;
 - ``condition.field`` is a dot path into the call's args (``headers.Authorization``,
-  ``argv.0``: numbers index lists), or the pseudo-field ``_tool_reversibility`` (``full``,
-  ``partial`` or ``none``), which always wins over an arg of that name so a caller cannot
-  forge it;
-- a field the args do not have makes the condition false, except for ``not_contains`` and
-  ``not_equals``, which it makes true.
+  ``argv.0``: numbers index lists), or a pseudo-field (:data:`PSEUDO_FIELDS`): what the call
+  will actually touch, worked out by the tool before it runs, never read from the args (an arg
+  of the same name cannot forge it):
+
+  - ``_tool_reversibility``: ``full``, ``partial`` or ``none`` (every tool);
+  - ``_executable`` (``shell``): the absolute, symlink-free path of the program that will run
+    (argv[0] resolved against the working directory when it has a ``/``, else through the
+    PATH the tool uses); the tool then runs exactly that file;
+  - ``_resolved_path`` (``file_read``, ``file_write``, ``file_list``): ``path`` resolved
+    against the workspace, ``..`` and ``//`` collapsed and symlinks followed, relative to the
+    workspace (``notes/a.txt``, ``.`` for the workspace itself) when inside it, absolute
+    (``/etc/passwd``) when not;
+
+- a field the call does not have (an arg it was not given, ``_executable`` for a program that
+  is not found) fails closed: the condition never lets a call through. It is false, except
+  that ``not_contains`` and ``not_equals`` hold for a ``block`` or ``require_approval`` rule
+  (nothing there can prove the call harmless); so an ``allow``, ``warn`` or ``log`` rule never
+  matches on a missing field (as in armature-agents 0.7.0).
 
 Operators (``value`` is the rule's value):
 
@@ -42,10 +55,23 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from armature_temporal.spec.models import Condition, SafetyRule
 
-__all__ = ["REVERSIBILITY_FIELD", "PolicyDecision", "evaluate_policy"]
+__all__ = [
+    "EXECUTABLE_FIELD",
+    "PSEUDO_FIELDS",
+    "RESOLVED_PATH_FIELD",
+    "REVERSIBILITY_FIELD",
+    "PolicyDecision",
+    "evaluate_policy",
+]
 
 #: The pseudo-field conditions use to test the tool's reversibility for this call.
 REVERSIBILITY_FIELD = "_tool_reversibility"
+#: The pseudo-field with the absolute, symlink-free path of the program a shell call runs.
+EXECUTABLE_FIELD = "_executable"
+#: The pseudo-field with a file tool's path resolved against the workspace.
+RESOLVED_PATH_FIELD = "_resolved_path"
+#: Every pseudo-field: rule fields the policy takes from what the tool resolved, not the args.
+PSEUDO_FIELDS: tuple[str, ...] = (REVERSIBILITY_FIELD, EXECUTABLE_FIELD, RESOLVED_PATH_FIELD)
 
 PolicyAction = Literal["allow", "block", "warn", "log", "require_approval"]
 
@@ -81,6 +107,7 @@ def evaluate_policy(
     tool: str,
     args: Mapping[str, Any],
     reversibility: str,
+    resolved: Mapping[str, str] | None = None,
 ) -> PolicyDecision:
     """Decide what happens to a call of ``tool`` with ``args``; the first matching rule wins.
 
@@ -90,6 +117,8 @@ def evaluate_policy(
         tool: The tool's name as the spec writes it (built-in or module:function).
         args: The call's arguments.
         reversibility: The call's reversibility (``tools.tool_reversibility``).
+        resolved: The pseudo-fields the tool worked out for this call (``_executable``,
+            ``_resolved_path``; ``tools.resolved_fields``); one it lacks is a missing field.
 
     Returns:
         The decision; ``rule_index`` points at the deciding rule.
@@ -100,7 +129,7 @@ def evaluate_policy(
         if rule.condition is None:
             return _decided(index, rule, tool)
         try:
-            holds = _holds(rule.condition, args, reversibility)
+            holds = _holds(rule, rule.condition, args, reversibility, resolved or {})
         except re.error as exc:
             return PolicyDecision(
                 action="block",
@@ -111,11 +140,12 @@ def evaluate_policy(
         if holds:
             return _decided(index, rule, tool)
     if mode == "strict":
+        saw = "".join(f" ({k} {v!r})" for k, v in sorted((resolved or {}).items()))
         return PolicyDecision(
             action="block",
             rule_index=None,
             message=f"strict safety mode denies tools no rule allows, and no rule matched "
-            f"{tool!r}; to allow it add a rule such as "
+            f"{tool!r}{saw}; to allow it add a rule such as "
             f"{{tool: {tool!r}, action: allow}} to safety_rules (with a condition to allow "
             "only some calls), or set safety_mode: permissive",
         )
@@ -136,9 +166,13 @@ def _decided(index: int, rule: SafetyRule, tool: str) -> PolicyDecision:
     return PolicyDecision(action=rule.action, rule_index=index, message=message)
 
 
-def _lookup(args: Mapping[str, Any], path: str, reversibility: str) -> Any:
-    if path == REVERSIBILITY_FIELD:
-        return reversibility
+def _lookup(
+    args: Mapping[str, Any], path: str, reversibility: str, resolved: Mapping[str, str]
+) -> Any:
+    if path.split(".", 1)[0] in PSEUDO_FIELDS:  # never from the args, so never forged
+        if path == REVERSIBILITY_FIELD:
+            return reversibility
+        return resolved.get(path, _MISSING)
     value: Any = args
     for part in path.split("."):
         if isinstance(value, Mapping):
@@ -178,10 +212,19 @@ def _text(field: Any) -> str:
     return str(field)
 
 
-def _holds(cond: Condition, args: Mapping[str, Any], reversibility: str) -> bool:
-    field = _lookup(args, cond.field, reversibility)
-    if field is _MISSING:
-        return cond.op in ("not_contains", "not_equals")
+def _holds(
+    rule: SafetyRule,
+    cond: Condition,
+    args: Mapping[str, Any],
+    reversibility: str,
+    resolved: Mapping[str, str],
+) -> bool:
+    field = _lookup(args, cond.field, reversibility, resolved)
+    if field is _MISSING:  # fail closed: only a rule that stops the call may match
+        return cond.op in ("not_contains", "not_equals") and rule.action in (
+            "block",
+            "require_approval",
+        )
     match cond.op:
         case "contains":
             return _contains(field, cond.value)

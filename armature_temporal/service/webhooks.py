@@ -10,41 +10,61 @@ Senders retry deliveries. A request carrying ``Idempotency-Key`` (or GitHub's
 ``X-GitHub-Delivery``) starts its run under a workflow id derived from the path and the key,
 and Temporal refuses a second start with that id, so a repeated delivery answers 200 with
 ``"duplicate": true`` and the run the first one started — for as long as Temporal keeps that
-run (the namespace's retention period).
+run (the namespace's retention period). A signed request without a key gets its id from its
+signature, so a replayed copy is a duplicate too.
 
-Authentication: with a secret configured (``$ARMATURE_WEBHOOK_SECRET``), every request but
-``GET /healthz`` must carry ``Authorization: Bearer <secret>`` or an HMAC-SHA256 of the raw
-body under the secret, as ``X-Armature-Signature-256: sha256=<hex>`` (GitHub's
-``X-Hub-Signature-256`` is accepted too); anything else is 401. The CLI refuses to listen
-beyond loopback without a secret.
+Authentication (``webhook_auth``): with a secret configured (``$ARMATURE_WEBHOOK_SECRET``),
+every request but ``GET /healthz`` must carry ``Authorization: Bearer <secret>`` or a fresh
+signature of ``<timestamp>.<idempotency key>.<body>``; anything else is 401, decided on the
+headers before any of the body is read. The body is then read within a deadline (408) and a
+size cap (413), and must be JSON of bounded depth without lone surrogates (400). The CLI
+refuses to listen beyond loopback without a secret.
 
 The HTTP layer is FastAPI (the ``serve`` extra); everything that decides — which hook, which
-inputs, which run id, whether a request is authentic — is plain functions here, importable
-without it.
+inputs, which run id, whether a request is authentic — is plain functions here and in
+``webhook_auth``, importable without it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
-import hmac
 import json
+import re
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
 from armature_temporal.errors import ArmatureError
+from armature_temporal.service.webhook_auth import (
+    DEFAULT_TOLERANCE_S,
+    SIGNATURE_HEADERS,
+    AuthPolicy,
+    PendingSignature,
+    WebhookRequestError,
+    authenticate,
+    check_headers,
+    verify_body,
+)
 from armature_temporal.spec.compiler import Plan
 
 if TYPE_CHECKING:  # the serve extra is optional
     from fastapi import FastAPI
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
     from temporalio.client import Client
 
 __all__ = [
     "IDEMPOTENCY_HEADERS",
     "MAX_BODY_BYTES",
+    "MAX_JSON_DEPTH",
     "SIGNATURE_HEADERS",
+    "AuthPolicy",
     "Hook",
     "WebhookConfigError",
+    "WebhookRequestError",
     "authenticate",
     "collect_hooks",
     "create_app",
@@ -54,22 +74,14 @@ __all__ = [
 
 #: Headers whose value identifies one delivery; the first present wins.
 IDEMPOTENCY_HEADERS = ("idempotency-key", "x-idempotency-key", "x-github-delivery")
-#: Headers that may carry ``sha256=<hex HMAC of the body>``.
-SIGNATURE_HEADERS = ("x-armature-signature-256", "x-hub-signature-256")
 #: Bodies larger than this are refused (413): run inputs are not bulk uploads.
 MAX_BODY_BYTES = 1024 * 1024
+#: JSON nested deeper than this (objects and arrays) is refused (400).
+MAX_JSON_DEPTH = 64
 
 
 class WebhookConfigError(ArmatureError):
     """The specs given to ``armature serve`` do not define a usable set of webhooks."""
-
-
-class WebhookRequestError(ArmatureError):
-    """A request the server answers with an HTTP error; ``status`` is the code."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass(frozen=True)
@@ -118,8 +130,9 @@ def hook_inputs(hook: Hook, body: bytes) -> dict[str, Any]:
     The caller still applies the spec's defaults and schema (``client.prepare_inputs``).
 
     Raises:
-        WebhookRequestError: 400 for a body that is not JSON, 422 for JSON that is not an
-            object.
+        WebhookRequestError: 400 for a body that is not JSON, is nested deeper than
+            :data:`MAX_JSON_DEPTH` or holds a lone surrogate (``"\\ud800"``: not text, and
+            not storable); 422 for JSON that is not an object.
     """
     values = dict(hook.inputs)
     if not body.strip():
@@ -132,6 +145,25 @@ def hook_inputs(hook: Hook, body: bytes) -> dict[str, Any]:
             f"the body of POST {hook.path} is not JSON ({exc}); send a JSON object of "
             'run inputs, e.g. {"ticket": "..."}, or an empty body',
         ) from None
+    except RecursionError:  # deeper than the parser goes: far past MAX_JSON_DEPTH
+        problem: tuple[str, str] | None = ("deep", "$")
+    else:
+        # Cheap scans of the bytes first; the walk (which names the place) only on suspicion.
+        suspect = _max_depth(body) > MAX_JSON_DEPTH or _SURROGATE_ESCAPE.search(body)
+        problem = _json_problem(parsed) if suspect else None
+    if problem is not None and problem[0] == "deep":
+        raise WebhookRequestError(
+            400,
+            f"the body of POST {hook.path} is nested deeper than {MAX_JSON_DEPTH} levels (at "
+            f"{problem[1]}); send run inputs nested at most {MAX_JSON_DEPTH} levels deep",
+        )
+    if problem is not None:
+        raise WebhookRequestError(
+            400,
+            f"the body of POST {hook.path} has a lone surrogate escape at {problem[1]} (such "
+            'as "\\ud800", half of a UTF-16 pair): it is not text; send valid Unicode, e.g. '
+            'both halves "\\ud83d\\ude00" or the character itself',
+        )
     if not isinstance(parsed, dict):
         raise WebhookRequestError(
             422,
@@ -142,42 +174,73 @@ def hook_inputs(hook: Hook, body: bytes) -> dict[str, Any]:
     return values
 
 
+_JSON_STRING = re.compile(rb'"[^"]*"')  # once escaped backslashes and quotes are gone
+_NOT_BRACKETS = bytes(range(256)).translate(None, delete=b"[]{}")
+_BRACKET_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+#: A \uD800-\uDFFF escape: maybe half of a pair, maybe a lone surrogate.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _max_depth(body: bytes) -> int:
+    """How deep a JSON text nests, from its brackets outside strings (at C speed)."""
+    unescaped = body.replace(b"\\\\", b"").replace(b'\\"', b"")
+    brackets = _JSON_STRING.sub(b"", unescaped).translate(None, delete=_NOT_BRACKETS)
+    return max(accumulate(map(_BRACKET_STEP.__getitem__, brackets)), default=0)
+
+
+def _json_problem(value: Any) -> tuple[str, str] | None:
+    """("deep", path) for a container nested deeper than :data:`MAX_JSON_DEPTH`,
+    ("surrogate", path) for a string (value or key) that is not valid Unicode, else None.
+
+    Iterative (depth costs no recursion); a path is built only for the answer.
+    """
+    Trail = tuple[Any, str | int] | None  # (parent trail, key or index), linked
+    stack: list[tuple[int, Any, Trail]] = [(0, value, None)]
+    while stack:
+        depth, item, trail = stack.pop()
+        if isinstance(item, str):
+            if not _is_text(item):
+                return "surrogate", _path(trail)
+            continue
+        if not isinstance(item, dict | list):
+            continue
+        if depth >= MAX_JSON_DEPTH:
+            return "deep", _path(trail)
+        pairs = item.items() if isinstance(item, dict) else enumerate(item)
+        for k, v in pairs:
+            if isinstance(k, str) and not _is_text(k):
+                return "surrogate", _path(trail)
+            if isinstance(v, str | dict | list):
+                stack.append((depth + 1, v, (trail, k)))
+    return None
+
+
+def _is_text(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _path(trail: Any) -> str:
+    steps: list[str] = []
+    while trail is not None:
+        trail, step = trail
+        steps.append(f"[{step}]" if isinstance(step, int) else f".{step}")
+    return _shown("$" + "".join(reversed(steps)))
+
+
+def _shown(path: str) -> str:
+    """A JSON path fit for an error message: ASCII (keys may hold lone surrogates), short."""
+    text = path.encode("ascii", "backslashreplace").decode()
+    return text[:120] + ("..." if len(text) > 120 else "")
+
+
 def delivery_run_id(hook: Hook, key: str) -> str:
     """The workflow id of the run a keyed delivery starts: the same key, the same id."""
-    digest = hashlib.sha256(f"{hook.path}\n{key}".encode()).hexdigest()[:16]
-    return f"{hook.plan.name}-wh-{digest}"
-
-
-def authenticate(secret: str | None, headers: Mapping[str, str], body: bytes) -> None:
-    """Check a request against the shared secret; no secret means no check.
-
-    ``headers`` must have lower-case names.
-
-    Raises:
-        WebhookRequestError: 401 naming the headers that would have been accepted.
-    """
-    if not secret:
-        return
-    auth = headers.get("authorization", "")
-    scheme, _, token = auth.partition(" ")
-    # Compared as bytes: compare_digest refuses non-ASCII str (that would be a 500, not a 401).
-    if scheme.lower() == "bearer" and hmac.compare_digest(
-        token.strip().encode("utf-8", "surrogateescape"), secret.encode()
-    ):
-        return
-    expected = ("sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()).encode()
-    for name in SIGNATURE_HEADERS:
-        given = headers.get(name)
-        if given is not None and hmac.compare_digest(
-            given.strip().lower().encode("utf-8", "surrogateescape"), expected
-        ):
-            return
-    raise WebhookRequestError(
-        401,
-        "missing or wrong credentials: send `Authorization: Bearer <secret>` or "
-        "`X-Armature-Signature-256: sha256=<HMAC-SHA256 of the body, hex>` with the secret "
-        "in $ARMATURE_WEBHOOK_SECRET of the server",
-    )
+    digest = hashlib.sha256(f"{hook.path}\n{key}".encode("utf-8", "surrogateescape"))
+    return f"{hook.plan.name}-wh-{digest.hexdigest()[:16]}"
 
 
 def _idempotency_key(headers: Mapping[str, str]) -> str | None:
@@ -188,20 +251,39 @@ def _idempotency_key(headers: Mapping[str, str]) -> str | None:
     return None
 
 
+def _headers(request: Request) -> dict[str, str]:
+    """A request's headers, lower-case names; values as UTF-8 with surrogateescape, so they
+    encode back to the bytes sent (Starlette decodes them as Latin-1, which would turn a
+    UTF-8 secret into another string)."""
+    return {
+        name.decode("latin-1").lower(): value.decode("utf-8", "surrogateescape")
+        for name, value in request.headers.raw
+    }
+
+
 def create_app(
     hooks: Mapping[str, Hook],
     client: Callable[[], Awaitable[Client]],
     *,
     task_queue: str,
     secret: str | None = None,
+    tolerance_s: int = DEFAULT_TOLERANCE_S,
+    accept_body_signatures: bool = False,
+    body_timeout_s: float = 10.0,
+    clock: Callable[[], float] = time.time,
 ) -> FastAPI:
     """The ASGI app serving ``hooks``; ``client`` returns a connected Temporal client.
+
+    ``secret`` (None: no authentication), ``tolerance_s`` and ``accept_body_signatures`` are
+    the :class:`AuthPolicy`; a body must arrive within ``body_timeout_s`` of its headers.
+    There is no ``/openapi.json``, ``/docs`` or ``/redoc``: the hooks are listed at ``GET /``,
+    for callers who hold the secret.
 
     Raises:
         WebhookConfigError: FastAPI (the ``serve`` extra) is not installed.
     """
     try:
-        from fastapi import FastAPI, Request
+        from fastapi import FastAPI
         from fastapi.responses import JSONResponse
     except ImportError:
         from armature_temporal.extras import install_extra_hint
@@ -221,11 +303,13 @@ def create_app(
     )
     from armature_temporal.settings import ui_url
 
+    policy = AuthPolicy(secret, tolerance_s, accept_body_signatures)
     app = FastAPI(
         title="Armature webhooks",
         description="POST a JSON object of run inputs to a hook's path to start a run.",
         docs_url=None,
         redoc_url=None,
+        openapi_url=None,  # the schema would list every hook to anyone
     )
 
     def listing() -> list[dict[str, Any]]:
@@ -234,15 +318,25 @@ def create_app(
             for h in hooks.values()
         ]
 
-    def error(status: int, message: str) -> JSONResponse:
-        return JSONResponse({"error": message}, status_code=status)
+    def error(status: int, message: str, *, close: bool = False) -> JSONResponse:
+        # close: the body was not read; the connection goes rather than read it to the end.
+        headers = {"Connection": "close"} if close else None
+        return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+    def authentic_get(request: Request) -> JSONResponse | None:
+        """None for a GET that holds the secret, else the 401 answer. A GET is signed like
+        an empty body; a body-only signature never admits one."""
+        try:
+            authenticate(policy, _headers(request), b"", now=clock(), allow_body_signature=False)
+        except WebhookRequestError as exc:
+            return error(exc.status, str(exc))
+        return None
 
     async def index(request: Request) -> JSONResponse:
         # The hook list (paths, trigger inputs) is for callers who hold the secret.
-        try:
-            authenticate(secret, {k.lower(): v for k, v in request.headers.items()}, b"")
-        except WebhookRequestError as exc:
-            return error(exc.status, str(exc))
+        refused = authentic_get(request)
+        if refused is not None:
+            return refused
         return JSONResponse({"hooks": listing(), "auth": "required" if secret else "none"})
 
     @app.get("/healthz")
@@ -260,29 +354,52 @@ def create_app(
             )
         return route, hook
 
-    # Plain Starlette routes below: FastAPI's parameter inference is not wanted here.
-    async def deliver(request: Request) -> JSONResponse:
-        headers = {k.lower(): v for k, v in request.headers.items()}
-        _, hook = lookup(request)
-        if isinstance(hook, JSONResponse):
-            try:  # the list of paths in a 404 is for callers who hold the secret
-                authenticate(secret, headers, b"")
-            except WebhookRequestError:
-                return error(404, f"no webhook at POST {request.url.path}")
-            return hook
-        declared = headers.get("content-length", "")
+    async def read_body(request: Request) -> bytes | JSONResponse:
+        """The body, read within the deadline and the cap, or the 408/413 answer."""
+        declared = request.headers.get("content-length", "")
+        too_big = f"body over {MAX_BODY_BYTES} bytes; send run inputs, not files"
         if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-            return error(413, f"body over {MAX_BODY_BYTES} bytes; send run inputs, not files")
+            return error(413, too_big, close=True)
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():  # stop reading at the cap, whatever it declared
-            size += len(chunk)
-            if size > MAX_BODY_BYTES:
-                return error(413, f"body over {MAX_BODY_BYTES} bytes; send run inputs, not files")
-            chunks.append(chunk)
-        body = b"".join(chunks)
         try:
-            authenticate(secret, headers, body)
+            async with asyncio.timeout(body_timeout_s):
+                async for chunk in request.stream():  # stop at the cap, whatever it declared
+                    size += len(chunk)
+                    if size > MAX_BODY_BYTES:
+                        return error(413, too_big, close=True)
+                    chunks.append(chunk)
+        except TimeoutError:
+            return error(
+                408,
+                f"the body took over {body_timeout_s:g} s to arrive ({size} bytes by then); "
+                "send the whole request at once",
+                close=True,
+            )
+        return b"".join(chunks)
+
+    # Plain Starlette routes below: FastAPI's parameter inference is not wanted here.
+    async def deliver(request: Request) -> JSONResponse:
+        headers = _headers(request)
+        key = _idempotency_key(headers)
+        _, hook = lookup(request)
+        try:  # the headers first: without credentials, not a byte of the body is read
+            pending = check_headers(policy, headers, now=clock(), key=key)
+        except WebhookRequestError as exc:
+            if isinstance(hook, JSONResponse):  # the paths in a 404 are for the secret's holders
+                return error(404, f"no webhook at POST {request.url.path}", close=True)
+            return error(exc.status, str(exc), close=True)
+        if isinstance(hook, JSONResponse):
+            if pending is not None:  # unverified: say nothing about the paths there are
+                return error(404, f"no webhook at POST {request.url.path}", close=True)
+            hook.headers["Connection"] = "close"
+            return hook
+        body = await read_body(request)
+        if isinstance(body, JSONResponse):
+            return body
+        try:
+            if pending is not None:
+                verify_body(policy, pending, body)
             inputs = prepare_inputs(
                 hook.plan, hook_inputs(hook, body), how="send them as keys of the JSON body"
             )
@@ -290,8 +407,8 @@ def create_app(
             return error(exc.status, str(exc))
         except InputError as exc:
             return error(422, str(exc))
-        key = _idempotency_key(headers)
-        run_id = delivery_run_id(hook, key) if key else None
+        dedupe = _dedupe_key(key, pending)
+        run_id = delivery_run_id(hook, dedupe) if dedupe else None
         try:
             temporal = await client()
             handle = await start_run(
@@ -300,7 +417,7 @@ def create_app(
                 inputs,
                 task_queue=task_queue,
                 run_id=run_id,
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE if key else None,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE if dedupe else None,
             )
         except WorkflowAlreadyStartedError as exc:
             return JSONResponse(
@@ -329,10 +446,9 @@ def create_app(
 
     async def describe(request: Request) -> JSONResponse:
         # GET on a hook (someone trying the URL in a browser): say how to use it.
-        try:
-            authenticate(secret, {k.lower(): v for k, v in request.headers.items()}, b"")
-        except WebhookRequestError as exc:
-            return error(exc.status, str(exc))
+        refused = authentic_get(request)
+        if refused is not None:
+            return refused
         route, hook = lookup(request)
         if isinstance(hook, JSONResponse):
             return hook
@@ -352,3 +468,14 @@ def create_app(
     app.router.add_route("/{path:path}", deliver, methods=["POST"])
     app.router.add_route("/{path:path}", describe, methods=["GET"])
     return app
+
+
+def _dedupe_key(key: str | None, pending: PendingSignature | None) -> str | None:
+    """What the delivery's run id is derived from: the idempotency key; for a signed request
+    without one, its signature (a replay within the window is the same delivery); for a
+    body-only signature always the signature, as it never expires and its key is unsigned."""
+    if pending is None:
+        return key
+    if pending.timestamp is None:
+        return pending.dedupe
+    return key or pending.dedupe

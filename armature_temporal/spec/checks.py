@@ -250,10 +250,29 @@ def tool_problem(name: str) -> str | None:
 
 def _rule_field_problem(spec: Spec, tool: str, field: str) -> str | None:
     """Why a safety rule's condition field can never match a call of ``tool``, or None."""
-    if field == "_tool_reversibility" or tool == "*":
-        return None
-    from armature_temporal.tools import tool_arg_fields
+    from armature_temporal.runtime.policy import PSEUDO_FIELDS
+    from armature_temporal.tools import tool_arg_fields, tool_pseudo_fields
 
+    root = field.split(".", 1)[0]
+    if root in PSEUDO_FIELDS:
+        if field != root:
+            return (
+                f"pseudo-field {root!r} is one string, with no parts to index, so this rule "
+                f"would never match; use field: {root}"
+            )
+        if tool == "*":
+            return None
+        # An adapter is its own tool: it has only _tool_reversibility (always none).
+        has = tool_pseudo_fields("" if tool in spec.adapters else tool)
+        if root in has:
+            return None
+        givers = sorted(name for name in BUILTIN_TOOLS if root in tool_pseudo_fields(name))
+        return (
+            f"tool {tool!r} has no pseudo-field {root!r} (only {givers} do), so this rule "
+            f"would never match; its pseudo-fields: {list(has)}"
+        )
+    if tool == "*":
+        return None
     adapter = spec.adapters.get(tool)
     if adapter is not None:
         known: list[str] | None = (
@@ -263,12 +282,13 @@ def _rule_field_problem(spec: Spec, tool: str, field: str) -> str | None:
         known = tool_arg_fields(tool)
     if known is None:
         return None
-    root = field.split(".", 1)[0]
     if root in known:
         return None
+    pseudo = list(tool_pseudo_fields(tool))
     return (
         f"tool {tool!r} has no argument {root!r}, so this rule would never match; its "
-        f"arguments: {sorted(known)}{did_you_mean(root, sorted(known))}"
+        f"arguments: {sorted(known)}, and pseudo-fields: {pseudo}"
+        f"{did_you_mean(root, [*sorted(known), *pseudo])}"
     )
 
 

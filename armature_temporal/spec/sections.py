@@ -438,7 +438,8 @@ class Condition(_Model):
     field: str = Field(
         ...,
         min_length=1,
-        description="Dot path into the tool's args, or _tool_reversibility.",
+        description="Dot path into the tool's args, or a pseudo-field: _tool_reversibility, "
+        "_executable (shell), _resolved_path (file tools).",
     )
     op: RuleOp = Field(..., description="How the field is compared with value.")
     value: Any = Field(None, description="What to compare with (a regex for matches_regex).")

@@ -5,10 +5,12 @@ tool inside the :class:`ToolContext` sandbox and returns a :class:`ToolResult`; 
 for a failing tool. Built-ins: ``file_read``, ``file_write``, ``file_list`` (confined to the
 workspace), ``shell`` (``argv`` or ``cmd``, never through a shell), ``http_request``
 (allow-listed hosts only); :func:`tool_arg_fields` names their arguments. Any
-``module:function`` is a tool too; :func:`register_tool` adds a name, a reversibility and a
-postcondition; :func:`load_tool_modules` loads armature-agents 0.7.0 tool modules (see
-:mod:`armature_temporal.tools.compat`). Safety rules are checked by
-:mod:`armature_temporal.runtime.policy` before the call, on :func:`policy_args`.
+``module:function`` is a tool too; :func:`register_tool` adds a name, a reversibility (default
+``none``: irreversible) and a postcondition; :func:`load_tool_modules` loads armature-agents
+0.7.0 tool modules (see :mod:`armature_temporal.tools.compat`). Safety rules are checked by
+:mod:`armature_temporal.runtime.policy` before the call, on :func:`policy_args` and the
+pseudo-fields of :func:`resolved_fields` (what will run: shell's ``_executable``, the file
+tools' ``_resolved_path``), which the call then gets as ``ctx.checked``.
 
 This package does I/O; it never imports temporalio.
 """
@@ -28,7 +30,9 @@ from armature_temporal.tools._registry import (
     load_tool_modules,
     policy_args,
     register_tool,
+    resolved_fields,
     tool_arg_fields,
+    tool_pseudo_fields,
     tool_reversibility,
 )
 from armature_temporal.tools._shell import split_command
@@ -46,7 +50,9 @@ __all__ = [
     "load_tool_modules",
     "policy_args",
     "register_tool",
+    "resolved_fields",
     "split_command",
     "tool_arg_fields",
+    "tool_pseudo_fields",
     "tool_reversibility",
 ]

@@ -5,11 +5,21 @@ case-insensitively on any port, or ``*.example.com`` for the subdomains of examp
 empty list allows nothing. Redirects are followed by hand (at most :data:`MAX_REDIRECTS`), each
 target checked against the allow-list before it is contacted. The allow-list is checked on
 names, not addresses: a name that resolves to an internal address is reached.
+
+The model may not set the headers that decide where a request goes or how it is framed
+(:data:`FORBIDDEN_HEADERS`, and every ``Proxy-*``): ``Host`` would reach another virtual host
+behind an allowed name, the framing ones smuggle requests, a method override turns a GET (which
+safety rules see as fully reversible) into a DELETE. A redirect to another origin (scheme, host
+or port) carries only :data:`CROSS_ORIGIN_HEADERS` of the model's headers, so an ``X-Api-Key``
+meant for one service never reaches another. The body is decoded (gzip or deflate, the codings
+the tool asks for) a bounded piece at a time and never past the output cap, so a small
+compressed body cannot expand into memory; ``truncated`` says the cap was reached.
 """
 
 from __future__ import annotations
 
 import asyncio
+import zlib
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -20,11 +30,72 @@ from armature_temporal.tools._base import ToolArgs, ToolImpl, builtin_spec, type
 from armature_temporal.tools._errors import ToolFailure
 from armature_temporal.tools._models import Reversibility, ToolContext
 
-__all__ = ["HTTP_TOOL", "MAX_REDIRECTS", "SAFE_METHODS", "host_allowed"]
+__all__ = [
+    "CROSS_ORIGIN_HEADERS",
+    "FORBIDDEN_HEADERS",
+    "HTTP_TOOL",
+    "MAX_REDIRECTS",
+    "SAFE_METHODS",
+    "host_allowed",
+]
 
 MAX_REDIRECTS = 5
 #: Methods that change nothing on the server (RFC 9110): their calls are fully reversible.
 SAFE_METHODS: frozenset[str] = frozenset({"GET", "HEAD", "OPTIONS"})
+
+_HOP_BY_HOP = "hop-by-hop (it is about this one connection, which the tool manages)"
+_FRAMING = "the tool frames the request from its body; a second framing smuggles requests"
+_PROXY = (
+    "it speaks for a proxy, and can change how one in front of the server routes or trusts the "
+    "request"
+)
+_REWRITE = "it rewrites the path some servers route on, past the URL given"
+_OVERRIDE = (
+    "it changes the method the server acts on (a GET acting as a DELETE), which safety rules "
+    "judge by the method given"
+)
+#: Headers the model may not set, each with why (every ``Proxy-*`` header too).
+FORBIDDEN_HEADERS: Mapping[str, str] = {
+    "host": "the host comes from the URL, which is what the allow-list checks",
+    "connection": _HOP_BY_HOP,
+    "keep-alive": _HOP_BY_HOP,
+    "te": _HOP_BY_HOP,
+    "trailer": _HOP_BY_HOP,
+    "upgrade": _HOP_BY_HOP,
+    "transfer-encoding": _FRAMING,
+    "content-length": _FRAMING,
+    "expect": _FRAMING,
+    "accept-encoding": "the tool asks for the codings it can decode within its output cap",
+    "forwarded": _PROXY,
+    "x-forwarded-for": _PROXY,
+    "x-forwarded-host": _PROXY,
+    "x-forwarded-proto": _PROXY,
+    "x-real-ip": _PROXY,
+    "x-original-url": _REWRITE,
+    "x-rewrite-url": _REWRITE,
+    "x-http-method-override": _OVERRIDE,
+    "x-http-method": _OVERRIDE,
+    "x-method-override": _OVERRIDE,
+}
+#: The model's headers a redirect to another origin keeps: they describe the content wanted or
+#: sent, never who is asking. Authorization, cookies and API-key headers stay behind.
+CROSS_ORIGIN_HEADERS: frozenset[str] = frozenset(
+    {
+        "accept",
+        "accept-language",
+        "cache-control",
+        "content-language",
+        "content-type",
+        "pragma",
+        "user-agent",
+    }
+)
+#: Headers the client itself sets on every request (the model cannot: see FORBIDDEN_HEADERS).
+_CLIENT_HEADERS = frozenset(
+    {"host", "accept-encoding", "connection", "content-length", "transfer-encoding"}
+)
+#: The codings the tool asks for and decodes with a bound.
+_CODINGS = "gzip, deflate"
 
 Method = Literal["GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"]
 
@@ -32,7 +103,12 @@ Method = Literal["GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"]
 class HttpRequestArgs(ToolArgs):
     url: str = Field(..., min_length=1, description="http(s) URL on an allowed host.")
     method: Method = Field("GET", description="HTTP method.")
-    headers: dict[str, str] = Field(default_factory=dict, description="Request headers.")
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        description="Request headers. Host, Connection, Content-Length, Transfer-Encoding, "
+        "Accept-Encoding, Proxy-* and other routing headers are refused (the tool sets them); "
+        "a redirect to another origin keeps only Accept, Content-Type and the like.",
+    )
     body: str | dict[str, Any] | list[Any] | None = Field(
         None, description="Request body: a string is sent as is, an object or array as JSON."
     )
@@ -71,13 +147,123 @@ def _check_url(url: httpx.URL, ctx: ToolContext) -> None:
         )
 
 
+def _check_headers(headers: Mapping[str, str]) -> None:
+    for name in headers:
+        key = name.strip().lower()
+        why = FORBIDDEN_HEADERS.get(key)
+        if why is None and key.startswith("proxy-"):
+            why = "it is meant for a proxy, and this tool uses none"
+        if why is not None:
+            raise ToolFailure(
+                "policy_blocked", f"header {name!r} is not allowed: {why}; remove it from headers"
+            )
+
+
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    default = {"http": 80, "https": 443}.get(url.scheme)
+    return url.scheme, url.host, url.port or default
+
+
+def _strip_for_other_origin(request: httpx.Request) -> None:
+    """Keep only the client's own headers and the content-describing ones."""
+    for name in {key.lower() for key in request.headers}:
+        if name not in CROSS_ORIGIN_HEADERS and name not in _CLIENT_HEADERS:
+            del request.headers[name]
+
+
+class _BoundedDecoder:
+    """Decodes a gzip or deflate body a piece at a time, never past ``limit + 1`` bytes.
+
+    ``zlib``'s ``max_length`` bounds each step's output, so what the body expands to is never
+    held beyond the limit, whatever the compression ratio.
+    """
+
+    def __init__(self, coding: Literal["gzip", "deflate"], limit: int) -> None:
+        self.coding = coding
+        self.limit = limit
+        self.out = bytearray()
+        self._z = self._new()
+        self._fresh = True  # the current decompressor has been given nothing that decoded
+        self._members = 0  # gzip members (or the deflate stream) decoded to their end
+        self._done = False  # what follows the end is ignored
+
+    def _new(self, wbits: int | None = None) -> zlib._Decompress:
+        if wbits is None:
+            wbits = zlib.MAX_WBITS | 16 if self.coding == "gzip" else zlib.MAX_WBITS
+        return zlib.decompressobj(wbits)
+
+    @property
+    def over(self) -> bool:
+        return len(self.out) > self.limit
+
+    def feed(self, data: bytes) -> None:
+        """Decode ``data`` (stops early once over the limit; see :attr:`over`).
+
+        Raises:
+            zlib.error: the body is not what its Content-Encoding says.
+        """
+        while data and not self.over and not self._done:
+            try:
+                piece = self._z.decompress(data, self.limit + 1 - len(self.out))
+            except zlib.error:
+                if not self._fresh:
+                    raise
+                if self._members:  # bytes after the last gzip member: ignored, as by gzip
+                    self._done = True
+                    return
+                if self.coding != "deflate":
+                    raise
+                self._z = self._new(-zlib.MAX_WBITS)  # deflate sent without its zlib header
+                self._fresh = False  # and if that fails too, the body is not deflate
+                continue
+            self._fresh = False
+            self.out += piece
+            if self._z.eof:
+                self._members += 1
+                self._done = self.coding == "deflate"
+                data = self._z.unused_data
+                self._z, self._fresh = self._new(), True  # another gzip member may follow
+            else:
+                data = self._z.unconsumed_tail  # non-empty only when over the limit
+
+
+def _decoder(response: httpx.Response, cap: int) -> _BoundedDecoder | None:
+    codings = [
+        c.strip().lower()
+        for c in response.headers.get("content-encoding", "").split(",")
+        if c.strip() and c.strip().lower() != "identity"
+    ]
+    if not codings:
+        return None
+    if len(codings) == 1 and codings[0] in ("gzip", "x-gzip", "deflate"):
+        return _BoundedDecoder("deflate" if codings[0] == "deflate" else "gzip", cap)
+    raise ToolFailure(
+        "tool_error",
+        f"the response from {str(response.url)!r} has Content-Encoding "
+        f"{response.headers['content-encoding']!r}; http_request asked for {_CODINGS!r} and "
+        "decodes only those (one layer), so it can cap the decoded size",
+    )
+
+
 async def _read_capped(response: httpx.Response, cap: int) -> tuple[bytes, bool]:
+    """The body, decoded, at most ``cap`` bytes, and whether there was more."""
+    decoder = _decoder(response, cap)
     data = bytearray()
-    async for chunk in response.aiter_bytes():
-        data += chunk
-        if len(data) > cap:
-            return bytes(data[:cap]), True
-    return bytes(data), False
+    try:
+        async for chunk in response.aiter_raw():
+            if decoder is not None:
+                decoder.feed(chunk)
+                if decoder.over:
+                    return bytes(decoder.out[:cap]), True
+                continue
+            data += chunk
+            if len(data) > cap:
+                return bytes(data[:cap]), True
+    except zlib.error as exc:
+        raise ToolFailure(
+            "tool_error", f"the response body from {str(response.url)!r} does not decode: {exc}"
+        ) from exc
+    return bytes(decoder.out if decoder is not None else data), False
 
 
 async def _send(args: HttpRequestArgs, ctx: ToolContext, timeout: float) -> dict[str, Any]:
@@ -86,6 +272,7 @@ async def _send(args: HttpRequestArgs, ctx: ToolContext, timeout: float) -> dict
     except httpx.InvalidURL as exc:
         raise ToolFailure("invalid_args", f"invalid URL {args.url!r}: {exc}") from exc
     _check_url(url, ctx)
+    _check_headers(args.headers)
     body: dict[str, Any] = (
         {"content": args.body}
         if isinstance(args.body, str)
@@ -93,8 +280,9 @@ async def _send(args: HttpRequestArgs, ctx: ToolContext, timeout: float) -> dict
         if args.body is None
         else {"json": args.body}
     )
+    headers = {**args.headers, "Accept-Encoding": _CODINGS}
     async with httpx.AsyncClient(follow_redirects=False, timeout=timeout) as client:
-        request = client.build_request(args.method, url, headers=args.headers, **body)
+        request = client.build_request(args.method, url, headers=headers, **body)
         for _ in range(MAX_REDIRECTS + 1):
             response = await client.send(request, stream=True)
             try:
@@ -116,6 +304,8 @@ async def _send(args: HttpRequestArgs, ctx: ToolContext, timeout: float) -> dict
                 raise ToolFailure(
                     exc.error_type, f"redirect from {str(response.url)!r} refused: {exc.message}"
                 ) from None
+            if _origin(nxt.url) != _origin(request.url):
+                _strip_for_other_origin(nxt)
             request = nxt
     raise ToolFailure("tool_error", f"more than {MAX_REDIRECTS} redirects from {args.url!r}")
 

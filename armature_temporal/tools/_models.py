@@ -110,6 +110,13 @@ class ToolContext(_Frozen):
     max_write_bytes: int = Field(
         10_000_000, gt=0, description="Cap on the content file_write may write."
     )
+    checked: dict[str, str] | None = Field(
+        None,
+        description="The pseudo-fields the safety policy checked for this call "
+        "(tools.resolved_fields), or None when no policy checked it. A tool that resolves "
+        "something itself uses these instead of resolving again: shell runs exactly the "
+        "_executable checked (and nothing when it was not found).",
+    )
 
     @field_validator("http_allow_hosts")
     @classmethod

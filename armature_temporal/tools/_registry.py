@@ -28,6 +28,7 @@ from jsonschema import Draft202012Validator
 from pydantic import ValidationError
 
 from armature_temporal.errors import did_you_mean
+from armature_temporal.runtime.policy import REVERSIBILITY_FIELD
 from armature_temporal.tools._base import Postcondition, ToolImpl
 from armature_temporal.tools._errors import ToolError, ToolFailure
 from armature_temporal.tools._files import FILE_TOOLS
@@ -35,6 +36,7 @@ from armature_temporal.tools._http import HTTP_TOOL
 from armature_temporal.tools._legacy import descriptor_tool, is_descriptor
 from armature_temporal.tools._models import Reversibility, ToolContext, ToolResult, ToolSpec
 from armature_temporal.tools._python import function_tool
+from armature_temporal.tools._resolved import resolving
 from armature_temporal.tools._shell import SHELL_TOOL
 
 __all__ = [
@@ -45,13 +47,16 @@ __all__ = [
     "load_tool_modules",
     "policy_args",
     "register_tool",
+    "resolved_fields",
     "tool_arg_fields",
+    "tool_pseudo_fields",
     "tool_reversibility",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_BUILTINS: tuple[ToolImpl, ...] = (*FILE_TOOLS, SHELL_TOOL, HTTP_TOOL)
+
+_BUILTINS: tuple[ToolImpl, ...] = (*resolving(FILE_TOOLS, SHELL_TOOL), HTTP_TOOL)
 BUILTIN_NAMES: tuple[str, ...] = tuple(t.spec.name for t in _BUILTINS)
 #: ``module:function``, as the spec checks accept it.
 PY_TOOL = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -204,7 +209,7 @@ class ToolRegistry:
         *,
         name: str | None = None,
         description: str | None = None,
-        reversibility: Reversibility = "full",
+        reversibility: Reversibility = "none",
         postcondition: Postcondition | None = None,
     ) -> ToolSpec:
         """Register ``fn`` as a tool; see :func:`register_tool`."""
@@ -286,7 +291,7 @@ def register_tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    reversibility: Reversibility = "full",
+    reversibility: Reversibility = "none",
     postcondition: Postcondition | None = None,
     registry: ToolRegistry | None = None,
 ) -> F: ...
@@ -298,7 +303,7 @@ def register_tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    reversibility: Reversibility = "full",
+    reversibility: Reversibility = "none",
     postcondition: Postcondition | None = None,
     registry: ToolRegistry | None = None,
 ) -> Callable[[F], F]: ...
@@ -309,7 +314,7 @@ def register_tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    reversibility: Reversibility = "full",
+    reversibility: Reversibility = "none",
     postcondition: Postcondition | None = None,
     registry: ToolRegistry | None = None,
 ) -> Any:
@@ -317,16 +322,24 @@ def register_tool(
 
     ::
 
-        @register_tool(reversibility="none", postcondition=lambda args, out: out["sent"])
+        @register_tool(postcondition=lambda args, out: out["sent"])
         def send_email(to: str, subject: str, body: str) -> dict[str, bool]:
             \"\"\"Send an email.\"\"\"
+
+        @register_tool(reversibility="full")
+        def word_count(text: str) -> dict[str, int]:
+            \"\"\"Count the words in a text.\"\"\"
 
     Args:
         fn: The function (sync or async). Its signature gives the parameter schema.
         name: The tool's name; default ``module:function``, which spec checks accept as is.
             Another name is found only by workers that imported the module.
         description: For the model; default the docstring's first paragraph.
-        reversibility: ``full``, ``partial`` or ``none``; safety rules see it.
+        reversibility: ``full``, ``partial`` or ``none`` (the default: Armature cannot know
+            what a function does, so until you say otherwise it is irreversible: a rule on
+            ``_tool_reversibility`` such as ``equals none -> require_approval`` applies, and
+            improvement verification runs never call it). Declare ``full`` for a tool with no
+            lasting effect.
         postcondition: ``(args, output) -> bool`` checked after each successful call;
             False (or an exception) fails the call with ``postcondition_failed``.
         registry: Where to register; default the process-wide registry.
@@ -399,6 +412,39 @@ def policy_args(
     return impl.policy_view(parsed)
 
 
+def resolved_fields(
+    name: str, args: Mapping[str, Any], ctx: ToolContext, *, registry: ToolRegistry | None = None
+) -> dict[str, str]:
+    """The pseudo-fields safety rules see for this call, resolved the way the OS will resolve
+    them in ``ctx``: shell's ``_executable``, the file tools' ``_resolved_path``; empty for a
+    tool without any, or args that do not validate (the call then fails with ``invalid_args``).
+    Blocking (reads symlinks and PATH directories): call it from a thread in async code.
+
+    Pass the result to :func:`armature_temporal.runtime.policy.evaluate_policy` as
+    ``resolved``, and the same dict to :func:`call_tool` as ``ctx.checked``, so the tool runs
+    exactly what the policy checked.
+
+    Raises:
+        ToolError: as :func:`get_tool_spec`.
+    """
+    impl = (registry or ToolRegistry.default()).resolve(name)
+    if impl.resolve_fields is None:
+        return {}
+    try:
+        parsed = impl.args_model.model_validate(dict(args))
+    except ValidationError:
+        return {}
+    return impl.resolve_fields(parsed, ctx)
+
+
+def tool_pseudo_fields(name: str) -> tuple[str, ...]:
+    """The pseudo-fields a rule on tool ``name`` may name: ``_tool_reversibility`` for every
+    tool, and what the built-in resolves (``shell``: ``_executable``; ``file_read``,
+    ``file_write``, ``file_list``: ``_resolved_path``)."""
+    impl = next((t for t in _BUILTINS if t.spec.name == name), None)
+    return (REVERSIBILITY_FIELD, *(impl.resolved_names if impl is not None else ()))
+
+
 def tool_arg_fields(name: str) -> list[str] | None:
     """The argument names of the built-in tool ``name``, from its argument model; None for
     any other name (module:function and registered tools are known only where they load).
@@ -462,7 +508,9 @@ async def call_tool(
     (``unknown_tool``, ``invalid_args``, ``policy_blocked`` for sandbox refusals, ``timeout``,
     ``tool_error``, ``postcondition_failed``) and a message meant for the model and the trace.
     Safety rules are not checked here; check
-    :func:`armature_temporal.runtime.policy.evaluate_policy` first.
+    :func:`armature_temporal.runtime.policy.evaluate_policy` first, with
+    :func:`resolved_fields`, and pass those fields as ``ctx.checked`` so the tool runs what was
+    checked (shell runs the checked ``_executable``, never a program looked up again).
     """
     target = registry or ToolRegistry.default()
     impl = target.cached(name)

@@ -13,7 +13,9 @@ allows one, in its own process group, killed whole (background children too) whe
 out or is cancelled.
 
 Safety rules see both forms whichever the model used (:func:`shell_policy_view`): ``argv``,
-the list that will run, and ``cmd``, ``shlex.join(argv)``.
+the list that will run, and ``cmd``, ``shlex.join(argv)``; and ``_executable``, the resolved
+program, which is the file that then runs (``ctx.checked``; see
+:func:`armature_temporal.tools._base.resolve_executable`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,14 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from armature_temporal.tools._base import ToolArgs, ToolImpl, builtin_spec, typed_run
+from armature_temporal.runtime.policy import EXECUTABLE_FIELD
+from armature_temporal.tools._base import (
+    ToolArgs,
+    ToolImpl,
+    builtin_spec,
+    resolve_executable,
+    typed_run,
+)
 from armature_temporal.tools._errors import ToolFailure
 from armature_temporal.tools._files import resolve_in_workspace
 from armature_temporal.tools._models import ToolContext
@@ -122,9 +131,25 @@ async def _run_shell(args: ShellArgs, ctx: ToolContext) -> dict[str, Any]:
     timeout = min(args.timeout_s or ctx.timeout_s, ctx.timeout_s)
     env = minimal_env()
     argv = args.command
+    # Run exactly the program the safety policy checked (_executable); no second PATH lookup.
+    checked = ctx.checked
+    program = (
+        checked.get(EXECUTABLE_FIELD)
+        if checked is not None
+        else resolve_executable(argv[0], cwd, env.get("PATH"))
+    )
+    if program is None:
+        raise ToolFailure(
+            "tool_error", f"command {argv[0]!r} not found on PATH {env.get('PATH', '')!r}"
+        )
     try:
         done = await run_process(
-            argv, cwd=cwd, env=env, timeout_s=timeout, cap=ctx.output_cap_bytes
+            argv,
+            executable=program,
+            cwd=cwd,
+            env=env,
+            timeout_s=timeout,
+            cap=ctx.output_cap_bytes,
         )
     except FileNotFoundError:
         raise ToolFailure(

@@ -30,6 +30,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +70,8 @@ _CHUNK = 65_536
 #: escaped the group where there is no sandbox) before they are closed unread.
 DRAIN_GRACE_S = 1.0
 _PROBE_TIMEOUT_S = 10.0
+#: Inside a sandbox, executes ``sys.argv[1]`` with ``sys.argv[2:]`` as its argv (argv[0] kept).
+_EXECV = "import os, sys; os.execv(sys.argv[1], sys.argv[2:])"
 
 log = logging.getLogger(__name__)
 
@@ -275,11 +278,16 @@ async def run_process(
     timeout_s: float,
     cap: int,
     box: Sandbox | None = None,
+    executable: str | os.PathLike[str] | None = None,
 ) -> ProcessResult:
     """Run ``argv`` in ``cwd`` with exactly ``env``, in the sandbox, killed whole at the end.
 
     Args:
         argv: The program and its arguments (no shell).
+        executable: The file to execute, already resolved (the shell tool's ``_executable``,
+            which the safety policy checked): no PATH lookup happens, and the program still
+            sees ``argv[0]`` as its name (inside a sandbox, the resolved path when its base
+            name is the same).
         cwd: Its working directory.
         env: Its whole environment.
         timeout_s: Seconds before it (and everything it started) is killed.
@@ -294,13 +302,22 @@ async def run_process(
         raise ValueError("argv is empty; name a program to run")
     if box is None:
         box = await asyncio.to_thread(sandbox)  # probes once per process: not in the loop
-    _check_executable(argv[0], cwd, env)
+    program = argv[0] if executable is None else os.fspath(executable)
+    _check_executable(program, cwd, env)
+    inner, exec_file = list(argv), None
+    if executable is not None and not box.isolated:
+        exec_file = program
+    elif executable is not None and os.path.basename(program) == os.path.basename(argv[0]):
+        inner = [program, *argv[1:]]
+    elif executable is not None:  # a name the program reads (busybox): exec it with argv[0]
+        inner = [sys.executable, "-I", "-S", "-c", _EXECV, program, *argv]
     # Our own pipes, not asyncio's: its wait() would also wait for every process holding them.
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     try:
         proc = await asyncio.create_subprocess_exec(
-            *box.wrap(argv, cwd),
+            *box.wrap(inner, cwd),
+            executable=exec_file,
             cwd=cwd,
             env=dict(env),
             stdin=asyncio.subprocess.DEVNULL,

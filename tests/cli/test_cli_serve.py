@@ -4,10 +4,14 @@ customer-triage example's webhook against a real Temporal dev server."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
+import json
 import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -16,6 +20,7 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from armature_temporal.service.client import show_run
+from armature_temporal.service.webhook_auth import sign
 from tests.fakes import free_port, run_armature
 from worker import build_worker
 
@@ -52,14 +57,7 @@ async def test_serve_starts_runs_from_posts_until_stopped(
     base = f"http://127.0.0.1:{port}"
     try:
         async with httpx.AsyncClient(base_url=base, timeout=10) as http:
-            for _ in range(300):
-                try:
-                    if (await http.get("/healthz")).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert proc.poll() is None, proc.communicate()[1]
-                await asyncio.sleep(0.1)
+            await wait_healthy(http, proc)
             async with build_worker(client, task_queue):
                 answer = await http.post(
                     "/hooks/triage",
@@ -114,3 +112,111 @@ async def test_serve_refuses_setups_that_cannot_work_or_are_unsafe(
     assert done.returncode == 2, done.stderr
     assert words in done.stderr
     assert "started the local Temporal dev server" not in done.stderr
+
+
+async def wait_healthy(http: httpx.AsyncClient, proc: subprocess.Popen[str]) -> None:
+    for _ in range(300):
+        try:
+            if (await http.get("/healthz")).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert proc.poll() is None, proc.communicate()[1]
+        await asyncio.sleep(0.1)
+    raise AssertionError("the server did not come up")
+
+
+async def slow_headers_closed_after(port: int) -> float:
+    """Seconds until the server closes a connection whose headers never end."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    started = time.monotonic()
+    writer.write(b"POST /hooks/triage HTTP/1.1\r\nHost: x\r\nX-Slow: a")
+    await writer.drain()
+    try:
+        assert await asyncio.wait_for(reader.read(), 20) == b""
+    finally:
+        writer.close()
+    return time.monotonic() - started
+
+
+async def test_serve_applies_its_edge_options_and_warns_about_body_signatures(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    addr = str(temporal_env.client.service_client.config.target_host)
+    port, secret = free_port(), "cli-secret"
+    proc = subprocess.Popen(
+        [
+            *(ARMATURE, "serve", "specs/customer-triage.yaml", "--port", str(port)),
+            *("--address", addr, "--task-queue", task_queue, "--accept-body-signatures"),
+            *("--signature-tolerance", "60", "--request-timeout", "1", "--max-concurrency", "4"),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "ARMATURE_WEBHOOK_SECRET": secret},
+    )
+    body = json.dumps({"ticket": f"cli {task_queue}"}).encode()
+    body_sig = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+            await wait_healthy(http, proc)
+            # 120 s old: inside the default 300 s window, outside the 60 s configured.
+            stale = await http.post(
+                "/hooks/triage",
+                content=body,
+                headers=sign(secret, body, timestamp=int(time.time()) - 120),
+            )
+            github = {"X-Hub-Signature-256": body_sig, "X-GitHub-Delivery": "g-1"}
+            legacy = await http.post("/hooks/triage", content=body, headers=github)
+            replay = await http.post(
+                "/hooks/triage", content=body, headers={**github, "X-GitHub-Delivery": "g-2"}
+            )
+            schema = await http.get("/openapi.json")
+            took = await slow_headers_closed_after(port)
+            held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(4)]
+            try:
+                crowded = await http.get("/healthz")
+            finally:
+                for _, writer in held:
+                    writer.close()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    assert stale.status_code == 401 and "60 s either way" in stale.json()["error"]
+    assert legacy.status_code == 202, legacy.text
+    assert replay.status_code == 200 and replay.json()["run_id"] == legacy.json()["run_id"]
+    assert schema.status_code == 401
+    assert took < 4.0, f"--request-timeout 1 closed slow headers after {took:.1f} s"
+    assert crowded.status_code == 503
+    assert "warning: --accept-body-signatures is deprecated" in stderr
+    await temporal_env.client.get_workflow_handle(legacy.json()["run_id"]).terminate("test done")
+
+
+async def test_watch_serves_under_the_same_edge_limits(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    addr = str(temporal_env.client.service_client.config.target_host)
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            *(ARMATURE, "watch", "specs/customer-triage.yaml", "--port", str(port)),
+            *("--address", addr, "--task-queue", task_queue, "--request-timeout", "1"),
+            "--remove-on-exit",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "ARMATURE_WEBHOOK_SECRET": "watch-secret"},
+    )
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+            await wait_healthy(http, proc)
+            unsigned = await http.post("/hooks/triage", json={"ticket": "x"})
+            took = await slow_headers_closed_after(port)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+    assert unsigned.status_code == 401 and "X-Armature-Timestamp" in unsigned.json()["error"]
+    assert took < 4.0, f"--request-timeout 1 closed slow headers after {took:.1f} s"

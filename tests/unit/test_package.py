@@ -91,8 +91,10 @@ SUBPACKAGE_ALL: dict[str, list[str]] = {
         "load_tool_modules",
         "policy_args",
         "register_tool",
+        "resolved_fields",
         "split_command",
         "tool_arg_fields",
+        "tool_pseudo_fields",
         "tool_reversibility",
     ],
     "scanner": [

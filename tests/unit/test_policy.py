@@ -34,13 +34,15 @@ def decide(
     reversibility: str = "none",
     mode: str = "permissive",
     args: dict[str, Any] | None = None,
+    resolved: dict[str, str] | None = None,
 ) -> PolicyDecision:
     return evaluate_policy(
         rules=rules,
-        mode=mode,
-        tool=tool,  # type: ignore[arg-type]
+        mode=mode,  # type: ignore[arg-type]
+        tool=tool,
         args=ARGS if args is None else args,
         reversibility=reversibility,
+        resolved=resolved,
     )
 
 
@@ -57,7 +59,7 @@ CASES: list[tuple[str, str, Any, bool]] = [
     ("headers", "contains", "Cookie", False),
     ("count", "contains", "1", False),  # a number has no substrings
     ("missing", "contains", "x", False),
-    # not_contains: the negation; a missing field makes it true
+    # not_contains: the negation; a missing field makes it true for a block rule (fail closed)
     ("path", "not_contains", "secret", True),
     ("argv", "not_contains", "rm", False),
     ("missing", "not_contains", "x", True),
@@ -167,6 +169,50 @@ def test_reversibility_pseudo_field_cannot_be_forged_by_args() -> None:
     forged = {"_tool_reversibility": "full"}
     assert decide(gate, args=forged, reversibility="none").action == "require_approval"
     assert decide(gate, args=forged, reversibility="full").action == "allow"
+
+
+@pytest.mark.parametrize("op", ["not_contains", "not_equals", "contains", "equals", "truthy"])
+@pytest.mark.parametrize("action", ["allow", "warn", "log", "block", "require_approval"])
+def test_a_missing_field_fails_closed(op: str, action: str) -> None:
+    """A field the call lacks never lets it through: an allow (or warn, log) rule does not
+    match, so strict mode blocks; a negated block or approval rule still matches. (Before,
+    ``not_contains`` and ``not_equals`` held on a missing field for every action, so such an
+    allow rule let calls through that armature-agents 0.7.0, false there, did not.)"""
+    decision = decide(rule("missing", op, "x", action=action), mode="strict")
+    stops = action in ("block", "require_approval") and op.startswith("not_")
+    assert decision.action == (action if stops else "block"), decision
+    assert decision.rule_index == (0 if stops else None)
+
+
+def test_an_allow_rule_on_a_missing_arg_does_not_allow_in_strict_mode() -> None:
+    """The case that made strict mode porous: allow file_write unless path contains '..' —
+    a call that names no path (or names it otherwise) was allowed."""
+    allow = SafetyRule.model_validate(
+        {
+            "tool": "file_write",
+            "action": "allow",
+            "condition": {"field": "path", "op": "not_contains", "value": ".."},
+        }
+    )
+    blocked = decide(allow, tool="file_write", mode="strict", args={"file": "../../x"})
+    assert (blocked.action, blocked.rule_index) == ("block", None)
+    allowed = decide(allow, tool="file_write", mode="strict", args={"path": "notes/x"})
+    assert allowed.action == "allow"
+
+
+@pytest.mark.parametrize("field", ["_executable", "_resolved_path"])
+def test_resolved_pseudo_fields_come_from_the_tool_never_the_args(field: str) -> None:
+    allow = rule(field, "equals", "/usr/bin/ls", action="allow")
+    forged = {field: "/usr/bin/ls", "argv": ["python3"]}
+    ran = {field: "/usr/bin/python3"}
+    assert decide(allow, args=forged, mode="strict").action == "block"
+    assert decide(allow, args=forged, mode="strict", resolved=ran).action == "block"
+    assert decide(allow, args={}, mode="strict", resolved={field: "/usr/bin/ls"}).action == (
+        "allow"
+    )
+    # a dotted path into a pseudo-field is missing, never an arg
+    dotted = rule(f"{field}.x", "equals", 1, action="allow")
+    assert decide(dotted, mode="strict", args={field: {"x": 1}}).action == "block"
 
 
 def test_default_message_describes_the_rule() -> None:

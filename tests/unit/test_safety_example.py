@@ -9,17 +9,21 @@ import pytest
 from activities.tools import strictest
 from armature_temporal.runtime.policy import PolicyDecision, evaluate_policy
 from armature_temporal.spec.compiler import load_plan
+from armature_temporal.tools import ToolContext, resolved_fields
 
 PLAN = load_plan(Path(__file__).resolve().parents[2] / "specs" / "safe-shell.yaml")
 
 
 def decide(tool: str, args: dict[str, object], reversibility: str = "none") -> PolicyDecision:
+    """The decision as the tool_call activity makes it: with the resolved pseudo-fields."""
+    ctx = ToolContext(workspace=Path(__file__).parent)  # bare program names: looked up on PATH
     return evaluate_policy(
         rules=PLAN.safety_rules,
         mode=PLAN.safety_mode,
         tool=tool,
         args=args,
         reversibility=reversibility,
+        resolved=resolved_fields(tool, args, ctx),
     )
 
 

@@ -275,3 +275,25 @@ async def test_every_sandbox_that_works_here_kills_detached_grandchildren(tmp_pa
             assert await _gone(marker) == [], box.kind
         finally:
             _cleanup(marker)
+
+
+@pytest.mark.parametrize("isolated", [True, False])
+async def test_the_resolved_executable_runs_and_keeps_its_argv0(
+    tmp_path: Path, isolated: bool
+) -> None:
+    """The shell tool passes the file the policy checked (``_executable``): that file runs, with
+    no PATH lookup, and still sees the name it was called by (busybox-style programs need it)."""
+    if isolated:
+        _needs_namespace()
+    box = sandbox() if isolated else Sandbox("process-group", (), "test")
+    done = await run_process(
+        ["called-as", "-c", 'echo "$0"'],
+        executable="/bin/sh",
+        cwd=tmp_path,
+        env={"PATH": "/nowhere"},  # so a PATH lookup of either name would fail
+        timeout_s=10,
+        cap=1000,
+        box=box,
+    )
+    assert done.exit_code == 0, done
+    assert done.stdout == "called-as\n"  # dash's $0 under -c: the argv[0] it was given

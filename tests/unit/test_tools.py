@@ -523,6 +523,88 @@ async def test_decorated_function_keeps_its_settings_under_its_module_name(
     assert result.error_type == "postcondition_failed"
 
 
+#: What send_payment did (module level, so the tool can be reached as module:function).
+PAID: list[int] = []
+
+
+def send_payment(cents: int) -> dict[str, bool]:
+    """Pay someone: a tool whose registration does not say it is irreversible."""
+    PAID.append(cents)
+    return {"sent": True}
+
+
+@pytest.fixture
+def fresh_default_registry(monkeypatch: pytest.MonkeyPatch) -> ToolRegistry:
+    registry = ToolRegistry()
+    monkeypatch.setattr(ToolRegistry, "_default", registry)
+    PAID.clear()
+    return registry
+
+
+async def pay(**fields: Any) -> Any:
+    from temporalio.testing import ActivityEnvironment
+
+    from activities.tools import tool_call
+    from armature_temporal.runtime.models import ToolCallInput
+
+    return await ActivityEnvironment().run(
+        tool_call,
+        ToolCallInput(
+            run_id="r1",
+            stage_id="s",
+            tool=f"{__name__}:send_payment",
+            args={"cents": 500},
+            spec_name="pay",
+            **fields,
+        ),
+    )
+
+
+async def test_a_tool_registered_without_a_reversibility_is_irreversible(
+    fresh_default_registry: ToolRegistry,
+) -> None:
+    """Issue #14 item 9: ``register_tool`` defaulted to ``full``, so send_payment skipped the
+    approval rule and ran in an unattended verification run."""
+    register_tool(send_payment)
+    name = f"{__name__}:send_payment"
+    assert get_tool_spec(name).reversibility == "none"
+    assert tool_reversibility(name, {"cents": 1}) == "none"
+    ask = {
+        "tool": "*",
+        "condition": {"field": "_tool_reversibility", "op": "equals", "value": "none"},
+        "action": "require_approval",
+    }
+    waiting = await pay(safety_rules=[ask])
+    assert (waiting.policy_action, waiting.error) == ("require_approval", "waiting for approval")
+    unattended = await pay(verification=True)
+    assert unattended.error_type == "policy_blocked"
+    assert "reversibility 'none'" in (unattended.error or "")
+    assert PAID == []
+    done = await pay(safety_rules=[ask], approved=True)  # a person approved: it runs
+    assert done.ok and PAID == [500], done
+
+
+async def test_a_tool_declared_fully_reversible_runs_unattended(
+    fresh_default_registry: ToolRegistry,
+) -> None:
+    register_tool(send_payment, reversibility="full")
+    done = await pay(verification=True)
+    assert done.ok and PAID == [500], done
+
+
+def test_builtin_tools_declare_their_reversibility_explicitly() -> None:
+    from armature_temporal.tools._registry import _BUILTINS
+
+    declared = {t.spec.name: t.spec.reversibility for t in _BUILTINS}
+    assert declared == {
+        "file_read": "full",
+        "file_write": "partial",
+        "file_list": "full",
+        "shell": "none",
+        "http_request": "partial",
+    }
+
+
 # --- http_request ------------------------------------------------------------------------------
 
 

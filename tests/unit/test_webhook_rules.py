@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 
 import pytest
 
-from armature_temporal.service.webhooks import (
-    WebhookConfigError,
+from armature_temporal.service.webhook_auth import (
+    AuthPolicy,
     WebhookRequestError,
     authenticate,
+    check_headers,
+    sign,
+    verify_body,
+)
+from armature_temporal.service.webhooks import (
+    WebhookConfigError,
     collect_hooks,
     delivery_run_id,
     hook_inputs,
@@ -100,7 +107,19 @@ def test_delivery_run_ids_are_stable_per_key_and_path() -> None:
 
 SECRET = "s3cret-for-tests"
 BODY = b'{"ticket": "hi"}'
-GOOD_SIG = "sha256=" + hmac.new(SECRET.encode(), BODY, hashlib.sha256).hexdigest()
+NOW = 1_800_000_000
+POLICY = AuthPolicy(SECRET)
+BODY_ONLY_SIG = "sha256=" + hmac.new(SECRET.encode(), BODY, hashlib.sha256).hexdigest()
+
+
+def stamped(body: bytes = BODY, *, at: int = NOW, key: str = "") -> dict[str, str]:
+    """Lower-case header names, as the app hands them over."""
+    return {k.lower(): v for k, v in sign(SECRET, body, timestamp=at, key=key).items()}
+
+
+def check(headers: dict[str, str], body: bytes = BODY, **kw: object) -> object:
+    key = headers.get("idempotency-key")
+    return authenticate(POLICY, headers, body, now=NOW, key=key, **kw)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -108,48 +127,191 @@ GOOD_SIG = "sha256=" + hmac.new(SECRET.encode(), BODY, hashlib.sha256).hexdigest
     [
         {"authorization": f"Bearer {SECRET}"},
         {"authorization": f"bearer {SECRET}"},
-        {"x-armature-signature-256": GOOD_SIG},
-        {"x-hub-signature-256": GOOD_SIG.upper().replace("SHA256=", "sha256=")},
+        stamped(),
+        stamped(key="delivery-7"),
+        stamped(at=NOW - 300),
+        stamped(at=NOW + 300),
+        {
+            "x-hub-signature-256": stamped()["x-armature-signature-256"]
+            .upper()
+            .replace("SHA", "sha"),
+            "x-armature-timestamp": str(NOW),
+        },
     ],
-    ids=["bearer", "bearer-lower", "hmac", "github-hmac"],
+    ids=["bearer", "bearer-lower", "signed", "signed-key", "edge-old", "edge-future", "github"],
 )
-def test_the_secret_admits_a_bearer_token_or_a_body_signature(headers: dict[str, str]) -> None:
-    authenticate(SECRET, headers, BODY)
+def test_the_secret_admits_a_bearer_token_or_a_fresh_signature(headers: dict[str, str]) -> None:
+    check(headers)
 
 
 @pytest.mark.parametrize(
-    "headers",
+    ("headers", "words"),
     [
-        {},
-        {"authorization": "Bearer wrong"},
-        {"authorization": f"Basic {SECRET}"},
-        {"x-armature-signature-256": GOOD_SIG[:-1] + "0"},
-        {"x-armature-signature-256": "sha256=" + hmac.new(b"other", BODY, "sha256").hexdigest()},
-        {"authorization": "Bearer s3cr\u00e9t"},
-        {"x-hub-signature-256": "sha256=\u00e9"},
+        ({}, "no credentials"),
+        ({"authorization": "Bearer wrong"}, "bearer token is wrong"),
+        ({"authorization": f"Basic {SECRET}"}, "no credentials"),
+        ({**stamped(), "x-armature-signature-256": "sha256=00"}, "does not match"),
+        (
+            {**stamped(), "x-armature-signature-256": BODY_ONLY_SIG},
+            f"'{NOW}..' followed by the raw body",
+        ),
+        ({"x-armature-signature-256": BODY_ONLY_SIG}, "without X-Armature-Timestamp"),
+        ({"x-hub-signature-256": BODY_ONLY_SIG}, "X-Hub-Signature-256 without"),
+        (stamped(at=NOW - 301), "is 301 s old (the server accepts 300 s either way)"),
+        (stamped(at=NOW + 301), "is 301 s in the future"),
+        ({**stamped(), "x-armature-timestamp": "soon"}, "'soon' is not a unix time"),
+        ({**stamped(), "x-armature-timestamp": "1.8e9"}, "not a unix time"),
+        ({**stamped(key="k-1"), "idempotency-key": "k-2"}, "'1800000000.k-2.'"),
+        ({**stamped(), "idempotency-key": "k-2"}, "does not match"),
+        ({"authorization": "Bearer s3cr\u00e9t"}, "bearer token is wrong"),
+        ({**stamped(), "x-hub-signature-256": "sha256=\u00e9"}, "does not match"),
     ],
     ids=[
         "none",
         "wrong-token",
         "wrong-scheme",
         "tampered-sig",
-        "other-key",
+        "body-only-sig-with-stamp",
+        "body-only",
+        "github-body-only",
+        "old",
+        "future",
+        "not-a-number",
+        "not-whole",
+        "replayed-under-new-key",
+        "key-added",
         "non-ascii",
         "non-ascii-sig",
     ],
 )
-def test_anything_else_is_401_saying_what_to_send(headers: dict[str, str]) -> None:
-    with pytest.raises(WebhookRequestError, match="Authorization: Bearer") as caught:
-        authenticate(SECRET, headers, BODY)
+def test_anything_else_is_401_saying_what_was_wrong_and_how_to_sign(
+    headers: dict[str, str], words: str
+) -> None:
+    if "x-hub-signature-256" in headers and "x-armature-signature-256" in headers:
+        del headers["x-armature-signature-256"]
+    with pytest.raises(WebhookRequestError) as caught:
+        check(headers)
     assert caught.value.status == 401
+    assert words in str(caught.value)
     assert SECRET not in str(caught.value)
 
 
-def test_a_signature_covers_the_body() -> None:
+def test_the_401_for_no_credentials_spells_out_the_headers_and_the_signed_string() -> None:
+    with pytest.raises(WebhookRequestError) as caught:
+        check({})
+    message = str(caught.value)
+    for words in (
+        "Authorization: Bearer <secret>",
+        "X-Armature-Timestamp: <unix seconds now>",
+        "X-Armature-Signature-256: sha256=<hex",
+        "'<timestamp>.<Idempotency-Key or empty>.<raw body>'",
+        "$ARMATURE_WEBHOOK_SECRET",
+    ):
+        assert words in message
+
+
+def test_a_signature_covers_the_timestamp_the_key_and_the_body() -> None:
+    headers = stamped(key="k")
+    for changed in (
+        {**headers, "x-armature-timestamp": str(NOW - 1)},
+        {**headers, "idempotency-key": "k2"},
+    ):
+        with pytest.raises(WebhookRequestError):
+            check(changed)
     with pytest.raises(WebhookRequestError):
-        authenticate(SECRET, {"x-armature-signature-256": GOOD_SIG}, BODY + b" ")
+        check(headers, BODY + b" ")
+
+
+def test_a_signed_key_with_a_dot_is_400_as_it_cannot_be_signed_unambiguously() -> None:
+    with pytest.raises(WebhookRequestError, match=r"'a\.b' contains '\.'.*e\.g\. a UUID") as caught:
+        check(stamped(key="a.b"))
+    assert caught.value.status == 400
+    check({"authorization": f"Bearer {SECRET}", "idempotency-key": "a.b"})  # bearer: any key
+
+
+def test_the_header_check_alone_refuses_without_the_body() -> None:
+    pending = check_headers(POLICY, stamped(key="k"), now=NOW, key="k")
+    assert pending is not None and pending.timestamp == NOW and pending.key == "k"
+    verify_body(POLICY, pending, BODY)
+    with pytest.raises(WebhookRequestError, match="does not match"):
+        verify_body(POLICY, pending, b"{}")
+    assert check_headers(POLICY, {"authorization": f"Bearer {SECRET}"}, now=NOW, key=None) is None
+
+
+def test_body_only_signatures_only_where_accepted_and_never_for_a_get() -> None:
+    lenient = AuthPolicy(SECRET, accept_body_signatures=True)
+    pending = authenticate(lenient, {"x-hub-signature-256": BODY_ONLY_SIG}, BODY, now=NOW)
+    assert pending is not None and pending.timestamp is None
+    assert pending.dedupe.startswith("body-sig:"), "its run id comes from the body's signature"
+    with pytest.raises(WebhookRequestError, match="without X-Armature-Timestamp"):
+        authenticate(
+            lenient,
+            {
+                "x-armature-signature-256": "sha256="
+                + hmac.new(SECRET.encode(), b"", "sha256").hexdigest()
+            },
+            b"",
+            now=NOW,
+            allow_body_signature=False,
+        )
+
+
+def test_the_tolerance_is_configurable() -> None:
+    strict = AuthPolicy(SECRET, tolerance_s=5)
+    authenticate(strict, stamped(at=NOW - 5), BODY, now=NOW)
+    with pytest.raises(WebhookRequestError, match="accepts 5 s either way"):
+        authenticate(strict, stamped(at=NOW - 6), BODY, now=NOW)
+
+
+def test_a_non_ascii_secret_compares_as_utf8_bytes() -> None:
+    secret = "sécret-ü-密钥"
+    # The app decodes header bytes as UTF-8 with surrogateescape: what the wire carried.
+    wire = f"Bearer {secret}".encode().decode("utf-8", "surrogateescape")
+    authenticate(AuthPolicy(secret), {"authorization": wire}, b"", now=NOW)
+    latin1 = f"Bearer {secret}".encode().decode("latin-1")  # how Starlette would decode it
+    with pytest.raises(WebhookRequestError):
+        authenticate(AuthPolicy(secret), {"authorization": latin1}, b"", now=NOW)
+    garbage = b"Bearer \xff\xfe".decode("utf-8", "surrogateescape")
+    with pytest.raises(WebhookRequestError, match="bearer token is wrong"):
+        authenticate(AuthPolicy(secret), {"authorization": garbage}, b"", now=NOW)
 
 
 def test_no_secret_means_no_check() -> None:
-    authenticate(None, {}, BODY)
-    authenticate("", {}, BODY)
+    assert authenticate(AuthPolicy(None), {}, BODY, now=NOW) is None
+    assert authenticate(AuthPolicy(""), {}, BODY, now=NOW) is None
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (b'{"x": ' + b"[" * 65 + b"]" * 65 + b"}", "nested deeper than 64 levels (at $.x"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested deeper than 64 levels"),
+        (b'{"ticket": "\\ud800"}', "lone surrogate escape at $.ticket"),
+        (b'{"a": {"\\udc00": 1}}', "lone surrogate escape at $.a"),
+        (b'{"a": ["ok", "\\udfff x"]}', "lone surrogate escape at $.a[1]"),
+        (b'{"\\ud800": {"b": "\\ud800"}}', "lone surrogate escape at $"),
+    ],
+    ids=["deep", "far-too-deep", "surrogate", "surrogate-key", "surrogate-in-list", "in-path"],
+)
+def test_json_that_cannot_be_run_inputs_is_400_naming_where(body: bytes, words: str) -> None:
+    hook = collect_hooks([plan_from(spec())])["/hooks/triage"]
+    with pytest.raises(WebhookRequestError) as caught:
+        hook_inputs(hook, body)
+    assert caught.value.status == 400
+    assert words in str(caught.value)
+    str(caught.value).encode("utf-8")  # the message itself must be sendable
+
+
+def test_json_at_the_depth_limit_and_surrogate_pairs_are_fine() -> None:
+    hook = collect_hooks([plan_from(spec())])["/hooks/triage"]
+    deep = b'{"x": ' + b"[" * 63 + b"]" * 63 + b"}"
+    assert "x" in hook_inputs(hook, deep)
+    assert hook_inputs(hook, b'{"ticket": "\\ud83d\\ude00"}')["ticket"] == "\U0001f600"
+
+
+def test_brackets_and_escapes_inside_strings_are_not_nesting() -> None:
+    hook = collect_hooks([plan_from(spec())])["/hooks/triage"]
+    text = '[[{ \\" \\\\ ' * 100
+    body = json.dumps({"ticket": text, "note": "\\ud83d\\ude00 and \\\\ud800 as text"}).encode()
+    values = hook_inputs(hook, body)
+    assert values["ticket"] == text and "\\ud800" in values["note"]

@@ -7,6 +7,7 @@ import asyncio
 import hashlib
 import hmac
 import json
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -15,6 +16,7 @@ import pytest
 from temporalio.client import Client
 
 from armature_temporal.runtime.models import RunResult
+from armature_temporal.service.webhook_auth import sign
 from armature_temporal.service.webhooks import collect_hooks, create_app
 from tests.fakes import plan_from
 from worker import build_worker
@@ -195,14 +197,17 @@ async def test_with_a_secret_only_authentic_requests_start_runs(
 ) -> None:
     secret = "hook-secret"
     body = json.dumps({"ticket": "signed"}).encode()
-    signature = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    headers = sign(secret, body, timestamp=int(time.time()))
+    body_only = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
     async with served(client, task_queue, secret) as http:
         denied = await http.post("/hooks/ticket", content=body)
         forged = await http.post(
             "/hooks/ticket", content=body, headers={"X-Armature-Signature-256": "sha256=00"}
         )
-        signed = await http.post(
-            "/hooks/ticket", content=body, headers={"X-Armature-Signature-256": signature}
+        signed = await http.post("/hooks/ticket", content=body, headers=headers)
+        # The scheme before: a signature of the body alone never expires, so it is refused.
+        unstamped = await http.post(
+            "/hooks/ticket", content=body, headers={"X-Armature-Signature-256": body_only}
         )
         bearer = await http.post(
             "/hooks/ticket", content=body, headers={"Authorization": f"Bearer {secret}"}
@@ -220,6 +225,8 @@ async def test_with_a_secret_only_authentic_requests_start_runs(
     assert elsewhere.status_code == 404 and "/hooks/ticket" not in elsewhere.json()["error"]
     assert denied.status_code == 401 and forged.status_code == 401
     assert "X-Armature-Signature-256" in denied.json()["error"]
+    assert "X-Armature-Timestamp" in denied.json()["error"]
+    assert unstamped.status_code == 401
     assert signed.status_code == 202 and bearer.status_code == 202
     runs = await runs_on(client, task_queue, 2)
     assert sorted(runs) == sorted([signed.json()["run_id"], bearer.json()["run_id"]])
