@@ -1,13 +1,20 @@
-"""Builds the Temporal worker that runs Armature's interpreter workflow and activities.
+"""Builds the Temporal workers that run Armature's interpreter workflow and activities.
 
-``armature worker`` runs one against any Temporal address; the embedded local stack starts one
-for you. Run as many as you like on the same task queue: they share the work.
+Two kinds, on two task queues: the main worker (the workflows, model calls, traces, loops: it
+holds the provider secrets) on the run's queue ``Q``, and the tools worker (``tool_call`` and
+``run_adapter``: shell, files, HTTP, Python tools, adapters) on ``Q-tools``
+(:func:`~workflows.interpreter.queues.tools_task_queue`), meant to run in a process without
+secrets (``armature worker --tools-only``). :func:`build_worker` builds either or both;
+``armature worker`` runs the main one and a scrubbed tools-only child, and the embedded local
+stack starts both. Run as many of each as you like: they share the work.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
-from typing import Any
+from types import TracebackType
+from typing import Any, Literal
 
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -19,15 +26,26 @@ from activities.finetune import finetune_prepare, finetune_record, finetune_trai
 from activities.improve import improve_prepare, improve_record
 from activities.llm import llm_call
 from activities.memory import capture_memory, load_memory
+from activities.tool_queue import TOOL_ACTIVITIES, activity_name, refuse_on_main_queue
 from activities.tools import tool_call
 from activities.traces import load_prior_run, record_traces
 from armature_temporal import settings
+from armature_temporal.service.tools_env import tools_task_queue
 from workflows.finetune import FinetuneWorkflow
 from workflows.improve import ImproveWorkflow
 from workflows.maintenance import BanditMaintenanceWorkflow
 from workflows.run_spec import RunSpecWorkflow
 
-__all__ = ["ACTIVITIES", "WORKFLOWS", "build_worker", "workflow_runner"]
+__all__ = [
+    "ACTIVITIES",
+    "TOOL_ACTIVITIES",
+    "WORKFLOWS",
+    "WorkerRole",
+    "Workers",
+    "build_worker",
+    "tools_task_queue",
+    "workflow_runner",
+]
 
 WORKFLOWS: list[type] = [
     RunSpecWorkflow,
@@ -52,6 +70,10 @@ ACTIVITIES: list[Any] = [
     finetune_train,
     finetune_record,
 ]
+
+#: ``main``: workflows and every other activity on the run's queue; ``tools``: the tool
+#: activities on its tools queue; ``all``: both (one process: tests, ``--with-worker`` uses).
+WorkerRole = Literal["all", "main", "tools"]
 
 #: Modules the sandbox shares across workflow runs instead of re-importing them for each run:
 #: the pure core and the template and schema libraries it uses.
@@ -78,31 +100,108 @@ def workflow_runner(*, strict: bool | None = None) -> SandboxedWorkflowRunner:
     )
 
 
+class Workers:
+    """One or two :class:`~temporalio.worker.Worker` s run together: ``async with`` starts
+    them all and stops them all; :meth:`run` runs them until one stops."""
+
+    def __init__(self, workers: Sequence[Worker]) -> None:
+        if not workers:
+            raise ValueError("no worker to run: give it workflows or activities")
+        self.workers = list(workers)
+
+    @property
+    def task_queues(self) -> list[str]:
+        """The queues these workers poll."""
+        return [w.task_queue for w in self.workers]
+
+    async def run(self) -> None:
+        """Run every worker until one of them stops (then stop the rest)."""
+        tasks = [asyncio.ensure_future(w.run()) for w in self.workers]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            await self.shutdown()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        for task in done:
+            task.result()
+
+    async def shutdown(self) -> None:
+        """Stop every worker that is running (waiting for in-flight tasks to finish)."""
+        await asyncio.gather(*(w.shutdown() for w in self.workers if w.is_running))
+
+    async def __aenter__(self) -> Workers:
+        entered: list[Worker] = []
+        try:
+            for w in self.workers:
+                await w.__aenter__()
+                entered.append(w)
+        except BaseException:
+            for w in reversed(entered):
+                await w.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        for w in reversed(self.workers):
+            await w.__aexit__(exc_type, exc, tb)
+
+
 def build_worker(
     client: Client,
     task_queue: str,
     *,
     activities: Sequence[Any] | None = None,
+    workflows: Sequence[type] | None = None,
+    role: WorkerRole = "all",
     max_cached_workflows: int = 1000,
     max_concurrent_activities: int = 100,
     strict_sandbox: bool | None = None,
-) -> Worker:
-    """A worker for the interpreter workflow and (by default) the real activities.
+) -> Workers:
+    """Workers for the interpreter workflow and (by default) the real activities.
+
+    The tool activities (:data:`TOOL_ACTIVITIES`, by name) go to a worker on
+    ``tools_task_queue(task_queue)``, the rest and the workflows to one on ``task_queue``.
 
     Args:
         client: A client built with the pydantic data converter.
         task_queue: The queue runs are submitted to.
         activities: Replace the activities (tests register ``fake_*`` ones under the same names).
+        workflows: Replace the workflows (default :data:`WORKFLOWS`).
+        role: Which workers: ``all`` (both, in this process), ``main`` (no tool activities:
+            the tools run in a worker elsewhere), ``tools`` (only the tool activities, for a
+            process that holds no provider secrets).
         max_cached_workflows: 0 replays every workflow task from history (replay testing).
-        max_concurrent_activities: Upper bound on activities running at once.
+        max_concurrent_activities: Upper bound on activities running at once (per worker).
         strict_sandbox: See :func:`workflow_runner`.
     """
-    return Worker(
-        client,
-        task_queue=task_queue,
-        workflows=WORKFLOWS,
-        activities=list(ACTIVITIES if activities is None else activities),
-        workflow_runner=workflow_runner(strict=strict_sandbox),
-        max_cached_workflows=max_cached_workflows,
-        max_concurrent_activities=max_concurrent_activities,
-    )
+    chosen = list(ACTIVITIES if activities is None else activities)
+    tools = [fn for fn in chosen if activity_name(fn) in TOOL_ACTIVITIES]
+    rest = [fn for fn in chosen if activity_name(fn) not in TOOL_ACTIVITIES]
+    workers = []
+    if role in ("all", "main"):
+        workers.append(
+            Worker(
+                client,
+                task_queue=task_queue,
+                workflows=list(WORKFLOWS if workflows is None else workflows),
+                activities=[*rest, *(refuse_on_main_queue(activity_name(fn)) for fn in tools)],
+                workflow_runner=workflow_runner(strict=strict_sandbox),
+                max_cached_workflows=max_cached_workflows,
+                max_concurrent_activities=max_concurrent_activities,
+            )
+        )
+    if role in ("all", "tools") and tools:
+        workers.append(
+            Worker(
+                client,
+                task_queue=tools_task_queue(task_queue),
+                activities=tools,
+                max_concurrent_activities=max_concurrent_activities,
+            )
+        )
+    return Workers(workers)

@@ -7,9 +7,11 @@ script or a Python function — rendered, passed through the safety policy, and 
   The program is executed directly, never through a shell — unless the adapter says
   ``shell: true``; then its one command string runs under ``/bin/sh -c``, and every
   ``{{ value }}`` in it is shell-quoted, so data still cannot become shell syntax. It runs like
-  the built-in ``shell`` tool (:mod:`armature_temporal.tools._shell`): in the spec's workspace,
-  stdin closed, the small environment of :data:`ENV_PASSTHROUGH` (no provider keys), its own
-  process group (killed whole on timeout), output capped; plus ``ARMATURE_CONTEXT``, the
+  the built-in ``shell`` tool, through :func:`armature_temporal.tools.sandbox.run_process`: in
+  the spec's workspace, stdin closed, the small environment of
+  :data:`~armature_temporal.tools.sandbox.ENV_PASSTHROUGH` (no provider keys), in a
+  PID-namespace sandbox where the kernel allows one and its own process group (killed whole
+  when it exits, times out or is cancelled), output capped; plus ``ARMATURE_CONTEXT``, the
   stage's variables as JSON, as armature-agents 0.7.0 gave scripts their context (when that is
   over :data:`CONTEXT_ENV_MAX` bytes, ``ARMATURE_CONTEXT_FILE`` names a file holding it). The
   output is ``{stdout, stderr, exit_code, truncated}``; with ``parse: json`` the JSON object
@@ -36,7 +38,6 @@ import asyncio
 import importlib
 import inspect
 import json
-import os
 import shlex
 import tempfile
 from collections.abc import Callable
@@ -62,7 +63,7 @@ from armature_temporal.settings import tool_output_cap, workspace_root
 from armature_temporal.spec.compiler import PlanAdapter
 from armature_temporal.spec.models import SafetyRule
 from armature_temporal.spec.templating import environment, render
-from armature_temporal.tools._shell import ENV_PASSTHROUGH, _Capped, _kill
+from armature_temporal.tools.sandbox import minimal_env, run_process
 
 __all__ = ["CONTEXT_ENV_MAX", "run_adapter", "script_argv"]
 
@@ -125,7 +126,7 @@ async def _run_script(
     name: str, argv: list[str], context: str, workspace: Path, adapter: PlanAdapter
 ) -> dict[str, Any]:
     """Run ``argv`` as the ``shell`` tool runs a command, with ``ARMATURE_CONTEXT``."""
-    env = {k: v for k in ENV_PASSTHROUGH if (v := os.environ.get(k)) is not None}
+    env = minimal_env()
     with ExitStack() as stack:
         if len(context.encode()) <= CONTEXT_ENV_MAX:
             env["ARMATURE_CONTEXT"] = context
@@ -137,14 +138,8 @@ async def _run_script(
             handle.flush()
             env["ARMATURE_CONTEXT_FILE"] = handle.name
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                cwd=workspace,
-                env=env,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
+            done = await run_process(
+                argv, cwd=workspace, env=env, timeout_s=adapter.timeout_s, cap=tool_output_cap()
             )
         except OSError as exc:
             raise _Refused(
@@ -152,27 +147,13 @@ async def _run_script(
                 f"adapter {name!r}: cannot run {argv[0]!r}: {exc.strerror or exc} "
                 f"(PATH {env.get('PATH', '')!r}, working directory {str(workspace)!r})",
             ) from exc
-        cap = tool_output_cap()
-        out, err = _Capped(cap), _Capped(cap)
-        finished = False
-        try:
-            async with asyncio.timeout(adapter.timeout_s):
-                await asyncio.gather(out.drain(proc.stdout), err.drain(proc.stderr))
-                await proc.wait()
-                finished = True
-        except TimeoutError:
-            pass
-        finally:
-            if not finished:  # timed out or cancelled: kill the group, children too
-                _kill(proc)
-                await proc.wait()
     output = {
-        "stdout": out.text(),
-        "stderr": err.text(),
-        "exit_code": proc.returncode if finished else None,
-        "truncated": out.truncated or err.truncated,
+        "stdout": done.stdout,
+        "stderr": done.stderr,
+        "exit_code": done.exit_code,
+        "truncated": done.truncated,
     }
-    if not finished:
+    if done.timed_out:
         raise _Refused(
             "timeout", f"adapter {name!r}: killed after {adapter.timeout_s:g}s (timeout)", output
         )

@@ -19,15 +19,18 @@ COPY . .
 ARG EXTRAS=serve
 RUN pip install ".[${EXTRAS}]"
 
-# Run as an unprivileged user; /data is ARMATURE_HOME (a volume in the compose file; a fresh
+# Run as an unprivileged user; /data is ARMATURE_HOME and /shared the payloads and workspaces
+# that workers and tools workers share (volumes in the compose file; a fresh
 # named volume takes this directory's owner).
 RUN useradd --create-home --uid 10001 armature \
-    && mkdir -p /data \
-    && chown armature:armature /data
+    && mkdir -p /data /shared \
+    && chown armature:armature /data /shared
 USER armature
 ENV ARMATURE_HOME=/data
 
 # Connection settings come from the environment: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
 # ARMATURE_TASK_QUEUE, ARMATURE_DB_URL, ARMATURE_HOME, and for Temporal Cloud TEMPORAL_TLS_CERT /
 # TEMPORAL_TLS_KEY or TEMPORAL_API_KEY.
+# Plain `armature worker` also starts a tools-only child without the provider secrets; the
+# compose file runs the tools workers in containers of their own instead (--no-tools here).
 CMD ["armature", "worker"]

@@ -1,6 +1,6 @@
 """Check the setup: ``armature doctor``. One line per check (the Temporal binary and server, a
-worker, the trace store, each tier's provider key, litellm's offline cost map, free disk), each
-ok, warn or FAIL with what to do about it."""
+worker and a tools worker, the trace store, the tool sandbox, each tier's provider key,
+litellm's offline cost map, free disk), each ok, warn or FAIL with what to do about it."""
 
 from __future__ import annotations
 
@@ -92,7 +92,8 @@ def doctor(
     as_json: JsonFlag = False,
 ) -> None:
     """Check that Armature can run here, one line per check: the Temporal binary and its
-    version, the Temporal server and a worker on the task queue, the trace store, each tier's
+    version, the Temporal server, a worker on the task queue and a tools worker on its tools
+    queue, the trace store, the sandbox tool programs run in, each tier's
     provider key (for each SPEC given), litellm's offline cost map and free disk under
     $ARMATURE_HOME.
 
@@ -109,6 +110,7 @@ def doctor(
         *_binary_checks(address),
         *_server_checks(address, queue),
         _store_check(),
+        _sandbox_check(),
         *(c for path in [*(specs or []), *(spec_option or [])] for c in _spec_checks(path)),
         _cost_map_check(cost_map),
         _disk_check(),
@@ -169,6 +171,7 @@ def _server_checks(address: str | None, queue: str | None) -> list[Check]:
 
     from armature_temporal.errors import ArmatureError
     from armature_temporal.service.devstack import is_listening
+    from armature_temporal.service.tools_env import tools_task_queue
     from armature_temporal.settings import configured_address, dev_port, task_queue
 
     configured = configured_address(address)
@@ -187,7 +190,7 @@ def _server_checks(address: str | None, queue: str | None) -> list[Check]:
         ]
     tq = queue or task_queue()
     try:
-        version, pollers = asyncio.run(_probe(target, tq))
+        version, pollers, tool_pollers = asyncio.run(_probe(target, tq))
     except (ArmatureError, RuntimeError, OSError, TimeoutError) as exc:  # RPCError: Runtime
         how = (
             "check that the server runs and that --address / $TEMPORAL_ADDRESS names it"
@@ -213,24 +216,62 @@ def _server_checks(address: str | None, queue: str | None) -> list[Check]:
                 start,
             )
         )
+    tools_queue = tools_task_queue(tq)
+    if tool_pollers:
+        checks.append(Check("tools worker", "ok", f"{tool_pollers} worker(s) poll {tools_queue!r}"))
+    else:
+        checks.append(
+            Check(
+                "tools worker",
+                "warn",
+                f"no tools worker polls {tools_queue!r} on {target}: runs would wait at their "
+                "first tool call",
+                "plain `armature worker` starts one; with --no-tools, run `armature worker "
+                f"--tools-only --address {target} --task-queue {tq}` (without provider secrets)",
+            )
+        )
     return checks
 
 
-async def _probe(address: str, queue: str) -> tuple[str, int]:
-    """The server's version and how many workers poll ``queue`` there, within seconds."""
+def _sandbox_check() -> Check:
+    """Which sandbox tool programs (shell, script adapters) run in on this machine."""
+    from armature_temporal.tools.sandbox import SandboxUnavailable, sandbox
+
+    name = "tool sandbox"
+    try:
+        box = sandbox()
+    except SandboxUnavailable as exc:
+        return Check(name, "fail", str(exc), "unset $ARMATURE_SANDBOX or fix what it names")
+    if box.isolated:
+        return Check(name, "ok", f"{box.kind}: each tool program in its own PID namespace")
+    return Check(
+        name,
+        "warn",
+        f"none, plain process groups: {box.note}",
+        "install bubblewrap (bwrap) or allow (unprivileged) user namespaces, so tool programs "
+        "cannot see other processes and none outlives its call",
+    )
+
+
+async def _probe(address: str, queue: str) -> tuple[str, int, int]:
+    """The server's version, how many workers poll ``queue`` there and how many poll its
+    tools queue, within seconds."""
     import asyncio
     from datetime import timedelta
 
     from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 
     from armature_temporal.commands._common import queue_pollers
+    from armature_temporal.commands.stack import activity_pollers
     from armature_temporal.service.client import connect
+    from armature_temporal.service.tools_env import tools_task_queue
 
     client = await asyncio.wait_for(connect(address), timeout=5)
     info = await client.workflow_service.get_system_info(
         GetSystemInfoRequest(), timeout=timedelta(seconds=5)
     )
-    return info.server_version or "version unknown", await queue_pollers(client, queue)
+    tools = await activity_pollers(client, tools_task_queue(queue))
+    return info.server_version or "version unknown", await queue_pollers(client, queue), tools
 
 
 def _one_line(exc: BaseException) -> str:

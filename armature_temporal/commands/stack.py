@@ -24,35 +24,219 @@ from armature_temporal.commands._common import (
 app = typer.Typer()
 
 
+ToolsOnlyFlag = Annotated[
+    bool,
+    typer.Option(
+        "--tools-only",
+        help="Serve only the tool activities (shell, files, HTTP, Python tools, adapters) on "
+        "the tools queue (<task queue>-tools). Start it without provider secrets.",
+    ),
+]
+NoToolsFlag = Annotated[
+    bool,
+    typer.Option(
+        "--no-tools",
+        help="Do not start a tools-only child: `armature worker --tools-only` runs elsewhere.",
+    ),
+]
+
+
 @app.command(rich_help_panel=STACK)
 def worker(
     address: AddressOpt = None,
     queue: QueueOpt = None,
+    tools_only: ToolsOnlyFlag = False,
+    no_tools: NoToolsFlag = False,
 ) -> None:
-    """Run an Armature worker in the foreground (as many as you like per task queue)."""
-    import asyncio
-    import signal
+    """Run an Armature worker in the foreground (as many as you like per task queue).
 
+    By default it serves the workflows and model calls on the task queue and starts a
+    tools-only child (`armature worker --tools-only`) whose environment has no provider
+    secrets, for the tool activities on <task queue>-tools. Tool programs run in a sandbox
+    where the kernel allows one (`armature doctor` says which).
+    """
     from armature_temporal.service.client import connect
     from armature_temporal.settings import configured_address, dev_port, task_queue
 
+    if tools_only and no_tools:
+        raise fail("error: --tools-only and --no-tools exclude each other; give one", 2)
     addr = configured_address(address) or f"127.0.0.1:{dev_port()}"
     tq = queue or task_queue()
 
     async def go() -> None:
-        from worker import build_worker
+        from worker import build_worker, tools_task_queue
 
         client = await connect(addr)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        async with build_worker(client, tq):
-            err.print(f"armature worker on {addr}, task queue {tq!r}; Ctrl-C stops", markup=False)
-            await stop.wait()
-        err.print("worker stopped", markup=False)
+        if tools_only:
+            from armature_temporal.tools.sandbox import SandboxUnavailable, sandbox
+
+            try:
+                box = sandbox()
+            except SandboxUnavailable as exc:
+                raise fail(f"error: {exc}", 2) from None
+            _warn_about_secrets()
+            await _serve(
+                build_worker(client, tq, role="tools"),
+                f"armature tools worker on {addr}, task queue {tools_task_queue(tq)!r}, "
+                f"sandbox {box.kind}",
+                parent=_watched_parent(),
+            )
+            return
+        _protect_environ()
+        if no_tools:
+            await _warn_without_tools(client, tools_task_queue(tq))
+            await _serve(
+                build_worker(client, tq, role="main"),
+                f"armature worker on {addr}, task queue {tq!r} (tools run elsewhere)",
+            )
+            return
+        child = await _start_tools_child(addr, tq)
+        try:
+            await _serve(
+                build_worker(client, tq, role="main"),
+                f"armature worker on {addr}, task queue {tq!r}; tools worker pid {child.pid} "
+                f"on {tools_task_queue(tq)!r} (no provider secrets)",
+                child=child,
+            )
+        finally:
+            await _stop_child(child)
 
     run_coroutine(go())
+
+
+#: The tools-only child's parent, by pid: it stops when that process is gone.
+PARENT_ENV = "ARMATURE_TOOLS_PARENT_PID"
+
+
+async def _serve(workers: Any, said: str, *, child: Any = None, parent: int | None = None) -> None:
+    """Run ``workers`` until SIGINT/SIGTERM (or the child or the parent process ends)."""
+    import asyncio
+    import os
+    import signal
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    why: list[str] = []
+
+    async def watch() -> None:
+        while not stop.is_set():
+            await asyncio.sleep(1)
+            if child is not None and child.returncode is not None:
+                why.append(f"the tools worker (pid {child.pid}) exited {child.returncode}")
+                stop.set()
+            if parent is not None and os.getppid() != parent:
+                why.append(f"its parent worker (pid {parent}) is gone")
+                stop.set()
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        async with workers:
+            err.print(f"{said}; Ctrl-C stops", markup=False)
+            await stop.wait()
+    finally:
+        watcher.cancel()
+    if why:
+        raise fail(f"worker stopped: {why[0]}", 1)
+    err.print("worker stopped", markup=False)
+
+
+def _warn_about_secrets() -> None:
+    """Say so when a tools worker was started with secrets in its environment."""
+    import os
+
+    from armature_temporal.service.tools_env import tools_worker_env
+
+    held = sorted(set(os.environ) - set(tools_worker_env()))
+    if held:
+        err.print(
+            f"warning: this tools worker's environment holds {', '.join(held)}, which a tool "
+            "could read; start it without them (plain `armature worker` does), or list one "
+            "a tool needs in $ARMATURE_TOOLS_ENV_KEEP",
+            markup=False,
+        )
+
+
+def _watched_parent() -> int | None:
+    import os
+
+    raw = os.environ.get(PARENT_ENV, "")
+    return int(raw) if raw.isdigit() else None
+
+
+async def _start_tools_child(addr: str, tq: str) -> Any:
+    """``armature worker --tools-only`` as a child, with this environment minus its secrets."""
+    import asyncio
+    import os
+    import sys
+
+    from armature_temporal.service.tools_env import tools_worker_env
+
+    env = {**tools_worker_env(), PARENT_ENV: str(os.getpid())}
+    args = ["-m", "cli", "worker", "--tools-only", "--address", addr, "--task-queue", tq]
+    return await asyncio.create_subprocess_exec(
+        sys.executable, *args, env=env, stdin=asyncio.subprocess.DEVNULL
+    )
+
+
+async def _stop_child(child: Any, timeout_s: float = 30.0) -> None:
+    """SIGTERM the child (it drains its tool calls), SIGKILL after ``timeout_s``."""
+    import asyncio
+    import contextlib
+
+    if child.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        child.terminate()
+    try:
+        await asyncio.wait_for(child.wait(), timeout_s)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            child.kill()
+        await child.wait()
+
+
+async def activity_pollers(client: Any, queue: str) -> int:
+    """How many workers poll ``queue`` for activity tasks (as the server last saw them)."""
+    from datetime import timedelta
+
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+    answer = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+        ),
+        timeout=timedelta(seconds=5),
+    )
+    return len(answer.pollers)
+
+
+async def _warn_without_tools(client: Any, tools_queue: str) -> None:
+    if not await activity_pollers(client, tools_queue):
+        err.print(
+            f"warning: no tools worker polls {tools_queue!r} yet: runs wait at their first "
+            "tool call until `armature worker --tools-only` runs for this task queue",
+            markup=False,
+        )
+
+
+def _protect_environ() -> None:
+    """Make this process undumpable (Linux): another process of the same user without
+    CAP_SYS_PTRACE, such as an unsandboxed tool program, cannot read /proc/<pid>/environ."""
+    import ctypes
+    import ctypes.util
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    pr_set_dumpable = 4
+    libc.prctl(pr_set_dumpable, 0, 0, 0, 0)
 
 
 dev_app = typer.Typer(
@@ -497,10 +681,12 @@ async def _watch(
         loop.add_signal_handler(sig, stop.set)
     try:
         async with contextlib.AsyncExitStack() as stack:
-            if with_worker:
+            if with_worker:  # as `armature worker`: the tools in a child without secrets
                 from worker import build_worker
 
-                await stack.enter_async_context(build_worker(client, tq))
+                child = await _start_tools_child(target, tq)
+                stack.push_async_callback(_stop_child, child)
+                await stack.enter_async_context(build_worker(client, tq, role="main"))
             if hooks:
                 await _serve_until(stop, hooks, client, sock, tq, secret, edge)
             else:

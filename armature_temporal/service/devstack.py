@@ -1,4 +1,5 @@
-"""The embedded single-machine stack: a Temporal dev server and an Armature worker.
+"""The embedded single-machine stack: a Temporal dev server and an Armature worker (which
+starts its tools-only child, without the provider secrets: see ``armature worker``).
 
 ``armature submit`` starts it in the background when no Temporal address is configured and
 nothing listens on 127.0.0.1:7233; ``armature dev`` runs it in the foreground; ``armature dev
@@ -140,7 +141,8 @@ def start_dev_server(
 
 
 def start_worker(address: str, home: Path | None = None, queue: str | None = None) -> int:
-    """Start an ``armature worker`` process detached; returns its pid."""
+    """Start an ``armature worker`` process detached; returns its pid. It starts its own
+    tools-only child (same process group: stopping the worker's group stops both)."""
     home = home or armature_home()
     args = [
         sys.executable,
@@ -290,7 +292,7 @@ async def ensure_local_stack(cli_address: str | None = None) -> tuple[str, list[
     if state.worker_pid is None:
         pid = start_worker(address, home)
         said.append(
-            f"started an Armature worker (pid {pid}, log {home / 'logs' / 'worker.log'}"
-            "); `armature dev stop` stops the local stack"
+            f"started an Armature worker and its tools worker (pid {pid}, log "
+            f"{home / 'logs' / 'worker.log'}); `armature dev stop` stops the local stack"
         )
     return address, said

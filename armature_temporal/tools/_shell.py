@@ -7,8 +7,10 @@ an unquoted shell operator in it (``|``, ``;``, ``&&``, ``>``, ``$(`` ...) is re
 nothing would interpret it. Either way the argv goes to the OS as is (``["echo", "$HOME"]``
 prints ``$HOME``): no globbing, no variables, no pipes. The program runs in the workspace (or
 ``cwd`` inside it), with stdin closed, a small environment (:data:`ENV_PASSTHROUGH`, so API keys
-in the worker's environment do not leak into commands), in its own process group, which is
-killed on timeout.
+in the worker's environment do not leak into commands), through
+:func:`armature_temporal.tools.sandbox.run_process`: in a PID-namespace sandbox where the kernel
+allows one, in its own process group, killed whole (background children too) when it exits, times
+out or is cancelled.
 
 Safety rules see both forms whichever the model used (:func:`shell_policy_view`): ``argv``,
 the list that will run, and ``cmd``, ``shlex.join(argv)``; and ``_executable``, the resolved
@@ -18,10 +20,7 @@ program, which is the file that then runs (``ctx.checked``; see
 
 from __future__ import annotations
 
-import asyncio
-import os
 import shlex
-import signal
 from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, model_validator
@@ -38,21 +37,10 @@ from armature_temporal.tools._base import (
 from armature_temporal.tools._errors import ToolFailure
 from armature_temporal.tools._files import resolve_in_workspace
 from armature_temporal.tools._models import ToolContext
+from armature_temporal.tools.sandbox import ENV_PASSTHROUGH, minimal_env, run_process
 
 __all__ = ["ENV_PASSTHROUGH", "SHELL_TOOL", "ShellArgs", "shell_policy_view", "split_command"]
 
-#: Environment variables a command inherits from the worker; everything else is dropped.
-ENV_PASSTHROUGH: tuple[str, ...] = (
-    "PATH",
-    "HOME",
-    "LANG",
-    "LC_ALL",
-    "LC_CTYPE",
-    "TZ",
-    "TMPDIR",
-    "SYSTEMROOT",
-)
-_CHUNK = 65_536
 #: Characters a shell reads as operators when unquoted (pipes, lists, redirects, subshells).
 _OPERATOR_CHARS = frozenset("();<>|&")
 
@@ -136,43 +124,12 @@ def shell_policy_view(args: BaseModel) -> dict[str, Any]:
     return {**view, "argv": argv, "cmd": shlex.join(argv)}
 
 
-class _Capped:
-    """Collects a stream up to ``cap`` bytes and drains (drops) the rest."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.data = bytearray()
-        self.truncated = False
-
-    async def drain(self, stream: asyncio.StreamReader | None) -> None:
-        if stream is None:
-            return
-        while chunk := await stream.read(_CHUNK):
-            room = self.cap - len(self.data)
-            if len(chunk) > room:
-                self.truncated = True
-            self.data += chunk[: max(room, 0)]
-
-    def text(self) -> str:
-        return self.data.decode("utf-8", errors="replace")
-
-
-def _kill(proc: asyncio.subprocess.Process) -> None:
-    try:
-        if hasattr(os, "killpg"):
-            os.killpg(proc.pid, signal.SIGKILL)
-        else:  # pragma: no cover - Windows
-            proc.kill()
-    except ProcessLookupError:
-        pass
-
-
 async def _run_shell(args: ShellArgs, ctx: ToolContext) -> dict[str, Any]:
     _, cwd = resolve_in_workspace(ctx, args.cwd)
     if not cwd.is_dir():
         raise ToolFailure("tool_error", f"cwd {args.cwd!r} is not a directory in the workspace")
     timeout = min(args.timeout_s or ctx.timeout_s, ctx.timeout_s)
-    env = {k: v for k in ENV_PASSTHROUGH if (v := os.environ.get(k)) is not None}
+    env = minimal_env()
     argv = args.command
     # Run exactly the program the safety policy checked (_executable); no second PATH lookup.
     checked = ctx.checked
@@ -186,15 +143,13 @@ async def _run_shell(args: ShellArgs, ctx: ToolContext) -> dict[str, Any]:
             "tool_error", f"command {argv[0]!r} not found on PATH {env.get('PATH', '')!r}"
         )
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
+        done = await run_process(
+            argv,
             executable=program,
             cwd=cwd,
             env=env,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
+            timeout_s=timeout,
+            cap=ctx.output_cap_bytes,
         )
     except FileNotFoundError:
         raise ToolFailure(
@@ -202,27 +157,13 @@ async def _run_shell(args: ShellArgs, ctx: ToolContext) -> dict[str, Any]:
         ) from None
     except OSError as exc:
         raise ToolFailure("tool_error", f"cannot run {argv[0]!r}: {exc.strerror or exc}") from exc
-    out, err = _Capped(ctx.output_cap_bytes), _Capped(ctx.output_cap_bytes)
-    exit_code: int | None = None
-    finished = False
-    try:
-        async with asyncio.timeout(timeout):
-            await asyncio.gather(out.drain(proc.stdout), err.drain(proc.stderr))
-            exit_code = await proc.wait()
-            finished = True
-    except TimeoutError:
-        pass
-    finally:
-        if not finished:  # timed out or cancelled: kill the group, background children too
-            _kill(proc)
-            await proc.wait()
     output = {
-        "exit_code": exit_code,
-        "stdout": out.text(),
-        "stderr": err.text(),
-        "truncated": out.truncated or err.truncated,
+        "exit_code": done.exit_code,
+        "stdout": done.stdout,
+        "stderr": done.stderr,
+        "truncated": done.truncated,
     }
-    if not finished:
+    if done.timed_out:
         raise ToolFailure(
             "timeout", f"command {argv[0]!r} killed after {timeout:g}s", output=output
         )

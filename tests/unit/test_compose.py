@@ -179,12 +179,52 @@ def test_worker_environment_command_and_scaling(services: dict[str, dict[str, An
     env = _env(worker)
     for key, value in WORKER_ENV.items():
         assert env.get(key) == value, key
-    assert _argv(worker.get("entrypoint")) + _argv(worker["command"]) == ["armature", "worker"]
+    # The tool activities run in armature-tools-worker, not here (where the keys are).
+    assert _argv(worker.get("entrypoint")) + _argv(worker["command"]) == [
+        "armature",
+        "worker",
+        "--no-tools",
+    ]
     assert worker["build"]["dockerfile"] == "deploy/worker.Dockerfile"
     assert worker["restart"] == "unless-stopped"
     assert any(str(v).split(":")[1] == env["ARMATURE_HOME"] for v in worker["volumes"])
     # `--scale armature-worker=N` is impossible with a fixed name or a published host port.
     assert "container_name" not in worker and "ports" not in worker
+
+
+def test_tools_worker_serves_the_tools_queue_and_holds_no_secrets(
+    compose: dict[str, Any], services: dict[str, dict[str, Any]]
+) -> None:
+    from armature_temporal.service.tools_env import KEEP_ALWAYS, is_secret
+
+    tools, worker = services["armature-tools-worker"], services["armature-worker"]
+    assert _argv(tools.get("entrypoint")) + _argv(tools["command"]) == [
+        "armature",
+        "worker",
+        "--tools-only",
+    ]
+    assert tools["build"] == worker["build"]
+    env, worker_env = _env(tools), _env(worker)
+    for key in ("TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "ARMATURE_TASK_QUEUE"):
+        assert env[key] == worker_env[key], key
+    secrets = [k for k, v in env.items() if k not in KEEP_ALWAYS and is_secret(k, v)]
+    assert secrets == [], f"the tools worker must hold no secrets, has {secrets}"
+    assert "ARMATURE_DB_URL" not in env
+    assert "env_file" not in tools and "secrets" not in tools
+    # Not the workers' ARMATURE_HOME volume (adapters, caches, the trace MAC key) ...
+    data_volume = next(str(v).split(":")[0] for v in worker["volumes"] if ":/data" in str(v))
+    mounts = {str(v).split(":")[0]: str(v).split(":")[1] for v in tools["volumes"]}
+    assert data_volume not in mounts
+    # ... but the payload directory they share, so large stage inputs reach the tools.
+    shared = {str(v).split(":")[0]: str(v).split(":")[1] for v in worker["volumes"]}
+    payloads = env["ARMATURE_PAYLOAD_DIR"]
+    assert payloads == worker_env["ARMATURE_PAYLOAD_DIR"]
+    assert any(
+        payloads.startswith(mounts[vol]) and shared.get(vol) == mounts[vol] for vol in mounts
+    )
+    assert all(vol in compose["volumes"] for vol in mounts)
+    assert tools["init"] is True and tools["restart"] == "unless-stopped"
+    assert "container_name" not in tools and "ports" not in tools
 
 
 def test_webhook_server_is_optional_needs_a_secret_and_serves_example_hooks(

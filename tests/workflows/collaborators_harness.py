@@ -128,18 +128,11 @@ class CollaboratorHarness:
 
 
 def harness_worker(client: Any, task_queue: str, activities: list[Any] | None = None) -> Any:
-    """A worker for the harness with the real activities (or these)."""
-    from temporalio.worker import Worker
+    """Workers for the harness with the real activities (or these); tool activities on the
+    tools queue, as :func:`worker.build_worker` splits them."""
+    from worker import build_worker
 
-    from worker import ACTIVITIES, workflow_runner
-
-    return Worker(
-        client,
-        task_queue=task_queue,
-        workflows=[CollaboratorHarness],
-        activities=list(ACTIVITIES if activities is None else activities),
-        workflow_runner=workflow_runner(),
-    )
+    return build_worker(client, task_queue, activities=activities, workflows=[CollaboratorHarness])
 
 
 async def start_harness(

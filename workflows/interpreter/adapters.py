@@ -16,6 +16,7 @@ from armature_temporal.runtime.prompts import needed_variables, template_strings
 from armature_temporal.spec.compiler import PlanStage
 from workflows.interpreter.failures import TOOL_ERROR_TYPES, StageFailure, classify
 from workflows.interpreter.gates import Gates
+from workflows.interpreter.queues import tool_queue
 from workflows.interpreter.state import RunContext
 from workflows.interpreter.tools import HEARTBEAT, TOOL_RETRY
 from workflows.interpreter.tracing import Tracer
@@ -70,6 +71,7 @@ class Adapters:
                         verification=run.verification,
                     ),
                     result_type=AdapterCallResult,
+                    task_queue=tool_queue(),
                     start_to_close_timeout=timeout,
                     heartbeat_timeout=HEARTBEAT,
                     retry_policy=TOOL_RETRY,

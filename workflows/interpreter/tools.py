@@ -15,6 +15,7 @@ from armature_temporal.runtime.prompts import needed_variables, template_strings
 from armature_temporal.spec.compiler import PlanStage
 from workflows.interpreter.failures import TOOL_ERROR_TYPES, StageFailure
 from workflows.interpreter.gates import Gates
+from workflows.interpreter.queues import tool_queue
 from workflows.interpreter.state import RunContext
 from workflows.interpreter.tracing import Tracer
 
@@ -84,6 +85,7 @@ class ToolCalls:
                     tool_modules=run.plan.tool_modules,
                 ),
                 result_type=ToolCallResult,
+                task_queue=tool_queue(),
                 start_to_close_timeout=timeout,
                 heartbeat_timeout=HEARTBEAT,
                 retry_policy=TOOL_RETRY,
