@@ -69,6 +69,18 @@ def _proposal(spec_text: str, candidate_hash: str, path: Path) -> Proposal:
     )
 
 
+CHANGE = SpecChange(stage="draft", field="temperature", old=0.7, new=0.2, why="steadier")
+
+
+def _honest(tmp_path: Path) -> tuple[Path, str]:
+    """The spec file at its base text, and an honest proposal for it in the store."""
+    spec = tmp_path / "notes.yaml"
+    spec.write_text(BASE)
+    honest = apply_changes(BASE, [CHANGE])
+    _save(_proposal(honest, compile_spec(load_spec_text(honest)).spec_hash, spec))
+    return spec, honest
+
+
 def _save(proposal: Proposal) -> None:
     store = TraceStore(database_url())
     try:
@@ -120,14 +132,10 @@ def test_a_forged_candidate_hash_is_refused(tmp_path: Path) -> None:
 
 
 def test_changes_edited_in_the_row_no_longer_match_its_text(tmp_path: Path) -> None:
-    spec = tmp_path / "notes.yaml"
-    spec.write_text(BASE)
-    change = SpecChange(stage="draft", field="temperature", old=0.7, new=0.2, why="steadier")
-    honest = apply_changes(BASE, [change])
-    _save(_proposal(honest, compile_spec(load_spec_text(honest)).spec_hash, spec))
+    spec, _ = _honest(tmp_path)
     store = TraceStore(database_url())
     try:
-        forged = [{**change.model_dump(), "new": 0.9}]
+        forged = [{**CHANGE.model_dump(), "new": 0.9}]
         with store.engine.begin() as conn:
             conn.execute(
                 text("UPDATE improvement_proposals SET changes = :c"), {"c": json.dumps(forged)}
@@ -140,11 +148,7 @@ def test_changes_edited_in_the_row_no_longer_match_its_text(tmp_path: Path) -> N
 
 
 def test_an_honest_proposal_is_re_derived_and_applied(tmp_path: Path) -> None:
-    spec = tmp_path / "notes.yaml"
-    spec.write_text(BASE)
-    change = SpecChange(stage="draft", field="temperature", old=0.7, new=0.2, why="steadier")
-    honest = apply_changes(BASE, [change])
-    _save(_proposal(honest, compile_spec(load_spec_text(honest)).spec_hash, spec))
+    spec, honest = _honest(tmp_path)
     shown = runner.invoke(app, ["proposals", "show", "notes-p1"])
     assert "warning" not in shown.stderr
     applied = runner.invoke(app, ["proposals", "apply", "notes-p1", str(spec)])
