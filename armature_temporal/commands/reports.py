@@ -248,26 +248,30 @@ def traces_verify(
                 markup=False,
                 highlight=False,
             )
+        checks = "chain, mac, summary_mac, ledger"
         if found.temporal_skipped:
-            err.print(f"temporal_anchor skipped: {found.temporal_skipped}", markup=False)
+            skipped = f"; temporal_anchor skipped: {found.temporal_skipped}"
         else:
+            checks += ", temporal_anchor"
             unanchored = [r for r in found.runs if "temporal_anchor" in r.skipped]
-            if unanchored:
-                err.print(
-                    f"temporal_anchor skipped for {len(unanchored)} run(s): "
-                    + unanchored[0].skipped["temporal_anchor"],
-                    markup=False,
-                )
+            skipped = (
+                f"; temporal_anchor skipped for {len(unanchored)} run(s): "
+                + unanchored[0].skipped["temporal_anchor"]
+                if unanchored
+                else ""
+            )
         intact = found.checked - len(legacy) - len(broken)
         summary = f"{found.checked} run(s) checked: {intact} intact"
         if legacy:
             summary += f", {len(legacy)} legacy (unkeyed)"
         if found.ok:
-            out.print(summary + ("" if legacy else ": every check holds"), markup=False)
+            every = " every check holds" if not (legacy or skipped) else ""
+            out.print(f"{summary} ({checks}){':' + every if every else ''}{skipped}", markup=False)
         else:
             err.print(
                 f"{summary}, {len(broken)} broken"
-                + (f"; the ledger itself: {len(found.store)} problem(s)" if found.store else ""),
+                + (f"; the ledger itself: {len(found.store)} problem(s)" if found.store else "")
+                + skipped,
                 markup=False,
             )
     if not found.ok:

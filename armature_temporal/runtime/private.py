@@ -7,6 +7,7 @@ another local user cannot read a run's data or the key that makes its record tam
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 
 __all__ = ["DIR_MODE", "FILE_MODE", "make_private", "private_dir", "write_private"]
@@ -41,7 +42,8 @@ def write_private(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically as a ``0600`` file (created under a temporary
     name, then renamed into place)."""
     private_dir(path.parent)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    # unique per call: threads of one process may write the same path at once
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}.{secrets.token_hex(4)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
     try:
         os.fchmod(fd, FILE_MODE)

@@ -111,7 +111,7 @@ def _create(path: Path) -> TraceKey:
     """Write a new key; if another process wrote one first, that one is the key."""
     private_dir(path.parent)
     secret = secrets.token_bytes(32)
-    tmp = path.with_name(f".{path.name}.new{os.getpid()}")
+    tmp = path.with_name(f".{path.name}.new{os.getpid()}.{secrets.token_hex(4)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
     try:
         os.fchmod(fd, FILE_MODE)

@@ -472,14 +472,14 @@ def _audit_run(
             length, head = ended.data.get("chain_length"), ended.data.get("chain_head")
             if changed:
                 check.fail("ledger", "mismatch", "; ".join(changed))
-            elif records and (len(records) != length or records[-1].hash != head):
+            elif len(records) != length or (records and records[-1].hash != head):
+                stored_head = records[-1].hash[:12] if records else "none"
                 check.fail(
                     "ledger",
                     "mismatch",
                     f"the ledger recorded the run ending with {length} records (head "
-                    f"{str(head)[:12]}); the store has {len(records)} (head "
-                    f"{records[-1].hash[:12]})",
-                    records[-1].seq,
+                    f"{str(head)[:12]}); the store has {len(records)} (head {stored_head})",
+                    records[-1].seq if records else None,
                 )
 
     # temporal_anchor
