@@ -25,7 +25,7 @@ from armature_temporal.runtime.private import FILE_MODE, private_dir
 from armature_temporal.settings import armature_home
 from armature_temporal.store.engine import StoreError
 
-__all__ = ["KEY_FILE", "TraceKey", "canonical", "key_path", "load_key"]
+__all__ = ["KEY_FILE", "TraceKey", "canonical", "key_id_of", "key_path", "load_key"]
 
 KEY_FILE = "trace.key"
 
@@ -55,18 +55,34 @@ class TraceKey:
         message = "\x1f".join((kind, *parts)).encode("utf-8")
         return hmac.new(self.secret, message, hashlib.sha256).hexdigest()
 
+    def tagged(self, kind: str, *parts: str) -> str:
+        """``<key id>:<mac>``: what the store keeps, so verify can tell another key from a
+        forgery."""
+        return f"{self.key_id}:{self.mac(kind, *parts)}"
+
     def checks(self, mac: str | None, kind: str, *parts: str) -> bool:
-        return mac is not None and hmac.compare_digest(mac, self.mac(kind, *parts))
+        """Whether ``mac`` (plain, or tagged with this key's id) is the MAC of ``parts``."""
+        if mac is None:
+            return False
+        expected = self.tagged(kind, *parts) if ":" in mac else self.mac(kind, *parts)
+        return hmac.compare_digest(mac, expected)
 
     def record_mac(self, run_id: str, seq: int, record_hash: str) -> str:
         """A record's MAC: over its hash, which covers its content and its place in the chain."""
-        return self.mac("record", run_id, str(seq), record_hash)
+        return self.tagged("record", run_id, str(seq), record_hash)
 
     def summary_mac(self, summary: dict[str, Any]) -> str:
-        return self.mac("summary", canonical(summary))
+        return self.tagged("summary", canonical(summary))
 
     def ledger_mac(self, entry_hash: str) -> str:
         return self.mac("ledger", entry_hash)
+
+
+def key_id_of(mac: str | None) -> str | None:
+    """The key id a tagged MAC names (None: untagged or no MAC)."""
+    if mac is None or ":" not in mac:
+        return None
+    return mac.split(":", 1)[0]
 
 
 def load_key(path: Path | None = None, *, create: bool) -> TraceKey | None:

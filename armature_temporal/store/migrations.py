@@ -212,9 +212,9 @@ def _v8_record_anchors(conn: Connection) -> None:
     record count beside its chain head, and ``trace_ledger``, an append-only, hash-chained,
     MAC'd list of every run's start and end, so a run deleted whole is noticed. Rows from
     before this migration have no MACs: ``armature traces verify`` reports them as legacy."""
-    conn.execute(text("ALTER TABLE trace_records ADD COLUMN mac VARCHAR(64)"))
+    conn.execute(text("ALTER TABLE trace_records ADD COLUMN mac VARCHAR(100)"))
     conn.execute(text("ALTER TABLE runs ADD COLUMN chain_length INTEGER"))
-    conn.execute(text("ALTER TABLE runs ADD COLUMN summary_mac VARCHAR(64)"))
+    conn.execute(text("ALTER TABLE runs ADD COLUMN summary_mac VARCHAR(100)"))
     meta = MetaData()
     Table(
         "trace_ledger",

@@ -49,7 +49,7 @@ class RunRow(Base):
     chain_head: Mapped[str | None] = mapped_column(String(64))
     # Records stored so far, and the MAC over the summary (None: written before keying).
     chain_length: Mapped[int | None] = mapped_column(Integer)
-    summary_mac: Mapped[str | None] = mapped_column(String(64))
+    summary_mac: Mapped[str | None] = mapped_column(String(100))
     # An improvement round's verification run: left out of dashboards, exports, diagnoses.
     verification: Mapped[bool] = mapped_column(default=False, server_default=text("false"))
 
@@ -97,8 +97,8 @@ class TraceRow(Base):
     data: Mapped[Any] = mapped_column(JSON, nullable=True)
     prev_hash: Mapped[str] = mapped_column(String(64))
     hash: Mapped[str] = mapped_column(String(64))
-    # HMAC of the record's hash with the trace key (None: written before keying).
-    mac: Mapped[str | None] = mapped_column(String(64))
+    # ``<key id>:<HMAC of the record's hash>`` with the trace key (None: before keying).
+    mac: Mapped[str | None] = mapped_column(String(100))
 
     __table_args__ = (
         UniqueConstraint("run_id", "seq", name="uq_trace_run_seq"),

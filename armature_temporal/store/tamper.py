@@ -26,7 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from armature_temporal.runtime.traces import ChainBreak, TraceRecord, verify_chain
-from armature_temporal.store.keys import TraceKey, canonical
+from armature_temporal.store.keys import TraceKey, canonical, key_id_of
 from armature_temporal.store.ledger import LedgerEntry, LedgerState, legacy_digest
 
 __all__ = [
@@ -396,6 +396,17 @@ def _audit_run(
                     record.seq,
                 )
                 break
+            made_with = key_id_of(mac)
+            if made_with is not None and made_with != key.key_id:
+                check.fail(
+                    "mac",
+                    "other key",
+                    f"{label} was MAC'd with trace key {made_with}, but {key.path} is key "
+                    f"{key.key_id}: every writer and verifier needs the same key file (copy the "
+                    "one the workers use); if no worker has that key, treat it as forged",
+                    record.seq,
+                )
+                break
             if not key.checks(mac, "record", record.run_id, str(record.seq), record.hash):
                 check.fail(
                     "mac",
@@ -427,6 +438,13 @@ def _audit_run(
             )
     elif key is None:
         check.skip("summary_mac", f"no trace key at {key_file}")
+    elif key_id_of(summary["summary_mac"]) not in (None, key.key_id):
+        check.fail(
+            "summary_mac",
+            "other key",
+            f"the run's summary was MAC'd with trace key {key_id_of(summary['summary_mac'])}, "
+            f"but {key.path} is key {key.key_id}: copy the workers' key file here",
+        )
     elif not key.checks(summary["summary_mac"], "summary", _canonical_summary(summary)):
         changed = _changed_fields(summary, ended)
         check.fail(

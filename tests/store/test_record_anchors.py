@@ -206,6 +206,10 @@ def test_another_key_is_named_not_taken_for_forgery(store: TraceStore, tmp_path:
     finally:
         other.close()
     assert breaks[0].check == "ledger" and "was made with trace key" in breaks[0].detail
+    problems = {(b.run_id, b.check, b.problem) for b in breaks if b.run_id}
+    assert problems == {
+        (f"run-{n}", check, "other key") for n in range(3) for check in ("mac", "summary_mac")
+    }
 
 
 # --- legacy stores ------------------------------------------------------------------------------
@@ -285,3 +289,15 @@ def test_key_home_and_sqlite_store_are_created_owner_only(armature_home: Path) -
     assert _mode(armature_home / "armature.db") == 0o600
     wal = armature_home / "armature.db-wal"
     assert not wal.exists() or _mode(wal) == 0o600
+
+
+def test_payload_files_are_owner_only(tmp_path: Path) -> None:
+    from temporalio.api.common.v1 import Payload
+
+    from armature_temporal.runtime.payloads import LocalFileDriver
+
+    root = tmp_path / "payloads"
+    [claim] = LocalFileDriver(root)._store_sync([Payload(data=b"a stage output" * 1000)])
+    digest = claim.claim_data["sha256"]
+    assert _mode(root) == 0o700 and _mode(root / digest[:2]) == 0o700
+    assert _mode(root / digest[:2] / digest) == 0o600
