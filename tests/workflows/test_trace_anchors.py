@@ -163,3 +163,18 @@ async def test_a_finished_run_is_anchored_with_its_final_head_and_verify_says_wh
     assert gone.returncode == 0
     assert "temporal_anchor skipped: cannot reach the Temporal server" in gone.stdout
     assert "every check holds" not in gone.stdout
+
+    # The run deleted whole, its ledger entries too (they are the ledger's last: removing
+    # them leaves a ledger that holds): only Temporal still knows it went to this store.
+    store = TraceStore(database_url())
+    try:
+        with store.engine.begin() as conn:
+            for table in ("trace_records", "gate_decisions", "runs", "trace_ledger"):
+                conn.execute(text(f"DELETE FROM {table} WHERE run_id = :r"), {"r": handle.id})
+        assert store.audit().ok, "inside the database the deletion is invisible"
+    finally:
+        store.close()
+    code, found = await _verify(client)
+    assert code == 1
+    [run] = found["runs"]
+    assert run["run_id"] == handle.id and run["checks"]["temporal_anchor"] == "failed"
