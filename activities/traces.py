@@ -27,10 +27,15 @@ def store_for(url: str) -> TraceStore:
 
 
 @activity.defn(name="record_traces")
-async def record_traces(batch: TraceBatch) -> int:
-    """Store the batch; returns how many records were new."""
+async def record_traces(batch: TraceBatch) -> int | dict[str, Any]:
+    """Store the batch, each record with its MAC (the store computes them with the trace key
+    under ARMATURE_HOME; the workflow never sees the key). Returns how many records were new,
+    or with ``batch.ack`` that and the store's id."""
     store = store_for(database_url())
-    return await asyncio.to_thread(store.write, batch.records)
+    stored = await asyncio.to_thread(store.write, batch.records)
+    if not batch.ack:
+        return stored
+    return {"stored": stored, "store": await asyncio.to_thread(store.store_id)}
 
 
 def _carry(outputs: dict[str, Any], carry_forward: dict[str, str]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from armature_temporal.commands._common import (
     out,
     print_json,
     print_wide,
+    run_coroutine,
 )
 from armature_temporal.errors import did_you_mean
 
@@ -183,34 +184,152 @@ def traces_verify(
         str | None,
         typer.Argument(help="Check only this run.", metavar="RUN", show_default=False),
     ] = None,
+    address: Annotated[
+        str | None,
+        typer.Option(
+            "--address",
+            help="Temporal server host:port whose run memos anchor the chains (default: "
+            "$TEMPORAL_ADDRESS, else the local dev server if it is running; never started).",
+        ),
+    ] = None,
+    offline: Annotated[
+        bool,
+        typer.Option("--offline", help="Do not ask Temporal; the anchor check is skipped."),
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Check that no trace record was edited, deleted, inserted or reordered.
+    """Check that the record was not rewritten: every run's (or RUN's) hash chain, the MAC on
+    each record and on its summary (the trace key under ARMATURE_HOME), the store-wide ledger
+    (a run deleted whole is still in it), and the chain head each run's workflow wrote to its
+    Temporal memo.
 
-    Recomputes each run's hash chain (every run's, or RUN's) and prints, for each broken
-    run, the first record where its chain breaks. Exits 0 when every chain holds, 1 when
-    any is broken, 2 when RUN is not in the store.
+    Prints each failed check by name (chain, mac, summary_mac, ledger, temporal_anchor) with
+    the record where it fails. Runs recorded before MACs are "legacy, unkeyed": their chain is
+    checked, nothing else can be. When Temporal cannot be asked, says the anchor check was
+    skipped and why. Exits 0 when nothing failed, 1 when anything did, 2 when RUN is not in
+    the store.
     """
     store, where = open_store()
     if run_id is not None and store.run(run_id) is None and not store.records(run_id):
-        raise fail(f"error: no run {run_id!r} in the trace store at {where}", 2)
-    checked, breaks = store.verify([run_id] if run_id is not None else None)
+        in_ledger = run_id in {f.run_id for f in store.audit().runs}
+        if not in_ledger:
+            raise fail(f"error: no run {run_id!r} in the trace store at {where}", 2)
+    if offline:
+        anchors, skipped = None, "--offline: Temporal was not asked"
+    else:
+        anchors, skipped = run_coroutine(_temporal_anchors(address, run_id))
+    found = store.audit(
+        [run_id] if run_id is not None else None, anchors=anchors, anchors_skipped=skipped
+    )
+    legacy = [r for r in found.runs if r.verdict == "legacy"]
+    broken = [r for r in found.runs if r.verdict == "broken"]
     if as_json:
         print_json(
             {
-                "checked": checked,
-                "ok": not breaks,
-                "breaks": [b.model_dump(mode="json") for b in breaks],
+                "checked": found.checked,
+                "ok": found.ok,
+                "intact": found.checked - len(legacy) - len(broken),
+                "legacy": [r.run_id for r in legacy],
+                "broken": [r.run_id for r in broken],
+                "breaks": [f.model_dump(mode="json") for f in found.findings],
+                "runs": [r.model_dump(mode="json") for r in found.runs],
+                "key_id": found.key_id,
+                "temporal_anchor_skipped": found.temporal_skipped,
             }
         )
-    elif not breaks:
-        out.print(f"{checked} run(s) checked: every chain is intact", markup=False)
     else:
-        for b in breaks:
-            out.print(f"{b.run_id}: {b.problem}: {b.detail}", markup=False, highlight=False)
-        err.print(f"{len(breaks)} of {checked} run(s) have a broken chain", markup=False)
-    if breaks:
+        for f in found.findings:
+            who = f.run_id or "ledger"
+            out.print(f"{who}: {f.check}: {f.problem}: {f.detail}", markup=False, highlight=False)
+        for r in legacy:
+            out.print(
+                f"{r.run_id}: legacy, unkeyed: recorded before MACs; its chain holds, but "
+                "nothing else can be checked",
+                markup=False,
+                highlight=False,
+            )
+        checks = "chain, mac, summary_mac, ledger"
+        if found.temporal_skipped:
+            skipped = f"; temporal_anchor skipped: {found.temporal_skipped}"
+        else:
+            checks += ", temporal_anchor"
+            unanchored = [r for r in found.runs if "temporal_anchor" in r.skipped]
+            skipped = (
+                f"; temporal_anchor skipped for {len(unanchored)} run(s): "
+                + unanchored[0].skipped["temporal_anchor"]
+                if unanchored
+                else ""
+            )
+        intact = found.checked - len(legacy) - len(broken)
+        summary = f"{found.checked} run(s) checked: {intact} intact"
+        if legacy:
+            summary += f", {len(legacy)} legacy (unkeyed)"
+        if found.ok:
+            every = " every check holds" if not (legacy or skipped) else ""
+            out.print(f"{summary} ({checks}){':' + every if every else ''}{skipped}", markup=False)
+        else:
+            err.print(
+                f"{summary}, {len(broken)} broken"
+                + (f"; the ledger itself: {len(found.store)} problem(s)" if found.store else "")
+                + skipped,
+                markup=False,
+            )
+    if not found.ok:
         raise typer.Exit(1)
+
+
+async def _temporal_anchors(
+    address: str | None, run_id: str | None
+) -> tuple[dict[str, Any] | None, str | None]:
+    """The chain anchors in the RunSpec workflows' memos (all, or ``run_id``'s), or None and
+    why they could not be read."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from armature_temporal.runtime.traces import CHAIN_MEMO
+    from armature_temporal.service.client import WORKFLOW_NAME, ConnectionFailed, connect
+    from armature_temporal.settings import armature_home, configured_address, dev_port
+    from armature_temporal.store.tamper import Anchor
+
+    addr = configured_address(address)
+    if addr is None:
+        if not (armature_home() / "run" / "temporal.pid").exists():
+            return None, (
+                "no Temporal server configured (--address or TEMPORAL_ADDRESS) and the local "
+                "stack is not running (`armature dev`); the chains' Temporal anchors were "
+                "not read"
+            )
+        addr = f"127.0.0.1:{dev_port()}"
+    try:
+        client = await connect(addr)
+    except ConnectionFailed as exc:
+        return None, str(exc)
+
+    def anchor(memo: Any) -> Anchor | None:
+        value = memo.get(CHAIN_MEMO) if isinstance(memo, dict) else None
+        return Anchor.model_validate(value) if isinstance(value, dict) else None
+
+    anchors: dict[str, Any] = {}
+    try:
+        if run_id is not None:
+            try:
+                described = await client.get_workflow_handle(run_id).describe()
+            except RPCError as exc:
+                if exc.status != RPCStatusCode.NOT_FOUND:
+                    raise
+            else:
+                if (found := anchor(dict(await described.memo()))) is not None:
+                    anchors[run_id] = found
+        else:
+            async for execution in client.list_workflows(f"WorkflowType = '{WORKFLOW_NAME}'"):
+                found = anchor(dict(await execution.memo()))
+                if found is not None:
+                    anchors.setdefault(execution.id, found)
+    except RPCError as exc:
+        return (
+            None,
+            f"the Temporal server at {addr} did not answer ({exc.status.name}: {exc.message})",
+        )
+    return anchors, None
 
 
 @app.command("export-traces", rich_help_panel=INSPECT)

@@ -12,6 +12,7 @@ import typer
 from armature_temporal.commands._common import (
     LEARN,
     JsonFlag,
+    err,
     fail,
     open_store,
     out,
@@ -85,8 +86,23 @@ def proposals_show(
         found = _proposal_or_exit(store, proposal_id)
     finally:
         store.close()
+    from armature_temporal.improve.apply import ProposalMismatch, rederive
+
+    mismatch: str | None = None
+    try:  # what is shown must be what apply would write
+        rederive(found, filename=f"<proposal {found.id}>", base_dir=Path.cwd())
+    except ProposalMismatch as exc:
+        if exc.kind == "unappliable":  # perhaps only a file the spec includes, not found here
+            err.print(
+                f"note: {exc.what}, here (a file the spec includes may be elsewhere); "
+                "`armature proposals apply` checks it against the spec file",
+                markup=False,
+            )
+        else:
+            mismatch = str(exc)
+            err.print(f"warning: {mismatch}; `armature proposals apply` refuses it", markup=False)
     if as_json:
-        print_json(found.model_dump(mode="json"))
+        print_json({**found.model_dump(mode="json"), "mismatch": mismatch})
         return
     from armature_temporal.improve.render import render_proposal
 
@@ -106,7 +122,11 @@ def proposals_apply(
     ] = False,
 ) -> None:
     """Write a proposal's change into the spec file (only if the file is exactly the text the
-    proposal was made from), and mark it applied. Runs after this are a new spec version."""
+    proposal was made from), and mark it applied. Runs after this are a new spec version.
+
+    The text written is re-derived: the proposal's recorded changes applied to its base text.
+    A proposal whose stored text, spec hashes or diff disagree with that (it was altered in
+    the store) is refused, saying what differs; nothing is written then (exit 1)."""
     import os
 
     store, _ = open_store()
@@ -133,8 +153,14 @@ def proposals_apply(
                 "or it is another file. Run `armature improve` on it again; nothing was written",
                 2,
             )
+        from armature_temporal.improve.apply import ProposalMismatch, rederive
+
+        try:  # never the stored spec_text as it is: what the recorded changes make of the base
+            candidate = rederive(found, filename=str(spec), base_dir=spec.parent)
+        except ProposalMismatch as exc:
+            raise fail(f"error: {exc}", 1) from None
         tmp = spec.with_name(f".{spec.name}.armature-tmp")
-        tmp.write_text(found.spec_text, encoding="utf-8")
+        tmp.write_text(candidate, encoding="utf-8")
         os.replace(tmp, spec)
         try:
             store.set_proposal_status(proposal_id, "applied")

@@ -24,6 +24,7 @@ from typing import Any
 from armature_temporal.errors import ArmatureError
 from armature_temporal.extras import install_extra_hint
 from armature_temporal.finetune.models import Example, TrainReport, TrainRequest
+from armature_temporal.runtime.private import make_private, private_dir
 
 __all__ = [
     "ADAPTER_META",
@@ -338,7 +339,7 @@ def train_lora(
 
     eval_after = _eval_loss(torch, model, eval_enc, pad_id, device)
 
-    out.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(out.parent)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         model.save_pretrained(str(staging))
@@ -356,7 +357,7 @@ def train_lora(
         )
         meta = {**report.model_dump(mode="json"), "base_model": request.base_model}
         (staging / ADAPTER_META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-        staging.chmod(0o755)  # mkdtemp makes it 0700
+        make_private(staging)  # the adapter is learnt from traces: its owner's alone
         os.replace(staging, _check_out_dir(request.out_dir))
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -29,6 +29,7 @@ from temporalio.converter import (
 )
 
 from armature_temporal.errors import ArmatureError
+from armature_temporal.runtime.private import write_private
 from armature_temporal.settings import armature_home
 
 __all__ = [
@@ -78,10 +79,7 @@ class LocalFileDriver(StorageDriver):
             digest = hashlib.sha256(data).hexdigest()
             path = self.root / digest[:2] / digest
             if not path.exists():
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(f".tmp{os.getpid()}")
-                tmp.write_bytes(data)
-                tmp.replace(path)
+                write_private(path, data)  # 0600 in a 0700 directory: run data is private
             claims.append(StorageDriverClaim(claim_data={"sha256": digest, "size": str(len(data))}))
         return claims
 

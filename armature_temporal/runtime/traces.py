@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "CHAIN_MEMO",
     "FAILURE_TAXONOMY",
     "LOW_QUALITY_THRESHOLD",
     "ChainBreak",
@@ -48,6 +49,10 @@ FAILURE_TAXONOMY: dict[str, str] = {
     "cancelled": "cancelled because a sibling failed or the run was cancelled",
 }
 LOW_QUALITY_THRESHOLD = 0.5
+#: The run's memo key its workflow updates after each flush: ``{"length", "head", "store",
+#: "final"}`` of the records stored so far — the chain anchored in Temporal, outside the
+#: database it protects (``armature traces verify`` reads it).
+CHAIN_MEMO = "armature_chain"
 
 
 class TraceRecord(BaseModel):
@@ -170,9 +175,12 @@ def verify_chain(run_id: str, records: Iterable[TraceRecord]) -> ChainBreak | No
 
 
 class TraceBatch(BaseModel):
-    """Records sent from a workflow to the ``record_traces`` activity."""
+    """Records sent from a workflow to the ``record_traces`` activity. With ``ack`` the
+    activity answers ``{"stored": n, "store": store id}`` instead of ``n``: the workflow puts
+    the store id in its memo beside the chain head."""
 
     records: list[TraceRecord] = Field(default_factory=list)
+    ack: bool = False
 
 
 class TraceChain:

@@ -10,6 +10,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from armature_temporal.errors import ArmatureError
+from armature_temporal.runtime.private import FILE_MODE, private_dir
 from armature_temporal.settings import armature_home
 
 __all__ = ["StoreError", "database_url", "make_engine"]
@@ -24,8 +25,7 @@ def database_url(url: str | None = None) -> str:
     chosen = url or os.environ.get("ARMATURE_DB_URL")
     if chosen:
         return chosen
-    home = armature_home()
-    home.mkdir(parents=True, exist_ok=True)
+    home = private_dir(armature_home())
     return f"sqlite:///{home / 'armature.db'}"
 
 
@@ -38,8 +38,8 @@ def make_engine(url: str) -> Engine:
     try:
         if url.startswith("sqlite"):
             path = url.split("///", 1)[-1]
-            if path and path != ":memory:":
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            if path and path != ":memory:" and not path.startswith("file:"):
+                _create_private(Path(path))
             engine = create_engine(url, connect_args={"timeout": 30})
             _sqlite_tuning(engine)
             return engine
@@ -49,6 +49,14 @@ def make_engine(url: str) -> Engine:
             f"ARMATURE_DB_URL {url!r} is not a database URL Armature can use ({exc}); use "
             "sqlite:///path/armature.db or postgresql+psycopg://user:password@host:5432/db"
         ) from None
+
+
+def _create_private(path: Path) -> None:
+    """Create the SQLite file ``0600`` (in a ``0700`` directory when that is new) before
+    SQLite opens it: SQLite gives its ``-wal`` and ``-shm`` files the database file's mode."""
+    private_dir(path.parent)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, FILE_MODE)
+    os.close(fd)
 
 
 def _sqlite_tuning(engine: Engine) -> None:

@@ -206,6 +206,33 @@ def _v7_memory_entries(conn: Connection) -> None:
     meta.create_all(conn)
 
 
+def _v8_record_anchors(conn: Connection) -> None:
+    """What makes the record tamper-evident beyond its hash chain: a MAC on every record and
+    on each run's summary (keyed by ARMATURE_HOME's trace key, never stored here), the run's
+    record count beside its chain head, and ``trace_ledger``, an append-only, hash-chained,
+    MAC'd list of every run's start and end, so a run deleted whole is noticed. Rows from
+    before this migration have no MACs: ``armature traces verify`` reports them as legacy."""
+    conn.execute(text("ALTER TABLE trace_records ADD COLUMN mac VARCHAR(100)"))
+    conn.execute(text("ALTER TABLE runs ADD COLUMN chain_length INTEGER"))
+    conn.execute(text("ALTER TABLE runs ADD COLUMN summary_mac VARCHAR(100)"))
+    meta = MetaData()
+    Table(
+        "trace_ledger",
+        meta,
+        Column("seq", Integer, primary_key=True, autoincrement=False),
+        Column("event", String(20), nullable=False),
+        Column("run_id", String(200)),
+        Column("recorded_at", String(40), nullable=False),
+        Column("data", JSON),
+        Column("key_id", String(16), nullable=False),
+        Column("prev_hash", String(64), nullable=False),
+        Column("hash", String(64), nullable=False),
+        Column("mac", String(64), nullable=False),
+        Index("ix_ledger_run", "run_id"),
+    )
+    meta.create_all(conn)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "initial", _v1_initial),
     (2, "run_quality", _v2_run_quality),
@@ -214,6 +241,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (5, "adapters", _v5_adapters),
     (6, "verification_runs", _v6_verification_runs),
     (7, "memory_entries", _v7_memory_entries),
+    (8, "record_anchors", _v8_record_anchors),
 ]
 
 

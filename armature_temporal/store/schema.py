@@ -12,6 +12,7 @@ __all__ = [
     "AdapterRow",
     "Base",
     "GateDecisionRow",
+    "LedgerRow",
     "MemoryEntryRow",
     "ProposalRow",
     "RunRow",
@@ -46,6 +47,9 @@ class RunRow(Base):
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
     hqs: Mapped[float | None] = mapped_column(Float)
     chain_head: Mapped[str | None] = mapped_column(String(64))
+    # Records stored so far, and the MAC over the summary (None: written before keying).
+    chain_length: Mapped[int | None] = mapped_column(Integer)
+    summary_mac: Mapped[str | None] = mapped_column(String(100))
     # An improvement round's verification run: left out of dashboards, exports, diagnoses.
     verification: Mapped[bool] = mapped_column(default=False, server_default=text("false"))
 
@@ -93,12 +97,33 @@ class TraceRow(Base):
     data: Mapped[Any] = mapped_column(JSON, nullable=True)
     prev_hash: Mapped[str] = mapped_column(String(64))
     hash: Mapped[str] = mapped_column(String(64))
+    # ``<key id>:<HMAC of the record's hash>`` with the trace key (None: before keying).
+    mac: Mapped[str | None] = mapped_column(String(100))
 
     __table_args__ = (
         UniqueConstraint("run_id", "seq", name="uq_trace_run_seq"),
         Index("ix_trace_spec_kind", "spec_name", "kind"),
         Index("ix_trace_spec_hash", "spec_hash"),
     )
+
+
+class LedgerRow(Base):
+    """One entry of the store-wide ledger (:mod:`armature_temporal.store.ledger`): a run
+    started or ended, hash-chained to the entry before and MAC'd with the trace key."""
+
+    __tablename__ = "trace_ledger"
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    event: Mapped[str] = mapped_column(String(20))
+    run_id: Mapped[str | None] = mapped_column(String(200))
+    recorded_at: Mapped[str] = mapped_column(String(40))
+    data: Mapped[Any] = mapped_column(JSON, nullable=True)
+    key_id: Mapped[str] = mapped_column(String(16))
+    prev_hash: Mapped[str] = mapped_column(String(64))
+    hash: Mapped[str] = mapped_column(String(64))
+    mac: Mapped[str] = mapped_column(String(64))
+
+    __table_args__ = (Index("ix_ledger_run", "run_id"),)
 
 
 class GateDecisionRow(Base):

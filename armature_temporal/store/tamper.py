@@ -1,21 +1,149 @@
-"""Tamper evidence the store adds to the hash chain: a run's records against its recorded head."""
+"""Tamper evidence: a run's stored chain against its summary, its MACs, the ledger and Temporal.
+
+Five checks, each reported by name (``armature traces verify``):
+
+- ``chain``: the hash chain (:func:`~armature_temporal.runtime.traces.verify_chain`), and the
+  run's last record against the chain head its summary recorded;
+- ``mac``: every record's HMAC (the trace key); a chain rewritten with every later hash
+  recomputed fails here;
+- ``summary_mac``: the HMAC over the run's summary (status, HQS, cost, tokens, chain head, record
+  count, ...); a summary edited, or a chain head moved after the tail was deleted, fails here;
+- ``ledger``: the run's start and end in the store-wide ledger (:mod:`~.ledger`); a run deleted
+  whole is still in the ledger;
+- ``temporal_anchor``: the chain head and record count the run's workflow wrote to its Temporal
+  memo after each flush, an independent store the database's writer cannot reach.
+
+Runs recorded before keying have no MACs and no ledger entries: they are ``legacy`` (chain
+checked, nothing else to check), never ``intact``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from armature_temporal.runtime.traces import ChainBreak, TraceRecord, verify_chain
+from armature_temporal.store.keys import TraceKey, canonical, key_id_of
+from armature_temporal.store.ledger import LedgerEntry, LedgerState, legacy_digest
 
-__all__ = ["check_run"]
+__all__ = [
+    "CHECKS",
+    "LEDGER_SUMMARY_FIELDS",
+    "SUMMARY_FIELDS",
+    "Anchor",
+    "Audit",
+    "CheckName",
+    "Finding",
+    "RunAudit",
+    "audit_store",
+    "check_run",
+    "run_summary",
+]
+
+CheckName = Literal["chain", "mac", "summary_mac", "ledger", "temporal_anchor"]
+CheckState = Literal["ok", "failed", "legacy", "skipped"]
+CHECKS: tuple[CheckName, ...] = ("chain", "mac", "summary_mac", "ledger", "temporal_anchor")
+
+#: The run summary columns its MAC covers.
+SUMMARY_FIELDS = (
+    "run_id",
+    "spec_name",
+    "spec_hash",
+    "spec_version",
+    "policy_version",
+    "parent_run_id",
+    "verification",
+    "status",
+    "reason",
+    "inputs",
+    "outputs",
+    "started_at",
+    "finished_at",
+    "latency_ms",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost_usd",
+    "hqs",
+    "chain_head",
+    "chain_length",
+)
+#: What a run's ``run_end`` ledger entry repeats of its summary (so verify can name a field).
+LEDGER_SUMMARY_FIELDS = (
+    "status",
+    "hqs",
+    "cost_usd",
+    "prompt_tokens",
+    "completion_tokens",
+    "chain_head",
+    "chain_length",
+)
+
+
+def run_summary(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a ``runs`` row its summary MAC covers."""
+    summary = {f: row.get(f) for f in SUMMARY_FIELDS}
+    summary["verification"] = bool(summary["verification"])
+    return summary
+
+
+class Anchor(BaseModel):
+    """What a run's workflow recorded in its Temporal memo after its latest flush."""
+
+    model_config = ConfigDict(frozen=True)
+
+    length: int  # records stored so far
+    head: str  # the hash of the last of them
+    store: str = ""  # the store id they went to
+    final: bool = False  # the run's last flush (nothing follows)
+
+
+class Finding(BaseModel):
+    """One check that failed (``run_id`` None: the ledger as a whole)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str | None
+    check: CheckName
+    seq: int | None = None
+    problem: str
+    detail: str
+
+
+class RunAudit(BaseModel):
+    """One run: each check's state, why any was skipped, what failed."""
+
+    run_id: str
+    verdict: Literal["intact", "legacy", "broken"]
+    checks: dict[str, CheckState]
+    skipped: dict[str, str] = Field(default_factory=dict)
+    findings: list[Finding] = Field(default_factory=list)
+
+
+class Audit(BaseModel):
+    """``armature traces verify``'s answer."""
+
+    checked: int
+    ok: bool
+    runs: list[RunAudit]
+    store: list[Finding] = Field(default_factory=list)
+    key_id: str | None = None
+    temporal_skipped: str | None = None  # why the Temporal anchors were not checked
+
+    @property
+    def findings(self) -> list[Finding]:
+        return [*self.store, *(f for run in self.runs for f in run.findings)]
 
 
 def check_run(run_id: str, records: Sequence[TraceRecord], head: str | None) -> ChainBreak | None:
     """The first break in one run's stored records (in ``seq`` order), given the chain head
-    its summary recorded when the run ended (``None`` while it runs).
+    its summary recorded (``None``: a run recorded before summaries kept a head while running).
 
     Refines :func:`~armature_temporal.runtime.traces.verify_chain` with what only the store knows:
 
-    - the recorded head is an earlier record: records were appended after the run ended
+    - the recorded head is an earlier record: records were appended after it was recorded
       (``inserted``); it is no record at all: records at the end were removed (``deleted``);
     - a record renumbered one place on that follows the same record as the one now before it:
       that one was spliced in (``inserted``), the rest renumbered to make room.
@@ -48,8 +176,8 @@ def check_run(run_id: str, records: Sequence[TraceRecord], head: str | None) -> 
             run_id=run_id,
             seq=end.seq + 1,
             problem="inserted",
-            detail=f"record {end.seq + 1} follows the run's last record ({end.seq}, its "
-            "recorded chain head): records were appended after the run ended",
+            detail=f"record {end.seq + 1} follows the run's recorded chain head (record "
+            f"{end.seq}): records were appended after it was recorded",
         )
     return ChainBreak(
         run_id=run_id,
@@ -58,3 +186,370 @@ def check_run(run_id: str, records: Sequence[TraceRecord], head: str | None) -> 
         detail="the run's recorded chain head is not among its records: records at the end "
         "were removed",
     )
+
+
+def _show(value: Any) -> str:
+    return "not set" if value is None else repr(value)
+
+
+class _RunCheck:
+    """The five checks of one run, collecting states, skips and findings."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.states: dict[str, CheckState] = {}
+        self.skipped: dict[str, str] = {}
+        self.findings: list[Finding] = []
+
+    def fail(self, check: CheckName, problem: str, detail: str, seq: int | None = None) -> None:
+        self.states[check] = "failed"
+        self.findings.append(
+            Finding(run_id=self.run_id, check=check, seq=seq, problem=problem, detail=detail)
+        )
+
+    def skip(self, check: CheckName, why: str) -> None:
+        self.states[check] = "skipped"
+        self.skipped[check] = why
+
+    def done(self) -> RunAudit:
+        for check in CHECKS:
+            self.states.setdefault(check, "ok")
+        if any(s == "failed" for s in self.states.values()):
+            verdict: Literal["intact", "legacy", "broken"] = "broken"
+        elif any(s == "legacy" for s in self.states.values()):
+            verdict = "legacy"
+        else:
+            verdict = "intact"
+        return RunAudit(
+            run_id=self.run_id,
+            verdict=verdict,
+            checks={c: self.states[c] for c in CHECKS},
+            skipped=self.skipped,
+            findings=self.findings,
+        )
+
+
+def audit_store(
+    ids: Sequence[str],
+    *,
+    stored: Mapping[str, Sequence[tuple[TraceRecord, str | None]]],
+    summaries: Mapping[str, Mapping[str, Any]],
+    state: LedgerState,
+    key: TraceKey | None,
+    key_file: Path,
+    anchors: Mapping[str, Anchor] | None,
+    anchors_skipped: str | None,
+    whole_store: bool,
+) -> Audit:
+    """Check the runs ``ids`` (their records with MACs, ``stored``, and summaries) against
+    the ledger ``state`` and Temporal's ``anchors`` (None: not checked, ``anchors_skipped``
+    says why). ``whole_store``: also the ledger as a whole (every run was asked for)."""
+    store_findings: list[Finding] = [
+        Finding(run_id=None, check="ledger", problem="broken", detail=p) for p in state.problems
+    ]
+    started, ended = state.started, state.ended
+    ledger_begun = bool(state.entries)
+    keyed_somewhere = (
+        ledger_begun
+        or any(mac is not None for records in stored.values() for _, mac in records)
+        or any(s.get("summary_mac") for s in summaries.values())
+    )
+    if key is None and keyed_somewhere:
+        store_findings.append(
+            Finding(
+                run_id=None,
+                check="mac",
+                problem="no key",
+                detail=f"this store's records carry MACs, but there is no trace key at "
+                f"{key_file}: copy the key file of the workers that wrote them there (mode "
+                "0600); until then no MAC can be checked",
+            )
+        )
+    listed = set(state.legacy_run_ids) if state.legacy_run_ids is not None else None
+    if whole_store and ledger_begun and not state.problems:
+        present = set(stored) | set(summaries)
+        if listed is not None:
+            for gone in sorted(listed - present):
+                store_findings.append(
+                    Finding(
+                        run_id=gone,
+                        check="ledger",
+                        problem="deleted",
+                        detail=f"run {gone} was in the store when the ledger began (legacy), "
+                        "and is gone now: its summary and records were deleted",
+                    )
+                )
+        else:
+            legacy_now = sorted(present - set(started))
+            if legacy_digest(legacy_now) != state.legacy_digest:
+                store_findings.append(
+                    Finding(
+                        run_id=None,
+                        check="ledger",
+                        problem="changed",
+                        detail=f"the runs without ledger entries ({len(legacy_now)}) are not "
+                        f"the {state.legacy_runs} the store held when the ledger began: a "
+                        "legacy run was deleted, or a run added without the key",
+                    )
+                )
+
+    audits: list[RunAudit] = []
+    for run_id in ids:
+        records = list(stored.get(run_id, ()))
+        summary = summaries.get(run_id)
+        anchor = anchors.get(run_id) if anchors is not None else None
+        if (
+            anchor is not None
+            and anchor.store
+            and state.store_id
+            and anchor.store != state.store_id
+        ):
+            anchor = None  # it went to another store: not this one's to check
+        if not records and summary is None and run_id not in started and anchor is None:
+            continue  # asked for a run no one knows
+        in_ledger = run_id in started
+        if in_ledger or anchor is not None:
+            legacy = False
+        elif not ledger_begun:
+            legacy = True
+        else:
+            legacy = listed is None or run_id in listed
+        audits.append(
+            _audit_run(
+                run_id,
+                [r for r, _ in records],
+                [m for _, m in records],
+                summary,
+                legacy=legacy,
+                started=started.get(run_id),
+                ended=ended.get(run_id),
+                key=key,
+                key_file=key_file,
+                anchor=anchor,
+                anchors_given=anchors is not None,
+                anchors_skipped=anchors_skipped,
+            )
+        )
+    ok = not store_findings and all(a.verdict != "broken" for a in audits)
+    return Audit(
+        checked=len(audits),
+        ok=ok,
+        runs=audits,
+        store=store_findings,
+        key_id=key.key_id if key is not None else None,
+        temporal_skipped=anchors_skipped if anchors is None else None,
+    )
+
+
+def _audit_run(
+    run_id: str,
+    records: list[TraceRecord],
+    macs: list[str | None],
+    summary: Mapping[str, Any] | None,
+    *,
+    legacy: bool,
+    started: LedgerEntry | None,
+    ended: LedgerEntry | None,
+    key: TraceKey | None,
+    key_file: Path,
+    anchor: Anchor | None,
+    anchors_given: bool,
+    anchors_skipped: str | None,
+) -> RunAudit:
+    check = _RunCheck(run_id)
+    gone = not records and summary is None
+
+    # chain
+    if gone:
+        check.fail(
+            "chain",
+            "deleted",
+            "neither the run's summary nor any of its records is in the store: the run was "
+            "deleted whole",
+        )
+    else:
+        head = summary.get("chain_head") if summary is not None else None
+        found = check_run(run_id, records, head)
+        if found is not None:
+            check.fail("chain", found.problem, found.detail, found.seq)
+
+    # mac (records)
+    if gone:
+        check.skip("mac", "no records to check")
+    elif key is None:
+        if legacy and all(m is None for m in macs):
+            check.states["mac"] = "legacy"
+        else:
+            check.skip("mac", f"no trace key at {key_file}")
+    else:
+        for record, mac in zip(records, macs, strict=True):
+            label = f"record {record.seq} ({record.kind})"
+            if mac is None:
+                if legacy:
+                    check.states["mac"] = "legacy"
+                    continue
+                check.fail(
+                    "mac",
+                    "stripped",
+                    f"{label} has no MAC, but the run was recorded with MACs (it is in the "
+                    "ledger or anchored in Temporal): they were removed",
+                    record.seq,
+                )
+                break
+            made_with = key_id_of(mac)
+            if made_with is not None and made_with != key.key_id:
+                check.fail(
+                    "mac",
+                    "other key",
+                    f"{label} was MAC'd with trace key {made_with}, but {key.path} is key "
+                    f"{key.key_id}: every writer and verifier needs the same key file (copy the "
+                    "one the workers use); if no worker has that key, treat it as forged",
+                    record.seq,
+                )
+                break
+            if not key.checks(mac, "record", record.run_id, str(record.seq), record.hash):
+                check.fail(
+                    "mac",
+                    "forged",
+                    f"{label}'s MAC does not check against its hash: the record (or the chain "
+                    "from it on) was rewritten by someone without the trace key",
+                    record.seq,
+                )
+                break
+
+    # summary_mac
+    if summary is None:
+        if gone:
+            check.skip("summary_mac", "no summary to check")
+        elif legacy:
+            check.states["summary_mac"] = "legacy"
+        else:
+            check.fail(
+                "summary_mac", "deleted", "the run's summary row was deleted; its records remain"
+            )
+    elif summary.get("summary_mac") is None:
+        if legacy:
+            check.states["summary_mac"] = "legacy"
+        else:
+            check.fail(
+                "summary_mac",
+                "stripped",
+                "the run's summary has no MAC, but the run was recorded with MACs: it was removed",
+            )
+    elif key is None:
+        check.skip("summary_mac", f"no trace key at {key_file}")
+    elif key_id_of(summary["summary_mac"]) not in (None, key.key_id):
+        check.fail(
+            "summary_mac",
+            "other key",
+            f"the run's summary was MAC'd with trace key {key_id_of(summary['summary_mac'])}, "
+            f"but {key.path} is key {key.key_id}: copy the workers' key file here",
+        )
+    elif not key.checks(summary["summary_mac"], "summary", _canonical_summary(summary)):
+        changed = _changed_fields(summary, ended)
+        check.fail(
+            "summary_mac",
+            "edited",
+            "the run's summary does not match its MAC: "
+            + (
+                "; ".join(changed)
+                if changed
+                else "a field of it (status, HQS, cost, tokens, outputs, chain head, record "
+                "count, ...) was changed"
+            ),
+        )
+
+    # ledger
+    if legacy:
+        check.states["ledger"] = "legacy"
+    elif started is None:
+        check.fail(
+            "ledger",
+            "missing",
+            "the run is not in the store's ledger: it was added by someone without the key, "
+            "or its ledger entries were removed",
+        )
+    elif gone:
+        check.fail(
+            "ledger",
+            "deleted",
+            f"the ledger recorded this run starting (entry {started.seq}, {started.recorded_at}); "
+            "the store has neither its summary nor its records",
+        )
+    else:
+        status = summary.get("status") if summary is not None else None
+        if ended is None and status not in (None, "running"):
+            check.fail(
+                "ledger",
+                "missing",
+                f"the run's summary says {status!r}, but the ledger has no end for it: its "
+                "status was edited, or the ledger's last entries were removed",
+            )
+        elif ended is not None:
+            changed = _changed_fields(summary, ended) if summary is not None else []
+            length, head = ended.data.get("chain_length"), ended.data.get("chain_head")
+            if changed:
+                check.fail("ledger", "mismatch", "; ".join(changed))
+            elif len(records) != length or (records and records[-1].hash != head):
+                stored_head = records[-1].hash[:12] if records else "none"
+                check.fail(
+                    "ledger",
+                    "mismatch",
+                    f"the ledger recorded the run ending with {length} records (head "
+                    f"{str(head)[:12]}); the store has {len(records)} (head {stored_head})",
+                    records[-1].seq if records else None,
+                )
+
+    # temporal_anchor
+    if not anchors_given:
+        check.skip("temporal_anchor", anchors_skipped or "not checked")
+    elif anchor is None:
+        check.skip(
+            "temporal_anchor",
+            "Temporal has no anchor for this run (it started before runs anchored their "
+            "chain, its history is past the namespace's retention, or it ran on another server)",
+        )
+    elif anchor.length > 0:
+        if len(records) < anchor.length:
+            check.fail(
+                "temporal_anchor",
+                "deleted",
+                f"the run's workflow recorded {anchor.length} records stored (head "
+                f"{anchor.head[:12]}) in Temporal; the store has {len(records)}: records were "
+                "deleted",
+                len(records),
+            )
+        elif records[anchor.length - 1].hash != anchor.head:
+            check.fail(
+                "temporal_anchor",
+                "rewritten",
+                f"record {anchor.length - 1} is not the one the run's workflow anchored in "
+                f"Temporal (head {anchor.head[:12]}, stored {records[anchor.length - 1].hash[:12]})"
+                ": the chain was rewritten",
+                anchor.length - 1,
+            )
+        elif anchor.final and len(records) > anchor.length:
+            check.fail(
+                "temporal_anchor",
+                "inserted",
+                f"the run's workflow ended with {anchor.length} records; the store has "
+                f"{len(records)}: records were appended after it ended",
+                anchor.length,
+            )
+    return check.done()
+
+
+def _canonical_summary(summary: Mapping[str, Any]) -> str:
+    return canonical(run_summary(summary))
+
+
+def _changed_fields(summary: Mapping[str, Any], ended: LedgerEntry | None) -> list[str]:
+    """``runs.<field> is X, the ledger recorded Y`` for each field the run_end entry repeats."""
+    if ended is None:
+        return []
+    return [
+        f"runs.{field} is {_show(summary.get(field))}, "
+        f"the ledger recorded {_show(ended.data.get(field))}"
+        for field in LEDGER_SUMMARY_FIELDS
+        if summary.get(field) != ended.data.get(field)
+    ]

@@ -9,7 +9,8 @@ memory are mixed in from :mod:`~armature_temporal.store.proposals`,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import JSON, Connection, Engine, Executable, bindparam, func, select, text, update
@@ -17,15 +18,26 @@ from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlalchemy.orm import Session
 
 from armature_temporal.runtime.hqs import median, run_hqs
-from armature_temporal.runtime.traces import ChainBreak, TraceRecord
+from armature_temporal.runtime.traces import TraceRecord
+from armature_temporal.store import ledger
 from armature_temporal.store._base import table_of
 from armature_temporal.store.adapters import AdapterError, AdapterStore
 from armature_temporal.store.engine import StoreError, database_url, make_engine
+from armature_temporal.store.keys import TraceKey, key_path, load_key
+from armature_temporal.store.ledger import LedgerEvent
 from armature_temporal.store.memory import MemoryStore
 from armature_temporal.store.migrations import migrate
 from armature_temporal.store.proposals import ProposalError, ProposalStore
 from armature_temporal.store.schema import GateDecisionRow, RunRow, TraceRow
-from armature_temporal.store.tamper import check_run
+from armature_temporal.store.tamper import (
+    LEDGER_SUMMARY_FIELDS,
+    Anchor,
+    Audit,
+    Finding,
+    audit_store,
+    check_run,
+    run_summary,
+)
 
 __all__ = ["LATENCY_WINDOW", "AdapterError", "ProposalError", "TraceStore", "check_run"]
 
@@ -37,8 +49,11 @@ _RECORD_FIELDS = [name for name in TraceRecord.model_fields]
 class TraceStore(ProposalStore, AdapterStore, MemoryStore):
     """Open (and migrate) the store at ``url`` (default: ``$ARMATURE_DB_URL`` or SQLite)."""
 
-    def __init__(self, url: str | None = None) -> None:
+    def __init__(self, url: str | None = None, *, key: Path | None = None) -> None:
         self.url = database_url(url)
+        self._key_path = key
+        self._keys: dict[Path, TraceKey] = {}
+        self._store_id = ""
         self.engine: Engine = make_engine(self.url)
         try:
             migrate(self.engine)
@@ -94,13 +109,30 @@ class TraceStore(ProposalStore, AdapterStore, MemoryStore):
         one ``INSERT ... ON CONFLICT DO NOTHING RETURNING`` (SQLite: multi-row ``VALUES``;
         PostgreSQL: one JSON array the server expands); a run's summary is computed when its
         ``run_end`` record is new, so a retried batch leaves it as it was.
+
+        Each record is stored with its MAC (the trace key, created on first use); each run the
+        batch adds to gets its chain head, record count and summary MAC advanced, and a run's
+        start and end are appended to the ledger.
         """
         if not records:
             return 0
+        key = self.trace_key(create=True)
+        assert key is not None
+        macs = [key.record_mac(r.run_id, r.seq, r.hash) for r in records]
         rows: Any = (
-            {"rows": "[" + ",".join(r.model_dump_json() for r in records) + "]"}
+            {
+                "rows": "["
+                + ",".join(
+                    f'{r.model_dump_json()[:-1]},"mac":"{mac}"}}'
+                    for r, mac in zip(records, macs, strict=True)
+                )
+                + "]"
+            }
             if self.engine.dialect.name == "postgresql"
-            else [r.model_dump(mode="json") for r in records]
+            else [
+                {**r.model_dump(mode="json"), "mac": mac}
+                for r, mac in zip(records, macs, strict=True)
+            ]
         )
         starts = [_run_start_row(r) for r in records if r.kind == "run_start"]
         gates = [_gate_row(r) for r in records if r.kind == "gate"]
@@ -114,7 +146,70 @@ class TraceStore(ProposalStore, AdapterStore, MemoryStore):
             for end in ends:
                 if (end.run_id, end.seq) in new:
                     self._finish_run(conn, end, records)
+            newest: dict[str, TraceRecord] = {}
+            for r in records:
+                if (r.run_id, r.seq) in new and r.seq >= newest.get(r.run_id, r).seq:
+                    newest[r.run_id] = r
+            sealed = {
+                run_id: summary
+                for run_id, last in newest.items()
+                if (summary := self._seal_summary(conn, key, last)) is not None
+            }
+            begun = {
+                r.run_id for r in records if r.kind == "run_start" and (r.run_id, r.seq) in new
+            }
+            events = [LedgerEvent(event="run_start", run_id=run_id) for run_id in sorted(begun)]
+            events += [
+                LedgerEvent(
+                    event="run_end",
+                    run_id=end.run_id,
+                    data={f: sealed[end.run_id][f] for f in LEDGER_SUMMARY_FIELDS},
+                )
+                for end in ends
+                if (end.run_id, end.seq) in new and end.run_id in sealed
+            ]
+            if events:
+                self._store_id = ledger.append(conn, key, events, new_runs=begun)
         return len(new)
+
+    def trace_key(self, *, create: bool = False) -> TraceKey | None:
+        """The trace key (``$ARMATURE_HOME/trace.key``, or the path the store was opened with);
+        with ``create``, made on first use."""
+        path = self._key_path or key_path()
+        cached = self._keys.get(path)
+        if cached is None:
+            cached = load_key(path, create=create)
+            if cached is not None:
+                self._keys[path] = cached
+        return cached
+
+    def store_id(self) -> str:
+        """This store's id, from its ledger's genesis entry ("" before the first keyed run)."""
+        if not self._store_id:
+            with self.engine.connect() as conn:
+                self._store_id = ledger.store_id_of(conn)
+        return self._store_id
+
+    def _seal_summary(
+        self, conn: Connection, key: TraceKey, last: TraceRecord
+    ) -> dict[str, Any] | None:
+        """Advance a run's summary to its newest stored record ``last`` and MAC it. Returns the
+        summary (None: no such run row, or it is already further on)."""
+        runs = table_of(RunRow)
+        row = conn.execute(select(runs).where(runs.c.run_id == last.run_id)).mappings().first()
+        if row is None or (row["chain_length"] or 0) > last.seq + 1:
+            return None
+        summary = run_summary({**row, "chain_head": last.hash, "chain_length": last.seq + 1})
+        conn.execute(
+            self._update_run,
+            {
+                "b_run_id": last.run_id,
+                "chain_head": last.hash,
+                "chain_length": last.seq + 1,
+                "summary_mac": key.summary_mac(summary),
+            },
+        )
+        return summary
 
     def _finish_run(self, conn: Connection, end: TraceRecord, batch: Sequence[TraceRecord]) -> None:
         """Summarise a run from its records: status, totals, HQS and the chain head.
@@ -227,25 +322,63 @@ class TraceStore(ProposalStore, AdapterStore, MemoryStore):
 
     # --- tamper evidence ---------------------------------------------------------------------
 
-    def verify(self, run_ids: Iterable[str] | None = None) -> tuple[int, list[ChainBreak]]:
-        """Check every chain (or the given runs'). Returns (runs checked, breaks).
-
-        Every run with trace records or a summary is checked (a run whose records were all
-        deleted keeps its summary). Besides :func:`~armature_temporal.runtime.traces.verify_chain`'s
-        checks, a finished run's last record must be the chain head its summary recorded.
-        """
+    def records_with_macs(self, run_id: str) -> list[tuple[TraceRecord, str | None]]:
+        """A run's records in ``seq`` order, each with the MAC stored beside it."""
+        table = table_of(TraceRow)
         with self.engine.connect() as conn:
-            heads: dict[str, str | None] = {
-                run_id: head
-                for run_id, head in conn.execute(select(RunRow.run_id, RunRow.chain_head))
-            }
-        ids = list(run_ids) if run_ids is not None else sorted(set(self.run_ids()) | set(heads))
-        breaks = [
-            found
-            for run_id in ids
-            if (found := check_run(run_id, self.records(run_id), heads.get(run_id)))
-        ]
-        return len(ids), breaks
+            rows = conn.execute(
+                select(table).where(table.c.run_id == run_id).order_by(table.c.seq)
+            ).mappings()
+            return [(_to_record(row), row["mac"]) for row in rows]
+
+    def audit(
+        self,
+        run_ids: Iterable[str] | None = None,
+        *,
+        anchors: Mapping[str, Anchor] | None = None,
+        anchors_skipped: str | None = "not asked for",
+    ) -> Audit:
+        """Check every run (or the given runs): chain, record MACs, summary MAC, ledger and
+        (given ``anchors``, the runs' Temporal memos) the Temporal anchor.
+
+        Every run the store, its ledger or ``anchors`` (for this store) knows is checked, so a
+        run deleted whole — summary and records — is reported too.
+        """
+        runs = table_of(RunRow)
+        key = self.trace_key()
+        with self.engine.connect() as conn:
+            summaries = {row["run_id"]: dict(row) for row in conn.execute(select(runs)).mappings()}
+            state = ledger.read_ledger(conn, key)
+        if not self._store_id:
+            self._store_id = state.store_id
+        whole = run_ids is None
+        if run_ids is None:
+            known = set(self.run_ids()) | set(summaries) | set(state.started)
+            if anchors is not None:
+                known |= {
+                    run_id
+                    for run_id, anchor in anchors.items()
+                    if state.store_id and anchor.store == state.store_id
+                }
+            ids = sorted(known)
+        else:
+            ids = list(run_ids)
+        return audit_store(
+            ids,
+            stored={run_id: self.records_with_macs(run_id) for run_id in ids},
+            summaries={run_id: summaries[run_id] for run_id in ids if run_id in summaries},
+            state=state,
+            key=key,
+            key_file=self._key_path or key_path(),
+            anchors=anchors,
+            anchors_skipped=anchors_skipped,
+            whole_store=whole,
+        )
+
+    def verify(self, run_ids: Iterable[str] | None = None) -> tuple[int, list[Finding]]:
+        """:meth:`audit` without Temporal: (runs checked, every failed check)."""
+        found = self.audit(run_ids)
+        return found.checked, found.findings
 
 
 def _recordset_insert(engine: Engine) -> Executable:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -75,8 +76,10 @@ class Traced:
         self.runs = runs  # spec version -> run ids
 
     def copy(self, dest: Path) -> Path:
-        """A copy of the store in its own ARMATURE_HOME, for tests that damage it."""
+        """A copy of the store and its trace key in its own ARMATURE_HOME, for tests that
+        damage it."""
         dest.mkdir(parents=True)
+        shutil.copy2(self.home / "trace.key", dest / "trace.key")
         with (
             sqlite3.connect(self.home / "armature.db") as src,
             sqlite3.connect(dest / "armature.db") as dst,
@@ -216,7 +219,8 @@ async def test_verify_passes_on_a_clean_store_and_names_the_edited_record(
 ) -> None:
     clean = await cli("traces", "verify", home=traced.home)
     assert clean.returncode == 0, clean.stdout + clean.stderr
-    assert "3 run(s) checked: every chain is intact" in clean.stdout
+    assert "3 run(s) checked: 3 intact (chain, mac, summary_mac, ledger)" in clean.stdout
+    assert "temporal_anchor skipped: no Temporal server configured" in clean.stdout
 
     home = traced.copy(tmp_path / "tampered")
     run_id = traced.runs["1"][1]
@@ -232,15 +236,16 @@ async def test_verify_passes_on_a_clean_store_and_names_the_edited_record(
 
     broken = await cli("traces", "verify", home=home)
     assert broken.returncode == 1
-    assert f"{run_id}: edited: record {seq} (attempt outline) does not match its hash" in (
+    assert f"{run_id}: chain: edited: record {seq} (attempt outline) does not match its hash" in (
         broken.stdout
     )
-    assert "1 of 3 run(s) have a broken chain" in broken.stderr
+    assert "3 run(s) checked: 2 intact, 1 broken" in broken.stderr
     one = await cli("traces", "verify", run_id, "--json", home=home)
     assert one.returncode == 1
     assert json.loads(one.stdout)["breaks"] == [
         {
             "run_id": run_id,
+            "check": "chain",
             "seq": seq,
             "problem": "edited",
             "detail": f"record {seq} (attempt outline) does not match its hash: its content "
@@ -261,7 +266,10 @@ async def test_verify_notices_a_run_whose_records_were_all_deleted(
     result = await cli("traces", "verify", "--json", home=home)
     assert result.returncode == 1
     breaks = json.loads(result.stdout)["breaks"]
-    assert [(b["run_id"], b["problem"]) for b in breaks] == [(run_id, "deleted")]
+    assert [(b["run_id"], b["check"], b["problem"]) for b in breaks] == [
+        (run_id, "chain", "deleted"),
+        (run_id, "ledger", "mismatch"),
+    ]
     unknown = await cli("traces", "verify", "no-such-run", home=home)
     assert unknown.returncode == 2
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import stat
 import sys
 from pathlib import Path
 
@@ -160,6 +161,9 @@ def test_the_adapter_directory_holds_peft_files_and_the_report(
         report
     )
     assert [p.name for p in adapter.parent.iterdir()] == [adapter.name]  # no staging left over
+    # learnt from the traces: its owner's alone (issue #14)
+    assert stat.S_IMODE(adapter.stat().st_mode) == 0o700
+    assert {stat.S_IMODE(p.stat().st_mode) for p in adapter.rglob("*") if p.is_file()} == {0o600}
 
 
 def test_generate_with_the_adapter(

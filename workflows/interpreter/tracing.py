@@ -18,15 +18,23 @@ from armature_temporal.runtime.models import (
     ToolCallResult,
 )
 from armature_temporal.runtime.outputs import judge_score
-from armature_temporal.runtime.traces import LOW_QUALITY_THRESHOLD, TraceBatch, TraceChain
+from armature_temporal.runtime.traces import (
+    CHAIN_MEMO,
+    LOW_QUALITY_THRESHOLD,
+    TraceBatch,
+    TraceChain,
+    TraceRecord,
+)
 from armature_temporal.spec.compiler import PlanStage
 from workflows.interpreter.failures import TOOL_ERROR_TYPES
 from workflows.interpreter.state import RunContext
 
-__all__ = ["FLUSH_EVERY", "Tracer"]
+__all__ = ["FLUSH_EVERY", "TRACE_ANCHOR_MEMO", "Tracer"]
 
 #: Buffered records that trigger an intermediate flush.
 FLUSH_EVERY = 25
+#: workflow.patched id: after each flush the run's chain head goes into its memo.
+TRACE_ANCHOR_MEMO = "trace-anchor-memo"
 
 
 def _now() -> str:
@@ -190,10 +198,11 @@ class Tracer:
         batch = self.chain.take()
         if not batch:
             return
+        anchored = workflow.patched(TRACE_ANCHOR_MEMO)
         try:
-            await workflow.execute_local_activity(
+            ack = await workflow.execute_local_activity(
                 "record_traces",
-                TraceBatch(records=batch),
+                TraceBatch(records=batch, ack=anchored),
                 start_to_close_timeout=timedelta(seconds=60),
                 retry_policy=RetryPolicy(
                     maximum_attempts=0 if final else 3,
@@ -205,3 +214,21 @@ class Tracer:
                 "trace store unavailable, keeping %d record(s): %s", len(batch), exc.cause or exc
             )
             self.chain.pending[:0] = batch
+            return
+        if anchored:
+            self._anchor(batch[-1], ack, final)
+
+    @staticmethod
+    def _anchor(last: TraceRecord, ack: Any, final: bool) -> None:
+        """Record the stored chain's head in the run's memo: one upsert per flush."""
+        store = ack.get("store", "") if isinstance(ack, dict) else ""
+        workflow.upsert_memo(
+            {
+                CHAIN_MEMO: {
+                    "length": last.seq + 1,
+                    "head": last.hash,
+                    "store": store,
+                    "final": final,
+                }
+            }
+        )
