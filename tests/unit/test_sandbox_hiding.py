@@ -221,3 +221,21 @@ async def test_every_hiding_sandbox_that_works_here_hides_armature_home(
             box=box,
         )
         assert done.stdout == "ok\n" and "No such file" in done.stderr, (box.kind, done)
+
+
+@pytest.mark.parametrize(
+    ("box", "status", "says"),
+    [
+        (Sandbox("unshare", ("unshare",), "t"), "ok", "ARMATURE_HOME (trace key, store) and"),
+        (Sandbox("unshare", ("unshare",), "t", can_hide=False), "warn", "ARMATURE_HOME is NOT"),
+        (Sandbox("process-group", (), "t"), "warn", "ARMATURE_HOME is NOT hidden"),
+    ],
+)
+def test_doctor_says_whether_armature_home_is_hidden_from_tools(
+    monkeypatch: pytest.MonkeyPatch, box: Sandbox, status: str, says: str
+) -> None:
+    from armature_temporal.commands.doctor import _sandbox_check
+
+    monkeypatch.setattr(sandbox_module, "sandbox", lambda: box)
+    check = _sandbox_check()
+    assert check.status == status and says in check.detail, check
