@@ -546,8 +546,8 @@ async def run_process(
     _check_executable(program, cwd, env)
     inner, exec_file, status = list(argv), None, None
     if box.hides:
-        status = os.pipe()
         plan = await asyncio.to_thread(_plan, visible or (cwd,))
+        status = os.pipe()
         try:
             inner = _shimmed(box, argv, program, cwd, env.get("LC_CTYPE"), plan, status[1])
         except BaseException:
