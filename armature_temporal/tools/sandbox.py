@@ -52,6 +52,7 @@ from armature_temporal.errors import ArmatureError
 __all__ = [
     "ENV_PASSTHROUGH",
     "SECRET_HOME_PATHS",
+    "HidePlan",
     "ProcessResult",
     "Sandbox",
     "SandboxFailed",
