@@ -242,14 +242,28 @@ def _sandbox_check() -> Check:
         box = sandbox()
     except SandboxUnavailable as exc:
         return Check(name, "fail", str(exc), "unset $ARMATURE_SANDBOX or fix what it names")
+    if box.hides:
+        return Check(
+            name,
+            "ok",
+            f"{box.kind}: each tool program in its own PID and mount namespace; ARMATURE_HOME "
+            "(trace key, store) and credential files are hidden from tools",
+        )
     if box.isolated:
-        return Check(name, "ok", f"{box.kind}: each tool program in its own PID namespace")
+        return Check(
+            name,
+            "warn",
+            f"{box.kind}: each tool program in its own PID namespace, but ARMATURE_HOME is NOT "
+            f"hidden from tools: {box.note}",
+            "allow mounts in the tools worker's namespace (CAP_SYS_ADMIN or unprivileged user "
+            "namespaces), or run the tools worker with an ARMATURE_HOME of its own",
+        )
     return Check(
         name,
         "warn",
-        f"none, plain process groups: {box.note}",
+        f"none, plain process groups; ARMATURE_HOME is NOT hidden from tools: {box.note}",
         "install bubblewrap (bwrap) or allow (unprivileged) user namespaces, so tool programs "
-        "cannot see other processes and none outlives its call",
+        "cannot see other processes or ARMATURE_HOME (the trace key) and none outlives its call",
     )
 
 

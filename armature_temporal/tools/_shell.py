@@ -150,6 +150,7 @@ async def _run_shell(args: ShellArgs, ctx: ToolContext) -> dict[str, Any]:
             env=env,
             timeout_s=timeout,
             cap=ctx.output_cap_bytes,
+            visible=(ctx.workspace,),
         )
     except FileNotFoundError:
         raise ToolFailure(

@@ -12,19 +12,30 @@
   ``nohup``, a double fork) does not outlive the call;
 - ends with the whole group killed (``SIGKILL``), also when there is no sandbox.
 
+In a sandbox with a mount namespace (``bwrap``, ``unshare``) the program also cannot see what
+tools must never see (:func:`hidden_paths`): ``$ARMATURE_HOME`` as a whole (the trace key, the
+SQLite store and its ``-wal``/``-shm``, payloads, bandit and other stores, the dev stack's files)
+and the worker's credential files in ``$HOME`` (:data:`SECRET_HOME_PATHS`); each is covered by an
+empty read-only tmpfs (a file: by ``/dev/null``), and the call's workspace, which may live under
+``$ARMATURE_HOME``, is bound back at its own path, readable and writable. If a mount fails, the
+call fails (:class:`SandboxFailed`) rather than run unhidden.
+
 Where neither ``bwrap`` nor ``unshare`` can create a PID namespace (a container without
 ``CAP_SYS_ADMIN`` and without unprivileged user namespaces), programs run in a plain process
-group, one warning says so, and a program that leaves its group with ``setsid`` can outlive the
-call. ``$ARMATURE_SANDBOX`` chooses: ``auto`` (default), ``bwrap``, ``unshare`` or ``none``
-(plain process group); naming one that does not work here is an error. ``armature doctor``
-reports which is in use.
+group, one warning says so: a program that leaves its group with ``setsid`` can outlive the
+call, and nothing is hidden (it can read ``$ARMATURE_HOME``, trace key included).
+``$ARMATURE_SANDBOX`` chooses: ``auto`` (default), ``bwrap``, ``unshare`` or ``none`` (plain
+process group); naming one that does not work here is an error. ``armature doctor`` reports
+which is in use and whether it hides ``$ARMATURE_HOME``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import functools
+import json
 import logging
 import os
 import shutil
@@ -40,10 +51,14 @@ from armature_temporal.errors import ArmatureError
 
 __all__ = [
     "ENV_PASSTHROUGH",
+    "SECRET_HOME_PATHS",
+    "HidePlan",
     "ProcessResult",
     "Sandbox",
+    "SandboxFailed",
     "SandboxKind",
     "SandboxUnavailable",
+    "hidden_paths",
     "minimal_env",
     "run_process",
     "sandbox",
@@ -73,6 +88,70 @@ _PROBE_TIMEOUT_S = 10.0
 #: Inside a sandbox, executes ``sys.argv[1]`` with ``sys.argv[2:]`` as its argv (argv[0] kept).
 _EXECV = "import os, sys; os.execv(sys.argv[1], sys.argv[2:])"
 
+#: Credential files and directories under the worker's ``$HOME`` that no tool program sees
+#: (where the sandbox can hide them): cloud CLIs, SSH, registries, git and netrc logins.
+SECRET_HOME_PATHS: tuple[str, ...] = (
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".docker",
+    ".kube",
+    ".ssh",
+    ".git-credentials",
+    ".netrc",
+)
+
+#: Inside the sandbox's mount namespace, before the program: hide ``hide`` (directories, under
+#: an empty tmpfs) and ``mask`` (files, under /dev/null), bind ``rebind`` (workspaces under a
+#: hidden directory) back at their own paths, make the tmpfs read-only, ``chdir``, write ``R``
+#: on the status fd and exec ``program`` with ``sys.argv[2:]`` (argv[0] kept). A failed mount
+#: writes ``F<why>`` and exits; a failed exec writes ``E<errno>:<why>``.
+_SHIM = r"""
+import ctypes, json, os, sys
+spec = json.loads(sys.argv[1])
+st = spec["status"]
+os.set_inheritable(st, False)
+def fail(tag, text):
+    os.write(st, (tag + text).encode(errors="replace"))
+    os._exit(126)
+libc = ctypes.CDLL(None, use_errno=True)
+def mount(src, dst, fs, flags, data, what):
+    b = lambda v: None if v is None else v.encode()
+    if libc.mount(b(src), b(dst), b(fs), ctypes.c_ulong(flags), b(data)) != 0:
+        e = ctypes.get_errno()
+        fail("F", "cannot %s %r: %s (errno %d)" % (what, dst, os.strerror(e), e))
+BIND, REC, PRIVATE, REMOUNT, RDONLY, NOSUID, NODEV = 4096, 16384, 1 << 18, 32, 1, 2, 4
+try:
+    if spec["hide"] or spec["mask"]:
+        if os.readlink("/proc/self/ns/mnt") == spec["host_mnt"]:
+            fail("F", "it has no mount namespace of its own (it would hide paths on the host)")
+        mount(None, "/", None, REC | PRIVATE, None, "make private the mounts under")
+        fds = [(k, os.open(k, os.O_PATH | os.O_DIRECTORY)) for k in spec["rebind"]]
+        for d in spec["hide"]:
+            mount("tmpfs", d, "tmpfs", NOSUID | NODEV, "mode=0755,size=1m", "hide (tmpfs over)")
+        for f in spec["mask"]:
+            mount("/dev/null", f, None, BIND, None, "hide (/dev/null over)")
+        for k, fd in fds:
+            os.makedirs(k, exist_ok=True)
+            mount("/proc/self/fd/%d" % fd, k, None, BIND | REC, None, "bind back the workspace")
+            os.close(fd)
+        for d in spec["hide"]:
+            mount(None, d, None, REMOUNT | BIND | RDONLY | NOSUID | NODEV, None, "make read-only")
+    os.chdir(spec["cwd"])
+except OSError as e:
+    fail("F", "%s: %s" % (e.filename, e.strerror))
+env = dict(os.environ)
+if spec["lc_ctype"] is None:
+    env.pop("LC_CTYPE", None)  # the interpreter's locale coercion must not reach the program
+else:
+    env["LC_CTYPE"] = spec["lc_ctype"]
+os.write(st, b"R")
+try:
+    os.execvpe(spec["program"], sys.argv[2:], env)
+except OSError as e:
+    fail("E", "%d:%s" % (e.errno, e.strerror))
+"""
+
 log = logging.getLogger(__name__)
 
 
@@ -85,6 +164,63 @@ class SandboxUnavailable(ArmatureError):
     """``$ARMATURE_SANDBOX`` names a sandbox that cannot run here."""
 
 
+class SandboxFailed(ArmatureError, OSError):
+    """The sandbox could not set up a call (hide what tools must not see): it did not run."""
+
+
+@dataclass(frozen=True)
+class HidePlan:
+    """What a call's sandbox hides: directories (``hide``), files (``mask``), and the
+    workspaces under a hidden directory that are bound back (``rebind``). Real paths."""
+
+    hide: tuple[str, ...]
+    mask: tuple[str, ...]
+    rebind: tuple[str, ...]
+
+
+def _real(path: Path) -> Path:
+    return Path(os.path.realpath(path))
+
+
+def _under(path: Path, parent: Path) -> bool:
+    return path == parent or parent in path.parents
+
+
+def hidden_paths() -> list[Path]:
+    """What no tool program may see, those that exist (real paths): ``$ARMATURE_HOME``, the
+    payload directory and an SQLite store outside it, and :data:`SECRET_HOME_PATHS`."""
+    from armature_temporal.runtime.payloads import payload_dir
+    from armature_temporal.settings import armature_home
+
+    found = [armature_home(), payload_dir()]
+    url = os.environ.get("ARMATURE_DB_URL") or ""
+    if url.startswith("sqlite:///") and (db := url.removeprefix("sqlite:///").split("?")[0]):
+        found += [Path(db + suffix) for suffix in ("", "-wal", "-shm", "-journal")]
+    home = Path(os.environ.get("HOME") or Path.home())
+    found += [home / rel for rel in SECRET_HOME_PATHS]
+    real = []
+    for path in found:
+        path = _real(path.expanduser())
+        if path.exists() and path not in real and path != Path("/"):
+            real.append(path)
+    # A path inside another hidden directory is hidden with it.
+    return [p for p in real if not any(o != p and _under(p, o) for o in real)]
+
+
+def _plan(visible: Sequence[Path]) -> HidePlan:
+    """Hide every :func:`hidden_paths` entry (one that is or holds a workspace too: the
+    record's files win) and bind back each workspace that lies inside a hidden directory."""
+    hidden = hidden_paths()
+    hide = [str(p) for p in hidden if p.is_dir()]
+    mask = [str(p) for p in hidden if not p.is_dir()]
+    rebind = [
+        str(k)
+        for k in dict.fromkeys(_real(v) for v in visible)
+        if any(_under(k, h) and k != h for h in map(Path, hide))
+    ]
+    return HidePlan(tuple(hide), tuple(mask), tuple(rebind))
+
+
 @dataclass(frozen=True)
 class Sandbox:
     """How tool programs are isolated in this process.
@@ -94,21 +230,39 @@ class Sandbox:
             namespace inside an unprivileged user namespace), ``process-group`` (none).
         prefix: The argv that goes before the program's.
         note: Why this one: what was tried and failed, for ``armature doctor`` and the warning.
+        can_hide: Whether its mount namespace can hide paths (probed); False: it cannot, and
+            ``note`` says why.
     """
 
     kind: SandboxKind
     prefix: tuple[str, ...]
     note: str
+    can_hide: bool = True
 
     @property
     def isolated(self) -> bool:
         """Whether programs get their own PID namespace (and ``/proc``)."""
         return self.kind != "process-group"
 
-    def wrap(self, argv: Sequence[str], cwd: Path) -> list[str]:
-        """The argv that runs ``argv`` in this sandbox, in ``cwd``."""
+    @property
+    def hides(self) -> bool:
+        """Whether programs cannot see :func:`hidden_paths` (``$ARMATURE_HOME`` and the rest)."""
+        return self.isolated and self.can_hide
+
+    def wrap(self, argv: Sequence[str], cwd: Path, plan: HidePlan | None = None) -> list[str]:
+        """The argv that runs ``argv`` in this sandbox, in ``cwd`` (bwrap: hiding ``plan``)."""
         if self.kind == "bwrap":
-            return [*self.prefix, "--chdir", str(cwd), "--", *argv]
+            mounts: list[str] = []
+            if plan is not None:
+                for d in plan.hide:
+                    mounts += ["--tmpfs", d]
+                for f in plan.mask:
+                    mounts += ["--ro-bind", "/dev/null", f]
+                for k in plan.rebind:
+                    mounts += ["--bind", k, k]
+                for d in plan.hide:
+                    mounts += ["--remount-ro", d]
+            return [*self.prefix, *mounts, "--chdir", str(cwd), "--", *argv]
         if self.kind == "process-group":
             return list(argv)
         return [*self.prefix, "--", *argv]
@@ -143,25 +297,53 @@ def _candidates() -> list[tuple[SandboxKind, tuple[str, ...]]]:
     return found
 
 
-def _probe(kind: SandboxKind, prefix: tuple[str, ...]) -> str | None:
-    """None if a program runs in this sandbox as PID 1 of its own namespace, else why not."""
+def _probe(kind: SandboxKind, prefix: tuple[str, ...], hide: bool = False) -> str | None:
+    """None if a program runs in this sandbox as PID 1 of its own namespace (``hide``: and a
+    hidden directory's file is gone while a workspace inside it is writable), else why not."""
+    import tempfile
+
     box = Sandbox(kind, prefix, "")
     # The program is PID 1 of the namespace (2 under bwrap, whose init is 1); outside, far more.
-    check = ["/bin/sh", "-c", 'test "$$" -le 2 && test -r /proc/self/environ']
-    try:
-        done = subprocess.run(
-            box.wrap(check, Path("/")),
-            capture_output=True,
-            timeout=_PROBE_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-            env={"PATH": os.environ.get("PATH", os.defpath)},
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"{kind}: {exc}"
-    if done.returncode != 0:
-        said = done.stderr.decode(errors="replace").strip().splitlines()
-        return f"{kind}: exit {done.returncode}" + (f" ({said[-1]})" if said else "")
+    script = 'test "$$" -le 2 && test -r /proc/self/environ'
+    with tempfile.TemporaryDirectory() as tmp:
+        home, ws = Path(tmp, "home"), Path(tmp, "home", "ws")
+        ws.mkdir(parents=True)
+        Path(home, "secret").write_text("x")
+        command = ["/bin/sh", "-c", script]
+        status = None
+        if hide:
+            status = os.pipe()
+            plan = HidePlan((str(_real(home)),), (), (str(_real(ws)),))
+            command[2] += " && ! test -e ../secret && touch probe && ! touch ../written"
+            command = _shimmed(box, command, "/bin/sh", ws, None, plan, status[1])
+        else:
+            command = box.wrap(command, ws)
+        try:
+            done = subprocess.run(
+                command,
+                capture_output=True,
+                timeout=_PROBE_TIMEOUT_S,
+                stdin=subprocess.DEVNULL,
+                env={"PATH": os.environ.get("PATH", os.defpath)},
+                cwd=ws,
+                pass_fds=() if status is None else (status[1],),
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"{kind}: {exc}"
+        finally:
+            if status is not None:
+                os.close(status[1])
+        said = b""
+        if status is not None:
+            with os.fdopen(status[0], "rb") as reader:
+                said = reader.read()
+        if done.returncode != 0 or (hide and said != b"R"):
+            lines = done.stderr.decode(errors="replace").strip().splitlines()
+            why = said[1:].decode(errors="replace") or (lines[-1] if lines else "")
+            return f"{kind}: exit {done.returncode}" + (f" ({why})" if why else "")
+        if hide and (Path(home, "written").exists() or not Path(ws, "probe").exists()):
+            return f"{kind}: the hidden directory was written, or the workspace was not"
     return None
 
 
@@ -186,7 +368,17 @@ def _detect(choice: SandboxChoice) -> Sandbox:
             continue
         why = _probe(kind, prefix)
         if why is None:
-            return Sandbox(kind, prefix, f"{kind} creates a PID namespace here")
+            hiding = _probe(kind, prefix, hide=True)
+            if hiding is None:
+                return Sandbox(kind, prefix, f"{kind} creates a PID and mount namespace here")
+            note = f"{kind} creates a PID namespace here but cannot hide paths ({hiding})"
+            log.warning(
+                "tool programs run in a %s sandbox that cannot hide $ARMATURE_HOME (the trace "
+                "key, the store) or credential files: %s",
+                kind,
+                note,
+            )
+            return Sandbox(kind, prefix, note, can_hide=False)
         failures.append(why)
     tried = "; ".join(failures) or "neither bwrap nor unshare is on PATH"
     if choice != "auto":
@@ -197,8 +389,10 @@ def _detect(choice: SandboxChoice) -> Sandbox:
     note = f"no sandbox works here ({tried})"
     log.warning(
         "tool programs run in a plain process group, not a sandbox: %s. They can see other "
-        "processes under /proc and one that calls setsid can outlive its call; install "
-        "bubblewrap (bwrap) or allow unprivileged user namespaces",
+        "processes under /proc, one that calls setsid can outlive its call, and nothing is "
+        "hidden from them: they can read $ARMATURE_HOME (the trace key, the trace store) and "
+        "the worker's credential files; install bubblewrap (bwrap) or allow unprivileged user "
+        "namespaces",
         note,
     )
     return Sandbox("process-group", (), note)
@@ -256,6 +450,49 @@ def _check_executable(program: str, cwd: Path, env: Mapping[str, str]) -> None:
         raise FileNotFoundError(2, "No such file or directory", program)
 
 
+def _shimmed(
+    box: Sandbox,
+    argv: Sequence[str],
+    program: str,
+    cwd: Path,
+    lc_ctype: str | None,
+    plan: HidePlan,
+    status_fd: int,
+) -> list[str]:
+    """The argv that runs ``program`` as ``argv`` through :data:`_SHIM` in ``box``, hiding
+    ``plan`` (by the shim's mounts; under bwrap, by bwrap's), reporting on ``status_fd``."""
+    spec = {
+        "status": status_fd,
+        "program": program,
+        "cwd": str(cwd),
+        "lc_ctype": lc_ctype,
+        "host_mnt": os.readlink("/proc/self/ns/mnt"),
+        "hide": [] if box.kind == "bwrap" else list(plan.hide),
+        "mask": [] if box.kind == "bwrap" else list(plan.mask),
+        "rebind": [] if box.kind == "bwrap" else list(plan.rebind),
+    }
+    shim = [sys.executable, "-I", "-S", "-c", _SHIM, json.dumps(spec), *argv]
+    return box.wrap(shim, cwd, plan if box.kind == "bwrap" else None)
+
+
+def _setup_failure(said: bytes, stderr: str, box: Sandbox, program: str) -> OSError | None:
+    """What the shim's status (``R`` then maybe ``E...``, or ``F...``, or nothing) means."""
+    text = said[1:].decode(errors="replace")
+    if said[:1] == b"R" and said[1:2] == b"E":
+        code, _, why = text[1:].partition(":")
+        return OSError(int(code) if code.isdigit() else errno.EIO, why, program)
+    if said[:1] == b"R":
+        return None
+    why = text if said[:1] == b"F" else (stderr.strip().splitlines() or ["no message"])[-1]
+    return SandboxFailed(
+        errno.EPERM,
+        f"the {box.kind} sandbox could not hide $ARMATURE_HOME and credential files from the "
+        f"program, so it did not run: {why}; let the tools worker mount in its namespace "
+        "(CAP_SYS_ADMIN, or unprivileged user namespaces), or set ARMATURE_SANDBOX=none to "
+        "run tools unhidden",
+    )
+
+
 async def _reader(fd: int) -> tuple[asyncio.StreamReader, asyncio.BaseTransport]:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
@@ -279,6 +516,7 @@ async def run_process(
     cap: int,
     box: Sandbox | None = None,
     executable: str | os.PathLike[str] | None = None,
+    visible: Sequence[Path] = (),
 ) -> ProcessResult:
     """Run ``argv`` in ``cwd`` with exactly ``env``, in the sandbox, killed whole at the end.
 
@@ -293,8 +531,11 @@ async def run_process(
         timeout_s: Seconds before it (and everything it started) is killed.
         cap: Bytes of stdout and of stderr kept; the rest is read and dropped.
         box: The sandbox (default: :func:`sandbox`).
+        visible: The call's workspace(s), which stay visible and writable where the sandbox
+            hides :func:`hidden_paths` (default: ``cwd``).
 
     Raises:
+        SandboxFailed: the sandbox could not hide :func:`hidden_paths`; the program did not run.
         FileNotFoundError, PermissionError, OSError: the program cannot be started.
         asyncio.CancelledError: the caller was cancelled; the program was killed first.
     """
@@ -304,8 +545,17 @@ async def run_process(
         box = await asyncio.to_thread(sandbox)  # probes once per process: not in the loop
     program = argv[0] if executable is None else os.fspath(executable)
     _check_executable(program, cwd, env)
-    inner, exec_file = list(argv), None
-    if executable is not None and not box.isolated:
+    inner, exec_file, status = list(argv), None, None
+    if box.hides:
+        plan = await asyncio.to_thread(_plan, visible or (cwd,))
+        status = os.pipe()
+        try:
+            inner = _shimmed(box, argv, program, cwd, env.get("LC_CTYPE"), plan, status[1])
+        except BaseException:
+            os.close(status[0])
+            os.close(status[1])
+            raise
+    elif executable is not None and not box.isolated:
         exec_file = program
     elif executable is not None and os.path.basename(program) == os.path.basename(argv[0]):
         inner = [program, *argv[1:]]
@@ -316,8 +566,9 @@ async def run_process(
     err_r, err_w = os.pipe()
     try:
         proc = await asyncio.create_subprocess_exec(
-            *box.wrap(inner, cwd),
+            *(inner if status is not None else box.wrap(inner, cwd)),
             executable=exec_file,
+            pass_fds=() if status is None else (status[1],),
             cwd=cwd,
             env=dict(env),
             stdin=asyncio.subprocess.DEVNULL,
@@ -328,18 +579,27 @@ async def run_process(
     except BaseException:
         os.close(out_r)
         os.close(err_r)
+        if status is not None:
+            os.close(status[0])
         raise
     finally:
         os.close(out_w)
         os.close(err_w)
+        if status is not None:
+            os.close(status[1])
     (out_stream, out_t), (err_stream, err_t) = await _reader(out_r), await _reader(err_r)
+    st_stream, st_t = await _reader(status[0]) if status is not None else (None, None)
+    said = b""
     out, err = _Capped(cap), _Capped(cap)
     drains = asyncio.ensure_future(asyncio.gather(out.drain(out_stream), err.drain(err_stream)))
     timed_out = False
     try:
         try:
             async with asyncio.timeout(timeout_s):
-                await proc.wait()
+                if st_stream is not None:  # "R" (about to exec), "F..." (failed), or EOF
+                    said = await st_stream.read(1)
+                if st_stream is None or said == b"R":
+                    await proc.wait()
         except TimeoutError:
             timed_out = True
     finally:
@@ -347,6 +607,10 @@ async def run_process(
         # namespace went with its first process), then take the output that is still buffered.
         _kill_group(proc.pid)
         await proc.wait()
+        if st_stream is not None:  # the rest: why it failed, if it did (all holders are gone)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(DRAIN_GRACE_S):
+                    said += await st_stream.read()
         try:
             async with asyncio.timeout(DRAIN_GRACE_S):
                 await asyncio.shield(drains)
@@ -363,6 +627,12 @@ async def run_process(
                 await drains
             out_t.close()
             err_t.close()
+            if st_t is not None:
+                st_t.close()
+    if st_stream is not None and not timed_out:
+        failure = _setup_failure(said, err.text(), box, program)
+        if failure is not None:
+            raise failure
     return ProcessResult(
         exit_code=None if timed_out else proc.returncode,
         stdout=out.text(),
