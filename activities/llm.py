@@ -43,7 +43,7 @@ async def _adapter_for(inp: LLMCallInput) -> str | None:
     from activities.traces import store_for
     from armature_temporal.store.engine import database_url
 
-    store = store_for(database_url())
+    store = await asyncio.to_thread(store_for, database_url())  # opening it may block
     found = await asyncio.to_thread(
         store.adapters, spec=inp.spec_name, stage=stage, status="active", limit=200
     )

@@ -29,7 +29,7 @@ def store_for(url: str) -> TraceStore:
 @activity.defn(name="record_traces")
 async def record_traces(batch: TraceBatch) -> int:
     """Store the batch; returns how many records were new."""
-    store = store_for(database_url())
+    store = await asyncio.to_thread(store_for, database_url())  # opening it may block
     return await asyncio.to_thread(store.write, batch.records)
 
 
@@ -46,7 +46,7 @@ def _carry(outputs: dict[str, Any], carry_forward: dict[str, str]) -> dict[str, 
 async def load_prior_run(query: PriorRunQuery) -> PriorRunResult:
     """The carry_forward values of the latest completed run of a spec, read from the store
     (full values, not strings); empty values when there is none yet."""
-    store = store_for(database_url())
+    store = await asyncio.to_thread(store_for, database_url())  # opening it may block
     runs = await asyncio.to_thread(store.runs, spec=query.spec_name, limit=50)
     for run in runs:
         if run.status == "completed" and run.run_id != query.exclude_run_id:
