@@ -93,6 +93,8 @@ class ChaosReport:
     server_restarts: int = 0
     #: Activity executions Temporal retried (its attempt numbers past the first).
     activity_retries: int = 0
+    #: The most attempts one activity took (the old retry policy allowed 5).
+    max_activity_attempt: int = 0
     #: Scheduled activities completed more (or less) than once, or failed.
     duplicate_completions: int = 0
     missing_completions: int = 0
@@ -191,6 +193,7 @@ async def check_history(client: Client, run_id: str, report: ChaosReport) -> Non
             attrs = event.activity_task_started_event_attributes
             retries = attrs.attempt - 1
             report.activity_retries += retries
+            report.max_activity_attempt = max(report.max_activity_attempt, attrs.attempt)
             if stage_of[attrs.scheduled_event_id] == TOOL_STAGE:
                 report.tool_retries += retries
         elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
