@@ -1,9 +1,11 @@
 """The ``llm_call`` activity: render the prompt, call the tier's model, parse and check output.
 
 Invalid output is a normal result (``valid=False`` with the error), so the workflow's on_fail
-loop can feed the error back deterministically. Provider failures raise ``ApplicationError``:
-retryable ones (408/409/429/5xx) honour the provider's retry-after; the rest are
-non-retryable with a ``type`` the diagnostics classify.
+loop can feed the error back deterministically. Provider failures raise ``ApplicationError``
+``provider_error.<kind>``: non-retryable for Temporal, with ``{"retryable": ...}`` details
+(408/409/429/5xx and connection errors: true) and the provider's retry-after as
+``next_retry_delay``, for the workflow to count against the call's provider budget
+(workflows/interpreter/retries.py); runs from before that let Temporal retry the retryable ones.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ async def _adapter_for(inp: LLMCallInput) -> str | None:
     from activities.traces import store_for
     from armature_temporal.store.engine import database_url
 
-    store = store_for(database_url())
+    store = await asyncio.to_thread(store_for, database_url())  # opening it may block
     found = await asyncio.to_thread(
         store.adapters, spec=inp.spec_name, stage=stage, status="active", limit=200
     )
@@ -54,7 +56,30 @@ async def _adapter_for(inp: LLMCallInput) -> str | None:
 
 @activity.defn(name="llm_call")
 async def llm_call(inp: LLMCallInput) -> LLMCallResult:
-    """One model call for one attempt (or one turn of a tool loop) of an LLM stage."""
+    """One model call for one attempt (or one turn of a tool loop) of an LLM stage.
+
+    With ``provider_retries="workflow"`` every failure that is not the infrastructure's is a
+    non-retryable ``ApplicationError`` (Temporal's retries, uncapped, are for lost workers and
+    timeouts); a ``provider_error.<kind>`` says in its details whether another try can help,
+    and an unexpected exception becomes ``provider_error.unexpected`` so that the workflow's
+    budget, not the deadline, bounds it.
+    """
+    if inp.provider_retries != "workflow":
+        return await _llm_call(inp)
+    try:
+        return await _llm_call(inp)
+    except ApplicationError:
+        raise
+    except Exception as exc:  # anything else: counted against the provider budget
+        raise ApplicationError(
+            f"stage {inp.stage.id!r}: llm_call failed: {type(exc).__name__}: {exc}",
+            {"retryable": True, "status": None},
+            type="provider_error.unexpected",
+            non_retryable=True,
+        ) from exc
+
+
+async def _llm_call(inp: LLMCallInput) -> LLMCallResult:
     stage = inp.stage
     assert stage.role is not None, "llm_call runs LLM stages only"
     try:
@@ -139,10 +164,12 @@ async def llm_call(inp: LLMCallInput) -> LLMCallResult:
             )
     except ProviderError as exc:
         delay = timedelta(seconds=exc.retry_after) if exc.retry_after else None
+        counted = inp.provider_retries == "workflow"
         raise ApplicationError(
             f"stage {stage.id!r}: {exc}",
+            *([{"retryable": exc.retryable, "status": exc.status}] if counted else []),
             type=f"provider_error.{exc.kind}",
-            non_retryable=not exc.retryable,
+            non_retryable=counted or not exc.retryable,
             next_retry_delay=delay,
         ) from exc
     rendered = json.dumps(messages, sort_keys=True, ensure_ascii=False, default=str)

@@ -19,7 +19,7 @@ __all__ = ["capture_memory", "load_memory"]
 async def load_memory(query: MemoryQuery) -> MemoryValues:
     """The values kept under the query's memory name, oldest first, each ``stage.key`` cut
     to its newest ``limits`` values."""
-    store = store_for(database_url())
+    store = await asyncio.to_thread(store_for, database_url())  # opening it may block
     entries = await asyncio.to_thread(store.memory, query.memory_name, query.limits)
     return MemoryValues(entries=entries)
 
@@ -28,7 +28,7 @@ async def load_memory(query: MemoryQuery) -> MemoryValues:
 async def capture_memory(capture: MemoryCapture) -> int:
     """Keep the values (once per run, stage and key) and trim each window; returns how many
     were new."""
-    store = store_for(database_url())
+    store = await asyncio.to_thread(store_for, database_url())  # opening it may block
     return await asyncio.to_thread(
         store.remember, capture.memory_name, capture.entries, capture.limits
     )

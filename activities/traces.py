@@ -31,7 +31,7 @@ async def record_traces(batch: TraceBatch) -> int | dict[str, Any]:
     """Store the batch, each record with its MAC (the store computes them with the trace key
     under ARMATURE_HOME; the workflow never sees the key). Returns how many records were new,
     or with ``batch.ack`` that and the store's id."""
-    store = store_for(database_url())
+    store = await asyncio.to_thread(store_for, database_url())  # opening it may block
     stored = await asyncio.to_thread(store.write, batch.records)
     if not batch.ack:
         return stored
@@ -51,7 +51,7 @@ def _carry(outputs: dict[str, Any], carry_forward: dict[str, str]) -> dict[str, 
 async def load_prior_run(query: PriorRunQuery) -> PriorRunResult:
     """The carry_forward values of the latest completed run of a spec, read from the store
     (full values, not strings); empty values when there is none yet."""
-    store = store_for(database_url())
+    store = await asyncio.to_thread(store_for, database_url())  # opening it may block
     runs = await asyncio.to_thread(store.runs, spec=query.spec_name, limit=50)
     for run in runs:
         if run.status == "completed" and run.run_id != query.exclude_run_id:

@@ -243,3 +243,22 @@ async def fake_load_memory_down(query: Any) -> Any:
 async def fake_capture_memory_down(capture: Any) -> int:
     """capture_memory while the trace store is unreachable."""
     raise RuntimeError("trace store unavailable (simulated outage)")
+
+
+#: fake_llm_call_hanging hangs (no heartbeat, no answer) in this stage on Temporal attempts up
+#: to this one.
+HANGING_CALLS: dict[str, Any] = {"stage": None, "attempts": 0}
+
+
+@activity.defn(name="llm_call")
+async def fake_llm_call_hanging(inp: LLMCallInput) -> LLMCallResult:
+    """The real llm_call, except that its first HANGING_CALLS["attempts"] Temporal attempts
+    hang without heartbeating, as a call on a worker that froze or lost its server does, so
+    the call times out that many times before it answers."""
+    import asyncio
+
+    if inp.stage.id == HANGING_CALLS["stage"] and activity.info().attempt <= int(
+        HANGING_CALLS["attempts"]
+    ):
+        await asyncio.sleep(3600)  # cancelled when the attempt times out
+    return await llm_call(inp)

@@ -179,6 +179,10 @@ class LLMCallInput(_Model):
     #: The accumulated context the stage sees (run inputs and upstream outputs its template
     #: does not already quote), listed after the task in the prompt.
     context: dict[str, Any] = Field(default_factory=dict)
+    #: Who retries a provider failure: Temporal's retry policy (runs started before provider
+    #: failures were counted by the workflow), or the workflow (the activity raises them
+    #: non-retryable, saying in its details whether another try can help).
+    provider_retries: Literal["temporal", "workflow"] = "temporal"
 
 
 class LLMCallResult(_Model):

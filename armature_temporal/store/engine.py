@@ -33,7 +33,8 @@ def make_engine(url: str) -> Engine:
     """An engine tuned for many concurrent writers.
 
     SQLite: WAL journal, a 30 s busy timeout and ``BEGIN IMMEDIATE`` transactions, so
-    concurrent writers queue instead of failing. PostgreSQL: pre-ping pooled connections.
+    concurrent writers queue instead of failing. PostgreSQL: pre-ping pooled connections, and
+    a 10 s connect timeout unless the URL sets ``connect_timeout``.
     """
     try:
         if url.startswith("sqlite"):
@@ -43,7 +44,12 @@ def make_engine(url: str) -> Engine:
             engine = create_engine(url, connect_args={"timeout": 30})
             _sqlite_tuning(engine)
             return engine
-        return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=10)
+        # A server that accepts and then never answers (hung, or behind a dropped link) must
+        # not hold a worker's thread for ever: connecting gives up after 10 s, and is retried.
+        timeout = {} if "connect_timeout" in url else {"connect_timeout": 10}
+        return create_engine(
+            url, pool_pre_ping=True, pool_size=5, max_overflow=10, connect_args=timeout
+        )
     except (ArgumentError, NoSuchModuleError, ImportError) as exc:
         raise StoreError(
             f"ARMATURE_DB_URL {url!r} is not a database URL Armature can use ({exc}); use "

@@ -9,6 +9,7 @@ unreachable.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -40,6 +41,14 @@ def _connect(url: URL) -> psycopg.Connection[tuple[object, ...]]:
 @pytest.fixture(scope="session")
 def pg_database() -> Iterator[URL]:
     """A fresh database for this test session, dropped at its end."""
+    with fresh_database() as url:
+        yield url
+
+
+@contextlib.contextmanager
+def fresh_database(prefix: str = "armature_test") -> Iterator[URL]:
+    """A new, uniquely named database, dropped on exit; skips the test when PostgreSQL is
+    unreachable (tests/store_outage.py uses it too)."""
     admin_url = make_url(PG_ADMIN_URL)
     try:
         admin = _connect(admin_url)
@@ -48,7 +57,7 @@ def pg_database() -> Iterator[URL]:
             f"PostgreSQL at {admin_url.render_as_string(hide_password=True)} is unreachable "
             f"({str(exc).strip()}); start it or point ARMATURE_TEST_PG_URL at one"
         )
-    name = f"armature_test_{uuid.uuid4().hex[:12]}"
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     admin.execute(f'CREATE DATABASE "{name}"')
     try:
         yield admin_url.set(database=name)

@@ -13,7 +13,9 @@ signal and status query, the DAG loop — and delegates the rest:
 - ``adapters``: ``Adapters``, spec adapters (scripts, Python functions) under the safety policy;
 - ``memory``: ``Memory``, cross-run memory loaded at the start and captured after stages;
 - ``evaluation``: ``Evaluations``, a stage's ``evaluate`` criteria judged after the run;
-- ``failures``: how a stage fails (``StageFailure``) and how activity failures are classified.
+- ``failures``: how a stage fails (``StageFailure``) and how activity failures are classified;
+- ``retries``: infrastructure faults retried within a call's deadline, provider failures on a
+  budget the workflow counts (``call_llm``).
 
 They run inside the workflow (no I/O, time from ``workflow.now()``, every effect an activity)
 and hold no module-level state, so the worker can pass them through the sandbox (see

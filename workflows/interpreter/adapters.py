@@ -17,8 +17,9 @@ from armature_temporal.spec.compiler import PlanStage
 from workflows.interpreter.failures import TOOL_ERROR_TYPES, StageFailure, classify
 from workflows.interpreter.gates import Gates
 from workflows.interpreter.queues import tool_queue
+from workflows.interpreter.retries import HEARTBEAT, INFRA_RETRY, deadline, infra_retries
 from workflows.interpreter.state import RunContext
-from workflows.interpreter.tools import HEARTBEAT, TOOL_RETRY
+from workflows.interpreter.tools import TOOL_RETRY
 from workflows.interpreter.tracing import Tracer
 
 __all__ = ["ADAPTER_GRACE", "Adapters"]
@@ -54,6 +55,7 @@ class Adapters:
             else needed_variables(variables, *template_strings(adapter.args))
         )
         approved = False
+        infra = infra_retries()
         while True:
             try:
                 result: AdapterCallResult = await workflow.execute_activity(
@@ -73,8 +75,9 @@ class Adapters:
                     result_type=AdapterCallResult,
                     task_queue=tool_queue(),
                     start_to_close_timeout=timeout,
+                    schedule_to_close_timeout=deadline(timeout) if infra else None,
                     heartbeat_timeout=HEARTBEAT,
-                    retry_policy=TOOL_RETRY,
+                    retry_policy=INFRA_RETRY if infra else TOOL_RETRY,
                     summary=f"{stage.id}: adapter {adapter.name} ({adapter.type})",
                 )
             except ActivityError as exc:

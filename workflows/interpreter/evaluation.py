@@ -26,9 +26,9 @@ from armature_temporal.runtime.models import LLMCallInput, LLMCallResult
 from armature_temporal.runtime.progress import judge_tier
 from armature_temporal.spec.compiler import PlanStage
 from workflows.interpreter.failures import classify
-from workflows.interpreter.llm import LLM_TIMEOUT, PROVIDER_RETRY
+from workflows.interpreter.llm import LLM_TIMEOUT
+from workflows.interpreter.retries import ProviderFailure, call_llm
 from workflows.interpreter.state import RunContext
-from workflows.interpreter.tools import HEARTBEAT
 from workflows.interpreter.tracing import Tracer
 
 __all__ = ["Evaluations"]
@@ -67,8 +67,7 @@ class Evaluations:
         while attempt < judge.max_attempts:
             attempt += 1
             try:
-                llm = await workflow.execute_activity(
-                    "llm_call",
+                llm = await call_llm(
                     LLMCallInput(
                         run_id=run.run_id,
                         stage=judge,
@@ -84,17 +83,18 @@ class Evaluations:
                         attempt=attempt,
                         spec_name=plan.name,
                     ),
-                    result_type=LLMCallResult,
-                    start_to_close_timeout=LLM_TIMEOUT,
-                    heartbeat_timeout=HEARTBEAT,
-                    retry_policy=PROVIDER_RETRY,
+                    start_to_close=LLM_TIMEOUT,
                     summary=f"{stage.id}: evaluate {len(variables['criteria'])} criteria "
                     f"(tier {tier}, attempt {attempt})",
+                    what=f"{stage.id}: evaluate",
                 )
             except ActivityError as exc:
                 if isinstance(exc.cause, TemporalCancelledError):
                     raise
                 error = classify(exc)[1]
+                break
+            except ProviderFailure as exc:
+                error = str(exc)
                 break
             for key in ("prompt_tokens", "completion_tokens", "cost_usd", "latency_ms"):
                 spent[key] += getattr(llm, key)

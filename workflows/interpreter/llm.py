@@ -7,7 +7,6 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 
 from armature_temporal.runtime.models import LLMCallInput, LLMCallResult
 from armature_temporal.runtime.prompts import needed_variables, stage_context
@@ -16,20 +15,14 @@ from armature_temporal.spec.templating import evaluate, truth
 from workflows.interpreter.arms import Arms
 from workflows.interpreter.failures import StageFailure
 from workflows.interpreter.gates import Gates
+from workflows.interpreter.retries import ProviderFailure, call_llm
 from workflows.interpreter.state import RunContext
-from workflows.interpreter.tools import HEARTBEAT, ToolCalls
+from workflows.interpreter.tools import ToolCalls
 from workflows.interpreter.tracing import Tracer
 
-__all__ = ["LLM_TIMEOUT", "PROVIDER_RETRY", "LLMStages"]
+__all__ = ["LLM_TIMEOUT", "LLMStages"]
 
 LLM_TIMEOUT = timedelta(minutes=5)
-#: Provider failures (429, 5xx, timeouts) are retried by Temporal, not by litellm.
-PROVIDER_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(minutes=1),
-    maximum_attempts=5,
-)
 
 
 class LLMStages:
@@ -101,6 +94,7 @@ class LLMStages:
         last_error: str | None = None
         last_text: str | None = None
         kept: list[Any] = []  # a valid output that did not meet on_fail.loop.until
+        provider_failed = False  # the last attempt's provider failed (not its output)
         for level, tier in enumerate(ladder):
             for attempt in range(1, stage.max_attempts + 1):
                 self.run.count_execution(stage.id)
@@ -122,7 +116,16 @@ class LLMStages:
                     "_last_error": last_error,
                     "_last_result": last_text,
                 }
-                llm = await self.call_model(stage, tier, prompt, params, call_vars, result.attempts)
+                try:
+                    llm = await self.call_model(
+                        stage, tier, prompt, params, call_vars, result.attempts
+                    )
+                except ProviderFailure as exc:
+                    # The provider's budget for this call is spent: one failed attempt, which
+                    # on_fail retries (and escalates) like an invalid output.
+                    last_error, last_text, provider_failed = str(exc), None, True
+                    continue
+                provider_failed = False
                 self.tracer.attempt(stage, llm, call_vars, result, tier)
                 if llm.simulated_quality is not None:
                     self.run.last_quality[stage.id] = llm.simulated_quality
@@ -139,6 +142,12 @@ class LLMStages:
                 last_error, last_text = llm.error, llm.text[:2000]
         if kept:
             return kept[0]  # retries spent: the last valid output stands, as in 0.7.0
+        if provider_failed:
+            raise StageFailure(
+                "provider_error",
+                f"stage {stage.id!r}: the model call failed after {result.attempts} "
+                f"attempt(s) on tier(s) {ladder}: {last_error}",
+            )
         raise StageFailure(
             "output_invalid",
             f"stage {stage.id!r}: output invalid after {result.attempts} attempt(s) on "
@@ -169,8 +178,11 @@ class LLMStages:
         context = stage_context(variables, names, upstream, prompt, stage.depends_on)
         while turn < stage.role.max_turns:
             run.count_llm_call(stage.id)
-            llm: LLMCallResult = await workflow.execute_activity(
-                "llm_call",
+            summary = (
+                f"{stage.id}: {stage.role.name} ({stage.role.type}, tier {tier}, "
+                f"attempt {attempt}{f', turn {turn + 1}' if turn else ''})"
+            )
+            llm = await call_llm(
                 LLMCallInput(
                     run_id=run.run_id,
                     stage=stage,
@@ -188,12 +200,9 @@ class LLMStages:
                     context=context,
                     tool_modules=run.plan.tool_modules if stage.role.tools else [],
                 ),
-                result_type=LLMCallResult,
-                start_to_close_timeout=timeout,
-                heartbeat_timeout=HEARTBEAT,
-                retry_policy=PROVIDER_RETRY,
-                summary=f"{stage.id}: {stage.role.name} ({stage.role.type}, tier {tier}, "
-                f"attempt {attempt}{f', turn {turn + 1}' if turn else ''})",
+                start_to_close=timeout,
+                summary=summary,
+                what=stage.id,
             )
             if llm.needs_approval is not None and not approved:
                 seq = run.next_approval(stage.id)

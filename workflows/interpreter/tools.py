@@ -16,14 +16,16 @@ from armature_temporal.spec.compiler import PlanStage
 from workflows.interpreter.failures import TOOL_ERROR_TYPES, StageFailure
 from workflows.interpreter.gates import Gates
 from workflows.interpreter.queues import tool_queue
+from workflows.interpreter.retries import HEARTBEAT, INFRA_RETRY, deadline, infra_retries
 from workflows.interpreter.state import RunContext
 from workflows.interpreter.tracing import Tracer
 
-__all__ = ["HEARTBEAT", "TOOL_RETRY", "TOOL_TIMEOUT", "ToolCalls"]
+__all__ = ["TOOL_RETRY", "TOOL_TIMEOUT", "ToolCalls"]
 
 TOOL_TIMEOUT = timedelta(minutes=2)
+#: Runs from before INFRA_RETRIES; newer ones retry a lost worker or a timeout within the
+#: call's deadline (a tool's own failures are results, never retried).
 TOOL_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1))
-HEARTBEAT = timedelta(seconds=10)
 
 
 class ToolCalls:
@@ -63,6 +65,7 @@ class ToolCalls:
         approved = False
         timeout = timedelta(seconds=stage.timeout_s) if stage.timeout_s else TOOL_TIMEOUT
         policy = run.own_policy()
+        infra = infra_retries()
         while True:
             result: ToolCallResult = await workflow.execute_activity(
                 "tool_call",
@@ -87,8 +90,9 @@ class ToolCalls:
                 result_type=ToolCallResult,
                 task_queue=tool_queue(),
                 start_to_close_timeout=timeout,
+                schedule_to_close_timeout=deadline(timeout) if infra else None,
                 heartbeat_timeout=HEARTBEAT,
-                retry_policy=TOOL_RETRY,
+                retry_policy=INFRA_RETRY if infra else TOOL_RETRY,
                 summary=f"{stage.id}: tool {tool}",
             )
             self.tracer.tool(stage.id, tool, result, approved)
