@@ -178,3 +178,25 @@ async def test_a_provider_that_recovers_within_the_budget_costs_no_attempt(
     failures, timers = await provider_history(client, handle.id)
     assert failures == ["provider_error.server_error"] * (PROVIDER_ATTEMPTS - 1)
     assert len(timers) == PROVIDER_ATTEMPTS - 1
+
+
+async def test_a_provider_error_no_retry_can_fix_fails_the_stage_at_once(
+    client: Client, task_queue: str, provider: tuple[str, FakeOpenAI]
+) -> None:
+    """A 401 fails the same way on every try and attempt: no provider retries, no on_fail
+    attempts, the stage fails on its first call with the provider's own complaint."""
+    base, state = provider
+    body = {"error": {"message": "bad key", "type": "invalid_request_error", "code": "401"}}
+    state.replies.extend([(401, body, {})] * 10)
+    async with build_worker(client, task_queue):
+        handle = await start(client, plan_from(provider_spec(base)), task_queue)
+        with pytest.raises(WorkflowFailureError) as info:
+            await asyncio.wait_for(handle.result(), timeout=60)
+
+    failure: Any = info.value.cause
+    ask = RunResult.model_validate(failure.details[0]).stages["ask"]
+    assert (ask.status, ask.error_type, ask.attempts) == ("failed", "provider_error", 1)
+    assert "bad key" in (ask.error or "")
+    failures, timers = await provider_history(client, handle.id)
+    assert len(failures) == 1 and failures[0].startswith("provider_error.")
+    assert timers == [] and len(state.requests) == 1

@@ -11,7 +11,8 @@ Two kinds of failure reach an activity, and only one of them is the model's faul
   details say whether another try can help; :func:`call_llm` tries again up to
   :data:`PROVIDER_ATTEMPTS` times, sleeping in the workflow between tries (the provider's
   retry-after honoured), then raises :class:`ProviderFailure`, which the stage's ``on_fail``
-  counts as one failed attempt.
+  counts as one failed attempt. A failure no retry can fix (a missing key, 401, 400) fails
+  the stage at once, as before.
 
 Runs started before this change keep the old policies (Temporal's five attempts for every
 fault): everything here is behind the :data:`INFRA_RETRIES` patch.
@@ -88,8 +89,8 @@ def deadline(start_to_close: timedelta) -> timedelta:
 
 
 class ProviderFailure(StageFailure):
-    """A model call's provider failed :data:`PROVIDER_ATTEMPTS` times (or once, when retrying
-    cannot help): one failed attempt of the stage."""
+    """A model call's provider failed :data:`PROVIDER_ATTEMPTS` times in a row: one failed
+    attempt of the stage."""
 
     def __init__(self, message: str) -> None:
         super().__init__("provider_error", message)
@@ -121,9 +122,9 @@ async def call_llm(
         what: Names the call in the sleep summaries (``"draft"``, ``"draft: evaluate"``).
 
     Raises:
-        ProviderFailure: The provider failed on every try (or with an error retrying cannot
-            fix).
-        ActivityError: Anything else: a template or policy error, the deadline spent.
+        ProviderFailure: The provider failed on every try.
+        ActivityError: Anything else: a provider error no retry can fix (the stage fails),
+            a template or policy error, the deadline spent.
     """
     if not infra_retries():
         result: LLMCallResult = await workflow.execute_activity(
@@ -158,7 +159,9 @@ async def call_llm(
                 raise
             error, retryable = failure
             if not retryable:
-                raise ProviderFailure(error.message) from exc
+                # A missing key, a 401, a 400: the same call fails the same way on every try
+                # and on every attempt, so the stage fails now, naming the fix, as it always has.
+                raise
             if tried >= PROVIDER_ATTEMPTS:
                 raise ProviderFailure(
                     f"{error.message} (the provider failed {tried} times in a row)"
