@@ -28,6 +28,7 @@ inputs, which run id, whether a request is authentic — is plain functions here
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import re
@@ -76,6 +77,9 @@ __all__ = [
 IDEMPOTENCY_HEADERS = ("idempotency-key", "x-idempotency-key", "x-github-delivery")
 #: Bodies larger than this are refused (413): run inputs are not bulk uploads.
 MAX_BODY_BYTES = 1024 * 1024
+#: A request refused on its headers with a body up to this size declared has the body read and
+#: dropped before the answer, so the client gets the answer rather than a connection reset.
+DRAIN_BYTES = 64 * 1024
 #: JSON nested deeper than this (objects and arrays) is refused (400).
 MAX_JSON_DEPTH = 64
 
@@ -285,6 +289,7 @@ def create_app(
     try:
         from fastapi import FastAPI
         from fastapi.responses import JSONResponse
+        from starlette.requests import ClientDisconnect
     except ImportError:
         from armature_temporal.extras import install_extra_hint
 
@@ -378,22 +383,38 @@ def create_app(
             )
         return b"".join(chunks)
 
+    async def refuse(request: Request, answer: JSONResponse) -> JSONResponse:
+        """``answer`` to a request refused on its headers. A small declared body is read and
+        dropped first (never kept), within the body deadline: closing on unread bytes makes
+        the kernel reset the connection, and the client would lose the answer that says what
+        to fix. A large, chunked or slow body is not waited for: the connection just closes."""
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and 0 < int(declared) <= DRAIN_BYTES:
+            with contextlib.suppress(TimeoutError, ClientDisconnect):
+                async with asyncio.timeout(body_timeout_s):
+                    drained = 0
+                    async for chunk in request.stream():
+                        drained += len(chunk)
+                        if drained > DRAIN_BYTES:
+                            break
+        answer.headers["Connection"] = "close"
+        return answer
+
     # Plain Starlette routes below: FastAPI's parameter inference is not wanted here.
     async def deliver(request: Request) -> JSONResponse:
         headers = _headers(request)
         key = _idempotency_key(headers)
         _, hook = lookup(request)
-        try:  # the headers first: without credentials, not a byte of the body is read
+        try:  # the headers first: without credentials, no body is kept (see refuse)
             pending = check_headers(policy, headers, now=clock(), key=key)
         except WebhookRequestError as exc:
             if isinstance(hook, JSONResponse):  # the paths in a 404 are for the secret's holders
-                return error(404, f"no webhook at POST {request.url.path}", close=True)
-            return error(exc.status, str(exc), close=True)
+                return await refuse(request, error(404, f"no webhook at POST {request.url.path}"))
+            return await refuse(request, error(exc.status, str(exc)))
         if isinstance(hook, JSONResponse):
             if pending is not None:  # unverified: say nothing about the paths there are
-                return error(404, f"no webhook at POST {request.url.path}", close=True)
-            hook.headers["Connection"] = "close"
-            return hook
+                return await refuse(request, error(404, f"no webhook at POST {request.url.path}"))
+            return await refuse(request, hook)
         body = await read_body(request)
         if isinstance(body, JSONResponse):
             return body
