@@ -36,6 +36,7 @@ from temporalio.service import RPCError
 
 from armature_temporal.runtime.models import RunResult
 from armature_temporal.store import TraceStore
+from armature_temporal.store.keys import KEY_FILE
 from tests.dev_server import DevServer, dev_server
 from tests.fakes import plan_from, start
 from tests.worker_process import WorkerProcess, spawn
@@ -106,6 +107,8 @@ class ChaosReport:
     #: LLM stages that used more than one attempt.
     stages_past_first_attempt: int = 0
     chain_breaks: int = 0
+    #: What verify found, one line each (``run check problem: detail``).
+    chain_findings: list[str] = field(default_factory=list)
     #: Ledger lines beyond one per tool call, and the tool retries that can explain them.
     reexecuted_side_effects: int = 0
     tool_retries: int = 0
@@ -291,12 +294,16 @@ async def chaos(workdir: Path, config: ChaosConfig, log: Any = None) -> ChaosRep
             else:
                 report.failed[handle.id] = result if isinstance(result, str) else str(result.reason)
             await check_history(client, handle.id, report)
-        store = TraceStore(store_url)
+        # The workers' key (under their ARMATURE_HOME) checks the MACs they wrote.
+        store = TraceStore(store_url, key=workdir / "home" / KEY_FILE)
         try:
             for handle in handles:
                 check_records(store, handle.id, report)
             _, breaks = store.verify([h.id for h in handles])
             report.chain_breaks = len(breaks)
+            report.chain_findings = [
+                f"{b.run_id} {b.check} {b.problem}: {b.detail}" for b in breaks
+            ]
         finally:
             store.close()
         check_ledger(ledger, [h.id for h in handles], report)

@@ -31,6 +31,6 @@ async def test_runs_complete_through_worker_kills_and_a_server_restart(tmp_path:
     assert report.duplicate_completions == report.missing_completions == 0, report
     assert report.failed_activities == report.rescheduled_stages == 0, report
     assert report.duplicate_records == report.stages_past_first_attempt == 0, report
-    assert report.chain_breaks == report.missing_side_effects == 0, report
+    assert report.chain_breaks == report.missing_side_effects == 0, report.chain_findings
     assert report.reexecuted_side_effects <= report.tool_retries, report
     assert report.ok
