@@ -174,20 +174,24 @@ async def temporal_client(address: str | None, *, start_local: bool = False) -> 
     return await connect(addr)
 
 
-async def queue_pollers(client: Any, queue: str) -> int:
-    """How many workers poll the task queue ``queue`` for workflow tasks (as the server last
-    saw them: a worker stopped in the last few minutes may still count)."""
+async def queue_pollers(client: Any, queue: str, *, activities: bool = False) -> int:
+    """How many workers poll the task queue ``queue`` for workflow tasks (``activities``: for
+    activity tasks), as the server last saw them: a worker stopped in the last few minutes may
+    still count."""
     from datetime import timedelta
 
     from temporalio.api.enums.v1 import TaskQueueType
     from temporalio.api.taskqueue.v1 import TaskQueue
     from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 
+    kind = (
+        TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY
+        if activities
+        else TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW
+    )
     answer = await client.workflow_service.describe_task_queue(
         DescribeTaskQueueRequest(
-            namespace=client.namespace,
-            task_queue=TaskQueue(name=queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+            namespace=client.namespace, task_queue=TaskQueue(name=queue), task_queue_type=kind
         ),
         timeout=timedelta(seconds=5),
     )

@@ -17,6 +17,7 @@ from armature_temporal.commands._common import (
     fail,
     load_or_exit,
     out,
+    queue_pollers,
     run_coroutine,
     temporal_client,
 )
@@ -199,21 +200,7 @@ async def _stop_child(child: Any, timeout_s: float = 30.0) -> None:
 
 async def activity_pollers(client: Any, queue: str) -> int:
     """How many workers poll ``queue`` for activity tasks (as the server last saw them)."""
-    from datetime import timedelta
-
-    from temporalio.api.enums.v1 import TaskQueueType
-    from temporalio.api.taskqueue.v1 import TaskQueue
-    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-
-    answer = await client.workflow_service.describe_task_queue(
-        DescribeTaskQueueRequest(
-            namespace=client.namespace,
-            task_queue=TaskQueue(name=queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
-        ),
-        timeout=timedelta(seconds=5),
-    )
-    return len(answer.pollers)
+    return await queue_pollers(client, queue, activities=True)
 
 
 async def _warn_without_tools(client: Any, tools_queue: str) -> None:
@@ -641,7 +628,6 @@ async def _watch(
     import contextlib
     import signal
 
-    from armature_temporal.commands._common import queue_pollers
     from armature_temporal.service.client import ensure_search_attributes
     from armature_temporal.service.schedules import apply_triggers
     from armature_temporal.settings import configured_address, task_queue
