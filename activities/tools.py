@@ -79,11 +79,14 @@ def strictest(decisions: Iterable[PolicyDecision]) -> PolicyDecision:
 
 def _outer_host_block(args: dict[str, Any], outer: list[PolicySet]) -> str | None:
     """Why an enclosing run's http_allow_hosts refuses this request's host, or None."""
-    from urllib.parse import urlsplit
+    import httpx
 
     from armature_temporal.tools._http import host_allowed
 
-    host = urlsplit(str(args.get("url", ""))).hostname or ""
+    try:  # the parser the tool itself uses, so both see the same host
+        host = httpx.URL(str(args.get("url", ""))).host
+    except httpx.InvalidURL:
+        host = ""  # no host is allowed: the call is refused here, not sent
     for level in outer:
         if not host_allowed(host, tuple(level.http_allow_hosts)):
             return (
