@@ -67,6 +67,7 @@ for room in (
     commands.bandits,
     commands.reports,
     commands.stack,
+    commands.serve,
     commands.doctor,
 ):
     app.add_typer(room.app)

@@ -18,7 +18,9 @@ groups, such as ``runs`` or ``proposals``); ``cli.py`` adds every room's ``app``
 - :mod:`~armature_temporal.commands.reports` (Inspect the record): ``report``,
   ``dashboard``, ``traces verify``, ``export-traces``. The trace store only.
 - :mod:`~armature_temporal.commands.stack` (Run the stack): ``worker``, ``dev``,
-  ``dev stop``, ``serve``, ``watch``.
+  ``dev stop``.
+- :mod:`~armature_temporal.commands.serve` (Run the stack): ``serve``, ``watch`` (the webhook
+  edge).
 - :mod:`~armature_temporal.commands.doctor` (Run the stack): ``doctor``.
 - :mod:`~armature_temporal.commands._common`: what several rooms share (the consoles, the
   ``--json``/``--address``/``--task-queue`` options, the ``SPEC`` argument, printing JSON,
@@ -39,6 +41,7 @@ from armature_temporal.commands import (
     reports,
     review,
     runs,
+    serve,
     stack,
 )
 
@@ -51,5 +54,6 @@ __all__ = [
     "reports",
     "review",
     "runs",
+    "serve",
     "stack",
 ]

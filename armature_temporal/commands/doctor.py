@@ -276,7 +276,6 @@ async def _probe(address: str, queue: str) -> tuple[str, int, int]:
     from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 
     from armature_temporal.commands._common import queue_pollers
-    from armature_temporal.commands.stack import activity_pollers
     from armature_temporal.service.client import connect
     from armature_temporal.service.tools_env import tools_task_queue
 
@@ -284,7 +283,7 @@ async def _probe(address: str, queue: str) -> tuple[str, int, int]:
     info = await client.workflow_service.get_system_info(
         GetSystemInfoRequest(), timeout=timedelta(seconds=5)
     )
-    tools = await activity_pollers(client, tools_task_queue(queue))
+    tools = await queue_pollers(client, tools_task_queue(queue), activities=True)
     return info.server_version or "version unknown", await queue_pollers(client, queue), tools
 
 

@@ -44,6 +44,7 @@ def test_commands_package_exports_the_rooms() -> None:
         "reports",
         "review",
         "runs",
+        "serve",
         "stack",
     ]
     for name in commands.__all__:
