@@ -120,3 +120,43 @@ async def test_noise_follows_inputs_and_replicate_not_the_run_id(
     assert first == again  # another run id, same inputs and replicate: the same draw
     assert other[1] != first[1]  # another replicate: other noise
     assert moved[1] != first[1]  # other inputs: other noise
+
+
+PITFALL = """\
+name: invoices
+model_tiers:
+  t: {provider: simulate, quality: 0.7}
+stages:
+  - id: total
+    role: {name: T, description: "Total the invoice.", model_tier: t}
+    simulate:
+      pitfalls:
+        - {id: tax, penalty: 0.4, symptom: "The total leaves out sales tax",
+           lesson: "Always add sales tax to the total.", rate: 1.0}
+"""
+
+
+async def test_a_stage_pitfall_shows_in_the_run_and_its_lesson_avoids_it(
+    client: Client, task_queue: str
+) -> None:
+    plain = plan_from(PITFALL)
+    taught = plan_from(
+        PITFALL.replace(
+            "Total the invoice.", "Total the invoice. Always add sales tax to the total."
+        )
+    )
+    async with build_worker(client, task_queue):
+        fell = await (await start(client, plain, task_queue, run_id="pitfall-1")).result()
+        avoided = await (await start(client, taught, task_queue, run_id="pitfall-2")).result()
+    assert "The total leaves out sales tax" in fell.outputs["total"]["content"]
+    assert "The total leaves out sales tax" not in avoided.outputs["total"]["content"]
+
+    def quality(run_id: str) -> float:
+        return next(
+            r.data["simulated_quality"]
+            for r in TraceStore().records(run_id)
+            if r.kind == "attempt" and r.stage_id == "total"
+        )
+
+    # Same inputs, replicate 0: the same draw, less the penalty where the run fell in.
+    assert quality("pitfall-2") - quality("pitfall-1") == pytest.approx(0.4)
