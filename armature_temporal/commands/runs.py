@@ -58,6 +58,7 @@ ReplicateOpt = Annotated[
     typer.Option(
         "--replicate",
         min=0,
+        metavar="N",
         help="Replicate number (default 0): simulate tiers seed their noise from the run "
         "inputs and this, so runs with equal inputs and replicate share it.",
     ),
