@@ -206,6 +206,8 @@ class LLMCallResult(_Model):
     cost_usd: float = 0.0
     latency_ms: float = 0.0
     simulated_quality: float | None = None
+    #: simulate: ids of the stage's declared pitfalls this output fell into.
+    pitfalls_hit: list[str] = Field(default_factory=list)
     inputs_hash: str | None = None
     messages: list[dict[str, Any]] = Field(default_factory=list)
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
