@@ -14,10 +14,10 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.worker import Replayer
 
-from activities.experience import _reward, reward_lessons
+from activities.experience import _reward, load_lessons, reward_lessons
 from armature_temporal.experience import Heuristic, heuristic_id
 from armature_temporal.experience.compiler import LESSONS_HEADING
-from armature_temporal.runtime.models import LessonsReward, RunInput, RunResult
+from armature_temporal.runtime.models import LessonsQuery, LessonsReward, RunInput, RunResult
 from armature_temporal.runtime.payloads import data_converter
 from armature_temporal.runtime.traces import TraceRecord
 from armature_temporal.spec.compiler import Plan
@@ -269,3 +269,26 @@ async def test_a_run_with_lessons_replays_from_its_history(client: Client, task_
     )
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, result.replay_failure
+
+
+async def test_load_lessons_prefers_the_lesson_worded_like_the_task() -> None:
+    """The activity's relevance (lexical embeddings here): with room for one lesson, the one
+    like the task wins on (nearly) every seed; unlike ones still fill free room."""
+    name = "lessons-relevance"
+    units = add(name, "State the units of every number in the answer.")
+    add(name, "Greet the customer warmly by their first name.")
+    task = "Answer the question: how many metres is the number of units in a mile?"
+    chosen = []
+    for n in range(20):
+        query = LessonsQuery(
+            spec_name=name,
+            stage_id="answer",
+            task_text=task,
+            top_k=1,
+            seed=f"s{n}",
+            embedding_model="lexical",
+        )
+        chosen.append((await load_lessons(query)).ids)
+    assert sum(ids == [units] for ids in chosen) >= 18, chosen
+    query = LessonsQuery(spec_name=name, stage_id="answer", task_text=task, seed="s", top_k=3)
+    assert len((await load_lessons(query)).ids) == 2
