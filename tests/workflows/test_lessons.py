@@ -290,5 +290,5 @@ async def test_load_lessons_prefers_the_lesson_worded_like_the_task() -> None:
         )
         chosen.append((await load_lessons(query)).ids)
     assert sum(ids == [units] for ids in chosen) >= 18, chosen
-    query = LessonsQuery(spec_name=name, stage_id="answer", task_text=task, seed="s", top_k=3)
+    query = query.model_copy(update={"seed": "s", "top_k": 3})
     assert len((await load_lessons(query)).ids) == 2
