@@ -64,6 +64,7 @@ for room in (
     commands.approvals,
     commands.loops,
     commands.review,
+    commands.memory,
     commands.bandits,
     commands.reports,
     commands.stack,

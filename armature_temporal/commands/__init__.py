@@ -14,6 +14,8 @@ groups, such as ``runs`` or ``proposals``); ``cli.py`` adds every room's ``app``
 - :mod:`~armature_temporal.commands.loops` (Learn and improve): ``improve``, ``finetune``.
 - :mod:`~armature_temporal.commands.review` (Learn and improve): ``proposals *``,
   ``adapters *``.
+- :mod:`~armature_temporal.commands.memory` (Learn and improve): ``memory *`` (the
+  experience memory's heuristics).
 - :mod:`~armature_temporal.commands.bandits` (Learn and improve): ``bandit *``, ``reward``.
 - :mod:`~armature_temporal.commands.reports` (Inspect the record): ``report``,
   ``dashboard``, ``traces verify``, ``export-traces``. The trace store only.
@@ -38,6 +40,7 @@ from armature_temporal.commands import (
     bandits,
     doctor,
     loops,
+    memory,
     reports,
     review,
     runs,
@@ -51,6 +54,7 @@ __all__ = [
     "bandits",
     "doctor",
     "loops",
+    "memory",
     "reports",
     "review",
     "runs",
