@@ -1,12 +1,10 @@
 """The workflow spec language: pydantic models for every field a spec may hold.
 
-This module holds the stage and the spec; their parts live in :mod:`~armature_temporal.spec.fields`
-(base types), :mod:`~armature_temporal.spec.tiers` and :mod:`~armature_temporal.spec.sections`,
-and every name is importable from here. The models check shape and local rules (types, ranges,
-which fields go together). Rules that need the whole document — stage references, cycles, tiers,
-templates, subagent files — live in :mod:`armature_temporal.spec.checks`, and
-:mod:`armature_temporal.spec.loader` maps every problem back to its line in the YAML file. Each
-field's ``description`` feeds ``armature schema`` (editor completion) and the README reference.
+This module holds the stage and the spec; their parts live in ``spec.fields`` (base types),
+``spec.tiers``, ``spec.sections``, ``spec.simulation`` and ``spec.experience``, all importable
+from here. Models check shape and local rules; whole-document rules (references, cycles, tiers,
+templates, subagent files) live in ``spec.checks``, and ``spec.loader`` maps each problem to its
+YAML line. Field descriptions feed ``armature schema`` and the README's spec reference.
 """
 
 from __future__ import annotations
@@ -15,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 
+from armature_temporal.spec.experience import Experience
 from armature_temporal.spec.fields import (
     IDENTIFIER,
     SPEC_NAME,
@@ -69,6 +68,7 @@ __all__ = [
     "ContextPolicy",
     "Continuation",
     "Contracts",
+    "Experience",
     "FinetuneConfig",
     "Gate",
     "HQSConfig",
@@ -537,6 +537,7 @@ class Spec(_Model):
     memory: MemoryConfig | None = Field(
         None, description="Outputs remembered across runs, injected into later prompts."
     )
+    experience: Experience | None = Field(None, description="Lessons learned across runs.")
     skill_library: dict[str, SkillDef] = Field(
         default_factory=dict, description="Skills roles add to their prompts (role.skills)."
     )
