@@ -231,8 +231,8 @@ def build_report(trace: RunTrace, gates: Sequence[GateView] = ()) -> RunReport:
                 tool_calls=tools[sid],
             )
         )
-    # Model calls: the stages' attempts and the evaluations' judge calls.
-    made = [r for r in trace.records if r.kind in ("attempt", "evaluation")]
+    # Model calls: the stages' attempts, the evaluations' judge calls and the critiques.
+    made = [r for r in trace.records if r.kind in ("attempt", "evaluation", "critique")]
     return RunReport(
         run_id=trace.run_id,
         spec_name=trace.spec_name,

@@ -13,6 +13,7 @@ signal and status query, the DAG loop — and delegates the rest:
 - ``adapters``: ``Adapters``, spec adapters (scripts, Python functions) under the safety policy;
 - ``memory``: ``Memory``, cross-run memory loaded at the start and captured after stages;
 - ``evaluation``: ``Evaluations``, a stage's ``evaluate`` criteria judged after the run;
+- ``critic``: ``Critic``, the experience critic's score and evidence per stage after the run;
 - ``failures``: how a stage fails (``StageFailure``) and how activity failures are classified;
 - ``retries``: infrastructure faults retried within a call's deadline, provider failures on a
   budget the workflow counts (``call_llm``).
@@ -24,6 +25,7 @@ and hold no module-level state, so the worker can pass them through the sandbox 
 
 from workflows.interpreter.adapters import Adapters
 from workflows.interpreter.arms import Arms
+from workflows.interpreter.critic import Critic
 from workflows.interpreter.evaluation import Evaluations
 from workflows.interpreter.failures import GateRejected, StageFailure, classify
 from workflows.interpreter.fanout import FanOut
@@ -37,6 +39,7 @@ from workflows.interpreter.tracing import Tracer
 __all__ = [
     "Adapters",
     "Arms",
+    "Critic",
     "Evaluations",
     "FanOut",
     "GateRejected",
