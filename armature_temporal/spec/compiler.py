@@ -36,6 +36,7 @@ from armature_temporal.spec.models import (
     ToolCall,
     Trigger,
 )
+from armature_temporal.spec.simulation import StageSimulation
 from armature_temporal.spec.templating import referenced_names, split_template_command
 
 __all__ = [
@@ -198,6 +199,7 @@ class PlanStage(_Frozen):
     #: Context keys it never sees (context_policy.never and layers' never).
     context_never: list[str] = Field(default_factory=list)
     evaluate: list[str] = Field(default_factory=list)
+    simulate: StageSimulation | None = None  # the simulate provider's pitfalls
 
 
 class Plan(_Frozen):
@@ -495,6 +497,7 @@ def _compile_stage(
         else None,
         context_never=sorted(never),
         evaluate=list(stage.evaluate),
+        simulate=stage.simulate,
     )
 
 

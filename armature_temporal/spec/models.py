@@ -3,11 +3,10 @@
 This module holds the stage and the spec; their parts live in :mod:`~armature_temporal.spec.fields`
 (base types), :mod:`~armature_temporal.spec.tiers` and :mod:`~armature_temporal.spec.sections`,
 and every name is importable from here. The models check shape and local rules (types, ranges,
-which fields go together). Rules that
-need the whole document — stage references, cycles, tiers, templates, subagent files — live in
-:mod:`armature_temporal.spec.checks`, and :mod:`armature_temporal.spec.loader` maps every
-problem back to its line in the YAML file. Each field's ``description`` feeds ``armature
-schema`` (editor completion) and the spec reference in the README.
+which fields go together). Rules that need the whole document — stage references, cycles, tiers,
+templates, subagent files — live in :mod:`armature_temporal.spec.checks`, and
+:mod:`armature_temporal.spec.loader` maps every problem back to its line in the YAML file. Each
+field's ``description`` feeds ``armature schema`` (editor completion) and the README reference.
 """
 
 from __future__ import annotations
@@ -53,6 +52,7 @@ from armature_temporal.spec.sections import (
     ToolModule,
     Trigger,
 )
+from armature_temporal.spec.simulation import SIMULATE_DESCRIPTION, StageSimulation
 from armature_temporal.spec.tiers import ModelTier, RoleTypeDefault, _tier_shorthand
 
 __all__ = [
@@ -408,6 +408,7 @@ class Stage(_Model):
         "else its gate decision, else output quality) or external (armature reward / "
         "runtime_update).",
     )
+    simulate: StageSimulation | None = Field(None, description=SIMULATE_DESCRIPTION)
 
     @model_validator(mode="after")
     def _check_kind(self) -> Stage:

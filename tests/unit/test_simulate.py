@@ -86,7 +86,11 @@ def run(seed: str = "run-1/triage/0/small", **overrides: Any) -> SimulatedComple
 def test_all_is_pinned() -> None:
     assert sorted(simulate.__all__) == [
         "SimulatedCompletion",
+        "SimulatedCritique",
+        "SimulatedLesson",
         "simulate_completion",
+        "simulate_critique",
+        "simulate_lessons",
         "simulate_tool_turn",
     ]
 

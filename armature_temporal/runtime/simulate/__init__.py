@@ -2,16 +2,30 @@
 
 It exists so that specs can be tried, demos run, and tests and benchmarks executed without
 API keys, a network or any cost. Nothing here understands the prompt: it writes output of
-the requested shape from the prompt's own words, and each tier's two knobs decide how often
-that output is valid (``valid_rate``) and how good it is deemed (``quality``). Text output
-starts with ``[simulated]``, and so do free-text JSON fields (``rationale``, ``summary``, …)
-where their length limits allow, so no one mistakes it for a real model's answer.
+the requested shape from the prompt's own words. Text output starts with ``[simulated]``, and
+so do free-text JSON fields (``rationale``, ``summary``, …) where their length limits allow,
+so no one mistakes it for a real model's answer.
 
-Everything is deterministic in ``seed`` (the caller passes e.g.
-``f"{run_id}/{stage}/{attempt}/{tier}"``): the same arguments give the same bytes. The
-validity coin and the content come from streams that do not depend on the knobs, so two
-tiers given the same seed are coupled: the one with the higher ``valid_rate`` is valid
-whenever the other is, which keeps tier comparisons in benchmarks low-noise.
+Its declared world, the ground truth that Armature's learning loops are proved against:
+
+- Every output has a **latent quality**: a Beta draw (concentration
+  :data:`QUALITY_CONCENTRATION`) around the tier's ``quality`` (an arm's ``params.quality``
+  overrides it), less the penalties of the pitfalls it fell into, clipped to [0, 1]. The tier's
+  ``valid_rate`` is the chance the output parses and matches the schema.
+- A **judge** given the latent quality of the output it judges (``judged_quality``) scores
+  ``clip(judged_quality + N(0, sd))`` with ``sd = 0.25 * (1 - q) + 0.02`` for its own tier's
+  quality q; without one, its score repeats its own latent quality.
+- A stage's **pitfalls** (spec ``simulate: {pitfalls: [...]}``): each one whose ``lesson`` the
+  prompt lacks is fallen into at its ``rate``; it costs its ``penalty`` and its ``symptom``
+  shows in the output. :func:`simulate_lessons` and :func:`simulate_critique` are the
+  distiller and critic of this world.
+- **Seeds**: everything is deterministic in ``seed`` (the caller passes e.g.
+  ``f"{sim_seed}/{stage}/{attempt}/{tier}"``, where a run's ``sim_seed`` comes from its inputs
+  and replicate number): the same arguments give the same bytes. The validity coin, the
+  quality draw, each pitfall's coin and the judge's noise come from streams that depend on
+  neither the knobs nor the prompt, so calls with one seed share their noise (common random
+  numbers): the tier with the higher ``valid_rate`` is valid whenever the other is, and a
+  prompt with a lesson differs from one without only where the lesson acts.
 
 Supported JSON Schema keywords for valid output: ``type`` (one or a list), ``properties``,
 ``required``, ``additionalProperties``, ``enum``, ``const``, ``minItems``/``maxItems``,
@@ -28,7 +42,25 @@ from armature_temporal.runtime.simulate._completion import (
     QUALITY_CONCENTRATION as QUALITY_CONCENTRATION,
 )
 from armature_temporal.runtime.simulate._completion import SimulatedCompletion, simulate_completion
+from armature_temporal.runtime.simulate._learning import (
+    USELESS_LESSON_RATE as USELESS_LESSON_RATE,
+)
+from armature_temporal.runtime.simulate._learning import (
+    SimulatedCritique,
+    SimulatedLesson,
+    simulate_critique,
+    simulate_lessons,
+)
 from armature_temporal.runtime.simulate._output import DRESSED_SHARE as DRESSED_SHARE
+from armature_temporal.runtime.simulate._pitfalls import judge_noise_sd as judge_noise_sd
 from armature_temporal.runtime.simulate._tools import simulate_tool_turn
 
-__all__ = ["SimulatedCompletion", "simulate_completion", "simulate_tool_turn"]
+__all__ = [
+    "SimulatedCompletion",
+    "SimulatedCritique",
+    "SimulatedLesson",
+    "simulate_completion",
+    "simulate_critique",
+    "simulate_lessons",
+    "simulate_tool_turn",
+]

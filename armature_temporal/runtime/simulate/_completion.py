@@ -1,16 +1,24 @@
-"""One simulated completion: the validity coin, the drawn quality and the output they shape."""
+"""One simulated completion: the validity coin, the latent quality and the output they shape."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from armature_temporal.runtime.simulate._defects import invalid_text
 from armature_temporal.runtime.simulate._output import render, text_answer, unfinished_reasoning
+from armature_temporal.runtime.simulate._pitfalls import (
+    falls_into,
+    judge_noise_sd,
+    symptom_sentence,
+    with_symptoms,
+)
 from armature_temporal.runtime.simulate._values import ANY_OBJECT, Generator, with_score
 from armature_temporal.runtime.simulate._words import rng_for, words_of
+from armature_temporal.spec.simulation import Pitfall
 
 __all__ = ["QUALITY_CONCENTRATION", "SimulatedCompletion", "simulate_completion"]
 
@@ -25,9 +33,12 @@ class SimulatedCompletion(BaseModel):
         text: The raw output, as a model would return it.
         intended_valid: Whether the simulator meant this output to parse and match the schema
             (it draws the invalid ones on purpose, at rate ``1 - valid_rate``).
-        quality: The output's simulated quality in [0, 1]; a judge's ``score`` repeats it.
+        quality: The output's latent quality in [0, 1]: the tier's Beta draw less the
+            penalties of the pitfalls hit. A judge's ``score`` repeats it, unless the judge
+            was given the quality of the output it judges.
         prompt_tokens: A rough token count of the prompt (characters / 4).
         completion_tokens: A rough token count of ``text`` (characters / 4).
+        pitfalls_hit: Ids of the declared pitfalls this output fell into.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -37,6 +48,7 @@ class SimulatedCompletion(BaseModel):
     quality: float = Field(ge=0.0, le=1.0)
     prompt_tokens: int = Field(ge=1)
     completion_tokens: int = Field(ge=1)
+    pitfalls_hit: list[str] = Field(default_factory=list)
 
 
 def simulate_completion(
@@ -48,6 +60,8 @@ def simulate_completion(
     role_type: Literal["worker", "orchestrator", "judge", "researcher"],
     valid_rate: float,
     quality: float,
+    judged_quality: float | None = None,
+    pitfalls: Sequence[Pitfall] = (),
 ) -> SimulatedCompletion:
     """Simulate one completion, deterministically in ``seed``.
 
@@ -56,17 +70,27 @@ def simulate_completion(
         prompt: The rendered prompt; its words make up the output's strings.
         output_mode: ``text`` gives ``[simulated] …`` sentences; the JSON modes give JSON.
         output_schema: The JSON Schema valid output must match; None means any object.
-        role_type: A ``judge`` puts the output's quality in its ``score`` property.
+        role_type: A ``judge`` puts a score in its ``score`` property (text: ``Score: x.``).
         valid_rate: Probability in [0, 1] that the output is valid.
-        quality: Mean in [0, 1] of the per-output quality.
+        quality: Mean in [0, 1] of the per-output quality (a Beta draw, concentration
+            :data:`QUALITY_CONCENTRATION`).
+        judged_quality: For a judge: the latent quality of the output it judges; its score
+            is then ``clip(judged_quality + N(0, sd))`` with
+            ``sd = 0.25 * (1 - quality) + 0.02``. None: the score is the judge's own quality.
+        pitfalls: The stage's declared pitfalls; each one whose lesson the prompt lacks is
+            fallen into at its ``rate``, costing its ``penalty`` and showing its ``symptom``.
 
     Returns:
-        The text, whether it was meant to be valid, its quality and rough token counts.
+        The text, whether it was meant to be valid, its latent quality, the pitfalls hit and
+        rough token counts.
 
     Raises:
-        ValueError: ``valid_rate`` or ``quality`` is outside [0, 1].
+        ValueError: ``valid_rate``, ``quality`` or ``judged_quality`` is outside [0, 1].
     """
-    for name, knob in (("valid_rate", valid_rate), ("quality", quality)):
+    knobs = [("valid_rate", valid_rate), ("quality", quality)]
+    if judged_quality is not None:
+        knobs.append(("judged_quality", judged_quality))
+    for name, knob in knobs:
         if not 0.0 <= knob <= 1.0:
             raise ValueError(
                 f"{name} must be between 0 and 1, got {knob!r}; fix the simulate tier's {name}"
@@ -76,10 +100,19 @@ def simulate_completion(
     dress = rng.random()
     content = random.Random(rng.getrandbits(64))
     drawn = _draw_quality(random.Random(rng.getrandbits(64)), quality)
+    hit = falls_into(seed, prompt, pitfalls)
+    latent = min(1.0, max(0.0, drawn - sum(p.penalty for p in hit)))
+    score = latent
+    if role_type == "judge" and judged_quality is not None:
+        noise = rng_for(f"{seed}/judge-noise").gauss(0.0, judge_noise_sd(quality))
+        score = min(1.0, max(0.0, judged_quality + noise))
+    symptoms = [p.symptom for p in hit]
     words = words_of(prompt)
     if output_mode == "text":
         text = (
-            text_answer(content, words, role_type, drawn, dress)
+            text_answer(
+                content, words, role_type, score, dress, [symptom_sentence(s) for s in symptoms]
+            )
             if intended_valid
             else unfinished_reasoning(content, words)
         )
@@ -88,7 +121,8 @@ def simulate_completion(
         gen = Generator(content, words, schema)
         value = gen.valid_root()
         if role_type == "judge":
-            value = with_score(value, schema, drawn)
+            value = with_score(value, schema, score)
+        value = with_symptoms(value, schema, symptoms)
         if intended_valid:
             text = render(value, dress, content, words)
         else:
@@ -96,9 +130,10 @@ def simulate_completion(
     return SimulatedCompletion(
         text=text,
         intended_valid=intended_valid,
-        quality=drawn,
+        quality=latent,
         prompt_tokens=max(1, len(prompt) // 4),
         completion_tokens=max(1, len(text) // 4),
+        pitfalls_hit=[p.id for p in hit],
     )
 
 

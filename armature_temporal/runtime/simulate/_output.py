@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Sequence
 from typing import Any
 
 from armature_temporal.runtime.simulate._words import MARK, sentence
@@ -15,10 +16,17 @@ DRESSED_SHARE = 0.2
 
 
 def text_answer(
-    rng: random.Random, words: list[str], role_type: str, quality: float, dress: float
+    rng: random.Random,
+    words: list[str],
+    role_type: str,
+    quality: float,
+    dress: float,
+    extra: Sequence[str] = (),
 ) -> str:
-    """Two to four ``[simulated]`` sentences; a judge's end with its score."""
+    """Two to four ``[simulated]`` sentences, then ``extra`` ones (symptoms); a judge's end
+    with its score."""
     sentences = [sentence(rng, words) for _ in range(rng.randint(2, 4))]
+    sentences.extend(extra)
     if role_type == "judge":
         sentences.append(f"Score: {round(quality, 3)}.")
     text = MARK + " ".join(sentences)

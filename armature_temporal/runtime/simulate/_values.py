@@ -14,12 +14,12 @@ from jsonschema import Draft202012Validator
 
 from armature_temporal.runtime.simulate._words import MARK, phrase, sentence
 
-__all__ = ["ANY_OBJECT", "Generator", "with_score"]
+__all__ = ["ANY_OBJECT", "SENTENCE_KEYS", "Generator", "conforms", "with_score"]
 
 _SHALLOW = 3  # below this depth optional properties are included sometimes
 _MAX_DEPTH = 24  # recursive $refs stop here
 _ATTEMPTS = 4
-_SENTENCE_KEYS = re.compile(
+SENTENCE_KEYS = _SENTENCE_KEYS = re.compile(
     r"rational|reason|summary|explan|descri|answer|text|content|note|comment|feedback|body",
     re.IGNORECASE,
 )
@@ -35,6 +35,10 @@ def _validator(schema_json: str) -> Any:
 def _conforms(value: Any, schema: Any) -> bool:
     key = json.dumps(schema, separators=(",", ":"))
     return bool(_validator(key).is_valid(value))
+
+
+#: ``_conforms`` under a public name (the pitfalls module uses it).
+conforms = _conforms
 
 
 class Generator:
