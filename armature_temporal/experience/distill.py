@@ -110,6 +110,10 @@ class DistilledLesson(BaseModel):
     pitfall_id: str | None = None
 
 
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
 def distiller_tier(plan: Plan) -> str:
     """``experience.distiller_tier``, else the spec's last (largest) tier."""
     config = plan.experience
@@ -248,7 +252,7 @@ async def distill_stage(
         for s in stated:
             pitfall = by_id.get(s.pitfall_id) if s.pitfall_id else None
             runs = (
-                [t.run_id for t in failures if pitfall.symptom.lower() in t.text.lower()]
+                [t.run_id for t in failures if _norm(pitfall.symptom) in _norm(t.text)]
                 if pitfall is not None
                 else provenance
             )
