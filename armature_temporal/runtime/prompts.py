@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from jinja2 import TemplateSyntaxError
@@ -84,16 +84,22 @@ def build_messages(
     output_schema: dict[str, Any] | None,
     guidance: str = "",
     context: dict[str, Any] | None = None,
+    lessons: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """Chat messages for one model call (raises jinja2 errors on template problems).
 
-    ``guidance`` (context layers, skills, output keys) joins the system message; ``context``
-    (the run inputs and upstream outputs the template does not quote) follows the task."""
+    ``guidance`` (context layers, skills, output keys) joins the system message, and so do
+    ``lessons`` (texts from the heuristics memory) as the Lessons block; ``context`` (the run
+    inputs and upstream outputs the template does not quote) follows the task."""
     system = [ROLE_CONTRACTS[role_type].format(name=role_name)]
     if mission:
         system.append(f"Mission: {mission}")
     if guidance:
         system.append(guidance)
+    if lessons:
+        from armature_temporal.experience.compiler import lessons_section
+
+        system.append(lessons_section(lessons))
     if output_mode != "text":
         contract = "Reply with a single JSON value and nothing else."
         if output_schema is not None:

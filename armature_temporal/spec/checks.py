@@ -15,6 +15,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from armature_temporal.errors import did_you_mean
+from armature_temporal.spec.experience import experience_problems
 from armature_temporal.spec.models import (
     IDENTIFIER,
     STANDARD_TIERS,
@@ -453,6 +454,10 @@ def _check_top_level_refs(spec: Spec) -> Iterator[Problem]:
                 )
             elif stages[sid].role is None:
                 yield path, f"{sid!r} is not an LLM stage, so it has no {field} to edit"
+    if spec.experience is not None:
+        yield from experience_problems(spec.experience, tier_names(spec))
+        if spec.experience.schedule is not None and (msg := cron_problem(spec.experience.schedule)):
+            yield ("experience", "schedule"), msg
     if spec.finetune is not None:
         if msg := cron_problem(spec.finetune.schedule):
             yield ("finetune", "schedule"), msg

@@ -18,6 +18,7 @@ from jinja2 import TemplateSyntaxError
 from pydantic import BaseModel, ConfigDict, Field
 
 from armature_temporal.spec.checks import tier_names
+from armature_temporal.spec.experience import ExperienceConfig, compile_experience
 from armature_temporal.spec.loader import LoadedSpec, load_spec
 from armature_temporal.spec.models import (
     STANDARD_TIERS,
@@ -234,6 +235,7 @@ class Plan(_Frozen):
     memory: MemoryConfig | None = None
     #: The namespace memory is kept under (memory.workflow_name or the spec's name).
     memory_name: str | None = None
+    experience: ExperienceConfig | None = None
     tool_modules: list[str] = Field(default_factory=list)
     hqs_weights: dict[str, float] | None = None
     #: Every field of the spec is durable on Temporal; 0.7.0's checkpoint: asked for it.
@@ -319,6 +321,7 @@ def compile_spec(loaded: LoadedSpec) -> Plan:
         completion=contracts.completion if contracts else None,
         memory=spec.memory if spec.memory is not None and spec.memory.enabled else None,
         memory_name=(spec.memory.workflow_name or spec.name) if spec.memory else None,
+        experience=compile_experience(spec.experience, ladder),
         tool_modules=[t.module for t in spec.tools],
         hqs_weights={str(k): v for k, v in spec.hqs.weights.items()}
         if spec.hqs is not None and spec.hqs.weights

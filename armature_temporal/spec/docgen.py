@@ -37,6 +37,7 @@ _SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("triggers[]", spec_module.Trigger),
     ("self_improvement", spec_module.SelfImprovement),
     ("finetune", spec_module.FinetuneConfig),
+    ("experience", spec_module.Experience),
 ]
 
 

@@ -1,12 +1,12 @@
 """The workflow spec language: pydantic models for every field a spec may hold.
 
-This module holds the stage and the spec; their parts live in :mod:`~armature_temporal.spec.fields`
-(base types), :mod:`~armature_temporal.spec.tiers` and :mod:`~armature_temporal.spec.sections`,
-and every name is importable from here. The models check shape and local rules (types, ranges,
-which fields go together). Rules that need the whole document — stage references, cycles, tiers,
-templates, subagent files — live in :mod:`armature_temporal.spec.checks`, and
-:mod:`armature_temporal.spec.loader` maps every problem back to its line in the YAML file. Each
-field's ``description`` feeds ``armature schema`` (editor completion) and the README reference.
+This module holds the stage and the spec; their parts live in ``spec.fields`` (base types),
+``spec.tiers``, ``spec.sections``, ``spec.simulation`` and ``spec.experience``, and every name
+is importable from here. The models check shape and local rules; rules that need the whole
+document (references, cycles, tiers, templates, subagent files) live in ``spec.checks``, and
+``spec.loader`` maps every problem back to its line in the YAML file. Each field's
+``description`` feeds ``armature schema`` (editor completion) and the spec reference in the
+README.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 
+from armature_temporal.spec.experience import Experience
 from armature_temporal.spec.fields import (
     IDENTIFIER,
     SPEC_NAME,
@@ -69,6 +70,7 @@ __all__ = [
     "ContextPolicy",
     "Continuation",
     "Contracts",
+    "Experience",
     "FinetuneConfig",
     "Gate",
     "HQSConfig",
@@ -537,6 +539,7 @@ class Spec(_Model):
     memory: MemoryConfig | None = Field(
         None, description="Outputs remembered across runs, injected into later prompts."
     )
+    experience: Experience | None = Field(None, description="Lessons learned across runs.")
     skill_library: dict[str, SkillDef] = Field(
         default_factory=dict, description="Skills roles add to their prompts (role.skills)."
     )

@@ -233,6 +233,57 @@ def _v8_record_anchors(conn: Connection) -> None:
     meta.create_all(conn)
 
 
+def _v9_heuristics(conn: Connection) -> None:
+    """The experience memory: ``heuristics`` (lessons, with their status, provenance,
+    embedding and Beta posterior of utility), ``heuristic_events`` (each status change, who
+    made it, why, with figures) and ``heuristic_rewards`` (one row per heuristic and reward
+    key, so a retried activity rewards once)."""
+    meta = MetaData()
+    Table(
+        "heuristics",
+        meta,
+        Column("id", String(40), primary_key=True),
+        Column("spec_name", String(100), nullable=False),
+        Column("stage_id", String(100)),
+        Column("kind", String(20), nullable=False),
+        Column("text", Text, nullable=False),
+        Column("status", String(20), nullable=False),
+        Column("source", String(20), nullable=False),
+        Column("provenance", JSON, nullable=False),
+        Column("embedding", JSON),
+        Column("embedding_model", String(200)),
+        Column("alpha", Float, nullable=False),
+        Column("beta", Float, nullable=False),
+        Column("uses", Integer, nullable=False),
+        Column("last_used_at", String(40)),
+        Column("created_at", String(40), nullable=False),
+        Column("updated_at", String(40), nullable=False),
+        Index("ix_heuristics_spec_stage_status", "spec_name", "stage_id", "status"),
+    )
+    Table(
+        "heuristic_events",
+        meta,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("heuristic_id", String(40), nullable=False),
+        Column("at", String(40), nullable=False),
+        Column("from_status", String(20)),
+        Column("to_status", String(20), nullable=False),
+        Column("actor", String(200), nullable=False),
+        Column("reason", Text, nullable=False),
+        Column("figures", JSON),
+        Index("ix_heuristic_events_heuristic", "heuristic_id", "id"),
+    )
+    Table(
+        "heuristic_rewards",
+        meta,
+        Column("heuristic_id", String(40), primary_key=True),
+        Column("reward_key", String(300), primary_key=True),
+        Column("reward", Float, nullable=False),
+        Column("at", String(40), nullable=False),
+    )
+    meta.create_all(conn)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "initial", _v1_initial),
     (2, "run_quality", _v2_run_quality),
@@ -242,6 +293,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (6, "verification_runs", _v6_verification_runs),
     (7, "memory_entries", _v7_memory_entries),
     (8, "record_anchors", _v8_record_anchors),
+    (9, "heuristics", _v9_heuristics),
 ]
 
 

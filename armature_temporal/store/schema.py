@@ -12,6 +12,9 @@ __all__ = [
     "AdapterRow",
     "Base",
     "GateDecisionRow",
+    "HeuristicEventRow",
+    "HeuristicRewardRow",
+    "HeuristicRow",
     "LedgerRow",
     "MemoryEntryRow",
     "ProposalRow",
@@ -215,3 +218,58 @@ class MemoryEntryRow(Base):
         UniqueConstraint("run_id", "stage_id", "capture_key", name="uq_memory_run_stage_key"),
         Index("ix_memory_name_key", "memory_name", "stage_id", "capture_key", "recorded_at"),
     )
+
+
+class HeuristicRow(Base):
+    """One heuristic of the experience memory
+    (:class:`~armature_temporal.experience.models.Heuristic`; kept by
+    :class:`~armature_temporal.store.heuristics.HeuristicStore`)."""
+
+    __tablename__ = "heuristics"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    spec_name: Mapped[str] = mapped_column(String(100))
+    stage_id: Mapped[str | None] = mapped_column(String(100))
+    kind: Mapped[str] = mapped_column(String(20))
+    text: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(20))
+    source: Mapped[str] = mapped_column(String(20))
+    provenance: Mapped[Any] = mapped_column(JSON)
+    embedding: Mapped[Any] = mapped_column(JSON, nullable=True)
+    embedding_model: Mapped[str | None] = mapped_column(String(200))
+    alpha: Mapped[float] = mapped_column(Float, default=1.0)
+    beta: Mapped[float] = mapped_column(Float, default=1.0)
+    uses: Mapped[int] = mapped_column(Integer, default=0)
+    last_used_at: Mapped[str | None] = mapped_column(String(40))
+    created_at: Mapped[str] = mapped_column(String(40))
+    updated_at: Mapped[str] = mapped_column(String(40))
+
+    __table_args__ = (Index("ix_heuristics_spec_stage_status", "spec_name", "stage_id", "status"),)
+
+
+class HeuristicEventRow(Base):
+    """One status change of a heuristic, with who made it, why and the figures behind it."""
+
+    __tablename__ = "heuristic_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    heuristic_id: Mapped[str] = mapped_column(String(40))
+    at: Mapped[str] = mapped_column(String(40))
+    from_status: Mapped[str | None] = mapped_column(String(20))
+    to_status: Mapped[str] = mapped_column(String(20))
+    actor: Mapped[str] = mapped_column(String(200))
+    reason: Mapped[str] = mapped_column(Text)
+    figures: Mapped[Any] = mapped_column(JSON, nullable=True)
+
+    __table_args__ = (Index("ix_heuristic_events_heuristic", "heuristic_id", "id"),)
+
+
+class HeuristicRewardRow(Base):
+    """One reward given to a heuristic, once per key (a retried activity rewards once)."""
+
+    __tablename__ = "heuristic_rewards"
+
+    heuristic_id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    reward_key: Mapped[str] = mapped_column(String(300), primary_key=True)
+    reward: Mapped[float] = mapped_column(Float)
+    at: Mapped[str] = mapped_column(String(40))
