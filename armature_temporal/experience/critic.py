@@ -18,10 +18,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from armature_temporal.spec.simulation import Pitfall
 from pydantic import BaseModel, ConfigDict, Field
 
 from armature_temporal.spec.compiler import Plan, ResolvedTier
+from armature_temporal.spec.simulation import Pitfall
 
 __all__ = [
     "CRITIC_SCHEMA",

@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from statistics import mean
 
-from armature_temporal.experience.admit import admit
-from armature_temporal.experience.embeddings import get_embedder
 from temporalio.client import Client
 
+from armature_temporal.experience.admit import admit
+from armature_temporal.experience.embeddings import get_embedder
 from armature_temporal.experience.learning import LearnResult
 from armature_temporal.store import TraceStore
 from armature_temporal.store.engine import database_url
@@ -189,3 +189,39 @@ async def test_learn_without_experience_exits_2(tmp_path: Path) -> None:
     done = await run_armature("learn", str(path))
     assert done.returncode == 2
     assert "no experience section" in done.stderr
+
+
+async def test_the_critic_scores_worker_stages_on_another_tier_but_not_verification_runs(
+    client: Client, task_queue: str
+) -> None:
+    from armature_temporal.runtime.models import RunInput, RunResult
+
+    plan = plan_from(SPEC)
+    store = TraceStore(database_url())
+    async with build_worker(client, task_queue):
+        handle = await start(client, plan, task_queue, {"topic": "tides"}, run_id="critic-real")
+        await handle.result()
+        await client.execute_workflow(
+            "RunSpec",
+            RunInput(plan=plan, inputs={"topic": "tides"}, verification=True),
+            id="critic-verification",
+            task_queue=task_queue,
+            result_type=RunResult,
+        )
+        off = plan_from(SPEC.replace("experience:\n", "experience:\n  enabled: false\n"))
+        handle = await start(client, off, task_queue, {"topic": "tides"}, run_id="critic-off")
+        await handle.result()
+    records = store.records("critic-real")
+    (critique,) = [r for r in records if r.kind == "critique"]
+    assert critique.stage_id == "write" and critique.tier == "frontier"  # the writer's is small
+    assert critique.data["critic_tier"] == "frontier" and critique.data["actor_tier"] == "small"
+    score = critique.data["score"]
+    assert isinstance(score, float) and 0 <= score <= 10
+    # The simulated critic scores near the output's latent quality (its noise sd is 0.0325).
+    (attempt,) = [r for r in records if r.kind == "attempt" and r.stage_id == "write"]
+    assert abs(score / 10 - attempt.data["simulated_quality"]) < 0.2
+    text = json.dumps(attempt.output)
+    assert all(quote in text for quote in critique.data["evidence"])
+    assert records[-1].kind == "run_end" and records[-2].kind == "critique"
+    assert not [r for r in store.records("critic-verification") if r.kind == "critique"]
+    assert not [r for r in store.records("critic-off") if r.kind == "critique"]
