@@ -22,6 +22,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from activities.adapters import run_adapter
 from activities.bandit import bandit_maintenance, bandit_reward, bandit_select
+from activities.experience import load_lessons, reward_lessons
 from activities.finetune import finetune_prepare, finetune_record, finetune_train
 from activities.improve import improve_prepare, improve_record
 from activities.learn import critique, learn_prepare, learn_record
@@ -64,6 +65,8 @@ ACTIVITIES: list[Any] = [
     run_adapter,
     load_memory,
     capture_memory,
+    load_lessons,
+    reward_lessons,
     bandit_select,
     bandit_reward,
     bandit_maintenance,

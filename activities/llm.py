@@ -93,6 +93,7 @@ async def _llm_call(inp: LLMCallInput) -> LLMCallResult:
             output_schema=stage.output_schema,
             guidance=stage.role.guidance,
             context=inp.context,
+            lessons=inp.lessons,
         )
     except TemplateError as exc:
         hint = ""

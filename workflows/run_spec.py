@@ -54,6 +54,7 @@ from workflows.interpreter import (
     FanOut,
     GateRejected,
     Gates,
+    LessonMemory,
     LLMStages,
     Memory,
     RunContext,
@@ -85,7 +86,8 @@ class RunSpecWorkflow:
         self.gates = Gates(self.ctx, self.tracer)
         self.tools = ToolCalls(self.ctx, self.tracer, self.gates)
         self.arms = Arms(self.ctx)
-        self.llm = LLMStages(self.ctx, self.tracer, self.gates, self.tools, self.arms)
+        self.lessons = LessonMemory(self.ctx, self.tracer, inp.lessons)
+        self.llm = LLMStages(self.ctx, self.tracer, self.gates, self.tools, self.arms, self.lessons)
         self.fan_out = FanOut(self.ctx, self.tracer, self.llm, WORKFLOW_NAME)
         self.adapters = Adapters(self.ctx, self.tracer, self.gates)
         self.memory = Memory(self.ctx, self.tracer)
@@ -371,6 +373,8 @@ class RunSpecWorkflow:
             await self.memory.capture(stage.id, result.output)
         if self.arms.wanted(stage):
             await self.arms.after_stage(stage)
+        if self.lessons.wanted():
+            await self.lessons.after_stage(stage)
 
     async def _per_item(self, stage: PlanStage, variables: dict[str, Any]) -> Any:
         """``partition_source``: the stage once per item of a list (item bound to

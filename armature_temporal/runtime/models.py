@@ -19,6 +19,9 @@ __all__ = [
     "GateInfo",
     "LLMCallInput",
     "LLMCallResult",
+    "Lessons",
+    "LessonsQuery",
+    "LessonsReward",
     "MemoryCapture",
     "MemoryEntry",
     "MemoryQuery",
@@ -87,6 +90,9 @@ class RunInput(_Model):
     # approve, tool and model-call approvals reject: nothing irreversible runs unattended)
     # and no bandit is rewarded.
     verification: bool = False
+    #: The lessons (heuristic ids) every LLM stage carries, whatever their status (memory CI
+    #: replays with and without one); None: the prompt compiler chooses promoted ones.
+    lessons: list[str] | None = None
 
 
 class GateInfo(_Model):
@@ -183,6 +189,8 @@ class LLMCallInput(_Model):
     #: failures were counted by the workflow), or the workflow (the activity raises them
     #: non-retryable, saying in its details whether another try can help).
     provider_retries: Literal["temporal", "workflow"] = "temporal"
+    #: Lesson texts from the heuristics memory, put in the system message's Lessons block.
+    lessons: list[str] = Field(default_factory=list)
 
 
 class LLMCallResult(_Model):
@@ -297,6 +305,45 @@ class MemoryCapture(_Model):
     memory_name: str
     entries: list[MemoryEntry]
     limits: dict[str, int]
+
+
+class LessonsQuery(_Model):
+    """The lessons one LLM stage execution carries (``load_lessons``)."""
+
+    spec_name: str
+    stage_id: str
+    #: The stage's rendered task, for relevance (embedding similarity).
+    task_text: str = ""
+    top_k: int = 3
+    token_budget: int = 300
+    #: Seeds the utility samples (the same seed gives the same choice).
+    seed: str
+    embedding_model: str | None = None
+    #: Exactly these heuristic ids (those scoped to the stage), whatever their status.
+    only_ids: list[str] | None = None
+
+
+class Lessons(_Model):
+    """The lessons chosen, in prompt order, and the ids asked for that do not exist."""
+
+    ids: list[str] = Field(default_factory=list)
+    texts: list[str] = Field(default_factory=list)
+    #: The embedder relevance was measured with (None: none was needed).
+    embedder: str | None = None
+    missing: list[str] = Field(default_factory=list)
+
+
+class LessonsReward(_Model):
+    """Reward the lessons a stage carried with its outcome (once per lesson and ``key``), and
+    retire a promoted one whose posterior mean utility is under ``retire_below`` after
+    ``min_uses`` uses."""
+
+    ids: list[str]
+    reward: float = Field(ge=0, le=1)
+    key: str
+    at: str
+    retire_below: float = 0.3
+    min_uses: int = 10
 
 
 class PriorRunQuery(_Model):

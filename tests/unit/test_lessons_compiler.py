@@ -159,5 +159,5 @@ def test_experience_tiers_must_be_defined(field: str) -> None:
 def test_experience_bounds_and_schedule_are_checked() -> None:
     with pytest.raises(SpecError, match="top_k"):
         load_spec_text(SPEC + "experience: {top_k: 0}\n", "spec.yaml")
-    with pytest.raises(SpecError, match="experience.schedule"):
+    with pytest.raises(SpecError, match=r"experience\.schedule"):
         load_spec_text(SPEC + "experience: {schedule: 'every day'}\n", "spec.yaml")

@@ -12,6 +12,8 @@ signal and status query, the DAG loop — and delegates the rest:
 - ``fanout``: ``FanOut``, child runs and fan-in;
 - ``adapters``: ``Adapters``, spec adapters (scripts, Python functions) under the safety policy;
 - ``memory``: ``Memory``, cross-run memory loaded at the start and captured after stages;
+- ``lessons``: ``LessonMemory``, the heuristics memory's lessons loaded per LLM stage execution and
+  rewarded with the stage's outcome (``experience:``);
 - ``evaluation``: ``Evaluations``, a stage's ``evaluate`` criteria judged after the run;
 - ``critic``: ``Critic``, the experience critic's score and evidence per stage after the run;
 - ``failures``: how a stage fails (``StageFailure``) and how activity failures are classified;
@@ -30,6 +32,7 @@ from workflows.interpreter.evaluation import Evaluations
 from workflows.interpreter.failures import GateRejected, StageFailure, classify
 from workflows.interpreter.fanout import FanOut
 from workflows.interpreter.gates import Gates
+from workflows.interpreter.lessons import LessonMemory
 from workflows.interpreter.llm import LLMStages
 from workflows.interpreter.memory import Memory
 from workflows.interpreter.state import RunContext
@@ -45,6 +48,7 @@ __all__ = [
     "GateRejected",
     "Gates",
     "LLMStages",
+    "LessonMemory",
     "Memory",
     "RunContext",
     "StageFailure",

@@ -8,13 +8,14 @@ from typing import Any
 
 from temporalio import workflow
 
-from armature_temporal.runtime.models import LLMCallInput, LLMCallResult
+from armature_temporal.runtime.models import Lessons, LLMCallInput, LLMCallResult
 from armature_temporal.runtime.prompts import needed_variables, stage_context
 from armature_temporal.spec.compiler import PlanStage
 from armature_temporal.spec.templating import evaluate, truth
 from workflows.interpreter.arms import Arms
 from workflows.interpreter.failures import StageFailure
 from workflows.interpreter.gates import Gates
+from workflows.interpreter.lessons import LessonMemory
 from workflows.interpreter.retries import ProviderFailure, call_llm
 from workflows.interpreter.state import RunContext
 from workflows.interpreter.tools import ToolCalls
@@ -30,13 +31,20 @@ class LLMStages:
     ladder until an output passes the stage's checks."""
 
     def __init__(
-        self, run: RunContext, tracer: Tracer, gates: Gates, tools: ToolCalls, arms: Arms
+        self,
+        run: RunContext,
+        tracer: Tracer,
+        gates: Gates,
+        tools: ToolCalls,
+        arms: Arms,
+        lessons: LessonMemory | None = None,
     ) -> None:
         self.run = run
         self.tracer = tracer
         self.gates = gates
         self.tools = tools
         self.arms = arms
+        self.lessons = lessons
 
     async def stage(self, stage: PlanStage, variables: dict[str, Any]) -> Any:
         assert stage.role is not None
@@ -44,12 +52,18 @@ class LLMStages:
         if stage.arms:
             arm = await self.arms.select(stage)
             tier, prompt, params = arm.model_tier, arm.prompt, dict(arm.params)
+        # Loaded once per execution of the stage: every attempt and iteration carries them.
+        lessons = (
+            await self.lessons.load(stage, prompt, variables)
+            if self.lessons is not None
+            else Lessons()
+        )
         ladder = [tier]
         if stage.escalate:
             tiers = self.run.plan.tier_ladder
             ladder += tiers[tiers.index(tier) + 1 :]
         if stage.loop is None:
-            return await self.attempts(stage, ladder, prompt, params, variables)
+            return await self.attempts(stage, ladder, prompt, params, variables, lessons)
         loop = stage.loop
         carried: dict[str, Any] = {}
         output: Any = None
@@ -68,7 +82,7 @@ class LLMStages:
             }
             # Carried fields are also variables by name (as in armature-agents 0.7.0).
             iter_vars = {**variables, **carried, loop.iteration_var: iteration}
-            output = await self.attempts(stage, ladder, prompt, params, iter_vars)
+            output = await self.attempts(stage, ladder, prompt, params, iter_vars, lessons)
             self.run.results[stage.id].iterations = num
             if loop.carry_forward is None:
                 carried = dict(output) if isinstance(output, dict) else {"_result": output}
@@ -87,6 +101,7 @@ class LLMStages:
         prompt: str,
         params: dict[str, Any],
         variables: dict[str, Any],
+        lessons: Lessons | None = None,
     ) -> Any:
         """Attempts on each tier of the ladder in turn, with the stage's backoff between them;
         each retry sees the previous attempt's error. The first valid output wins."""
@@ -118,7 +133,7 @@ class LLMStages:
                 }
                 try:
                     llm = await self.call_model(
-                        stage, tier, prompt, params, call_vars, result.attempts
+                        stage, tier, prompt, params, call_vars, result.attempts, lessons
                     )
                 except ProviderFailure as exc:
                     # The provider's budget for this call is spent: one failed attempt, which
@@ -126,7 +141,9 @@ class LLMStages:
                     last_error, last_text, provider_failed = str(exc), None, True
                     continue
                 provider_failed = False
-                self.tracer.attempt(stage, llm, call_vars, result, tier)
+                self.tracer.attempt(
+                    stage, llm, call_vars, result, tier, lessons.ids if lessons else ()
+                )
                 if llm.simulated_quality is not None:
                     self.run.last_quality[stage.id] = llm.simulated_quality
                 if llm.valid:
@@ -162,6 +179,7 @@ class LLMStages:
         params: dict[str, Any],
         variables: dict[str, Any],
         attempt: int,
+        lessons: Lessons | None = None,
     ) -> LLMCallResult:
         """One attempt: the model call, and for a role with tools the turns of its tool loop
         (each tool call its own activity) until it answers or ``max_turns`` is spent."""
@@ -199,6 +217,7 @@ class LLMStages:
                     approved=approved,
                     context=context,
                     tool_modules=run.plan.tool_modules if stage.role.tools else [],
+                    lessons=list(lessons.texts) if lessons else [],
                 ),
                 start_to_close=timeout,
                 summary=summary,

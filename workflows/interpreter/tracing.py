@@ -3,6 +3,7 @@ the trace store by a local activity."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -116,6 +117,7 @@ class Tracer:
         variables: dict[str, Any],
         result: StageResult,
         tier: str,
+        lessons: Sequence[str] = (),
     ) -> None:
         assert stage.role is not None
         run = self.run
@@ -127,6 +129,7 @@ class Tracer:
             provenance[run.plan.memory.inject_as] = "memory"
             if variables.get("_stale_memory_keys"):
                 provenance["_stale_memory_keys"] = "stale_memory"
+        provenance.update({f"lesson:{i}": "memory" for i in lessons})
         arm_id, decision_id = run.arm_of(stage.id)
         self.chain.add(
             "attempt",
