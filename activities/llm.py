@@ -142,7 +142,7 @@ async def _llm_call(inp: LLMCallInput) -> LLMCallResult:
         raise ApplicationError(
             f"stage {stage.id!r}: {exc}", type="unknown_tool", non_retryable=True
         ) from exc
-    seed = f"{inp.run_id}/{stage.id}/{inp.attempt}/{inp.tier.name}"
+    seed = f"{inp.sim_seed or inp.run_id}/{stage.id}/{inp.attempt}/{inp.tier.name}"
     adapter = await _adapter_for(inp) if inp.tier.provider == "local" else None
     try:
         async with heartbeating():
@@ -162,6 +162,8 @@ async def _llm_call(inp: LLMCallInput) -> LLMCallResult:
                 turn=inp.turn,
                 max_turns=stage.role.max_turns,
                 adapter=adapter,
+                judged_quality=inp.judged_quality,
+                pitfalls=stage.simulate.pitfalls if stage.simulate is not None else (),
             )
     except ProviderError as exc:
         delay = timedelta(seconds=exc.retry_after) if exc.retry_after else None

@@ -53,6 +53,17 @@ SimulateFlag = Annotated[
     ),
 ]
 
+ReplicateOpt = Annotated[
+    int,
+    typer.Option(
+        "--replicate",
+        min=0,
+        metavar="N",
+        help="Replicate number (default 0): simulate tiers seed their noise from the run "
+        "inputs and this, so runs with equal inputs and replicate share it.",
+    ),
+]
+
 
 @app.command(rich_help_panel=RUN)
 def submit(
@@ -67,6 +78,7 @@ def submit(
         ),
     ] = False,
     simulate: SimulateFlag = False,
+    replicate: ReplicateOpt = 0,
     address: AddressOpt = None,
     queue: QueueOpt = None,
     as_json: JsonFlag = False,
@@ -84,7 +96,7 @@ def submit(
     """
     compiled = _plan_for(spec, simulate)
     values = _parse_inputs(input_pairs or [], inputs_file, compiled)
-    run_coroutine(_submit(compiled, values, wait, address, queue, as_json))
+    run_coroutine(_submit(compiled, values, wait, address, queue, as_json, replicate=replicate))
 
 
 @app.command("run", rich_help_panel=RUN)
@@ -103,6 +115,7 @@ def run_command(
         ),
     ] = None,
     simulate: SimulateFlag = False,
+    replicate: ReplicateOpt = 0,
     address: AddressOpt = None,
     queue: QueueOpt = None,
     as_json: JsonFlag = False,
@@ -131,7 +144,9 @@ def run_command(
         )
     compiled = _plan_for(spec, simulate)
     values = _parse_inputs(input_pairs or [], inputs_file, compiled)
-    run_coroutine(_submit(compiled, values, True, address, queue, as_json, output))
+    run_coroutine(
+        _submit(compiled, values, True, address, queue, as_json, output, replicate=replicate)
+    )
 
 
 def _plan_for(spec: Path, simulate: bool) -> Plan:
@@ -192,16 +207,21 @@ async def _submit(
     queue: str | None,
     as_json: bool,
     output: str | None = None,
+    *,
+    replicate: int = 0,
 ) -> None:
-    """Start the run; with ``wait``, follow it, print it and write ``output`` (a file, or
-    ``-`` for stdout in place of the table); exit 1 unless it completed."""
+    """Start the run (``replicate``: see RunInput.replicate); with ``wait``, follow it, print
+    it and write ``output`` (a file, or ``-`` for stdout in place of the table); exit 1 unless
+    it completed."""
     from armature_temporal.service.client import ensure_search_attributes, prepare_inputs, start_run
     from armature_temporal.settings import task_queue, ui_url
 
     inputs = prepare_inputs(plan, values)
     client = await temporal_client(address, start_local=True)
     await ensure_search_attributes(client)
-    handle = await start_run(client, plan, inputs, task_queue=queue or task_queue())
+    handle = await start_run(
+        client, plan, inputs, task_queue=queue or task_queue(), replicate=replicate
+    )
     link = ui_url(handle.id, handle.result_run_id)
     if not wait:
         if as_json:

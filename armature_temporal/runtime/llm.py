@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from armature_temporal.errors import ArmatureError
 from armature_temporal.spec.compiler import ResolvedTier
+from armature_temporal.spec.simulation import Pitfall
 
 __all__ = ["Completion", "ProviderError", "complete", "import_litellm"]
 
@@ -86,6 +88,8 @@ async def complete(
     turn: int = 0,
     max_turns: int = 1,
     adapter: str | None = None,
+    judged_quality: float | None = None,
+    pitfalls: Sequence[Pitfall] = (),
 ) -> Completion:
     """Call the tier's model once. Raises ProviderError on provider failure.
 
@@ -93,11 +97,24 @@ async def complete(
     (a tier's ``adapter: latest`` names the newest verified one for the calling stage).
 
     ``seed`` names the conversation (run/stage/attempt/tier) for the simulate provider; each
-    turn of a tool loop is seeded from it and ``turn``.
+    turn of a tool loop is seeded from it and ``turn``. ``judged_quality`` (judges) and
+    ``pitfalls`` (the stage's ``simulate:``) are the simulator's; ``params.quality`` overrides
+    a simulate tier's quality (an arm's params).
     """
     if tier.provider == "simulate":
         return await _simulate(
-            tier, messages, seed, role_type, output_mode, output_schema, tools, turn, max_turns
+            tier,
+            messages,
+            seed,
+            role_type,
+            output_mode,
+            output_schema,
+            tools,
+            turn,
+            max_turns,
+            quality=_quality_param(tier, params or {}),
+            judged_quality=judged_quality,
+            pitfalls=pitfalls,
         )
     if tier.provider == "local":
         if tools:
@@ -124,6 +141,10 @@ async def _simulate(
     tools: list[dict[str, Any]] | None,
     turn: int,
     max_turns: int,
+    *,
+    quality: float,
+    judged_quality: float | None,
+    pitfalls: Sequence[Pitfall],
 ) -> Completion:
     from armature_temporal.runtime.simulate import simulate_completion, simulate_tool_turn
 
@@ -148,7 +169,9 @@ async def _simulate(
         output_schema=output_schema,
         role_type=role_type,  # type: ignore[arg-type]
         valid_rate=tier.valid_rate,
-        quality=tier.quality,
+        quality=quality,
+        judged_quality=judged_quality,
+        pitfalls=pitfalls,
     )
     return Completion(
         text=sim.text,
@@ -158,6 +181,19 @@ async def _simulate(
         latency_ms=tier.latency_ms,
         simulated_quality=sim.quality,
     )
+
+
+def _quality_param(tier: ResolvedTier, params: dict[str, Any]) -> float:
+    """A simulate tier's quality, or the ``quality`` an arm's params set instead."""
+    value = params.get("quality", tier.quality)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise ProviderError(
+            f"tier {tier.name!r} (simulate): params.quality must be a number between 0 and 1, "
+            f"got {value!r}; fix the arm's params.quality",
+            retryable=False,
+            kind="bad_request",
+        )
+    return float(value)
 
 
 async def _litellm(

@@ -93,6 +93,9 @@ class RunInput(_Model):
     #: The lessons (heuristic ids) every LLM stage carries, whatever their status (memory CI
     #: replays with and without one); None: the prompt compiler chooses promoted ones.
     lessons: list[str] | None = None
+    #: Which replicate of these inputs this run is: the simulate provider seeds its noise from
+    #: the run inputs and this number, so runs with the same inputs and replicate share it.
+    replicate: int = Field(0, ge=0)
 
 
 class GateInfo(_Model):
@@ -191,6 +194,12 @@ class LLMCallInput(_Model):
     provider_retries: Literal["temporal", "workflow"] = "temporal"
     #: Lesson texts from the heuristics memory, put in the system message's Lessons block.
     lessons: list[str] = Field(default_factory=list)
+    #: The simulate provider's seed for this run (from its inputs and replicate); None: the
+    #: run id seeds it (runs started before seeds came from inputs).
+    sim_seed: str | None = None
+    #: Judge stages: the mean latent quality of the simulated outputs it judges, which a
+    #: simulated judge scores (with noise); None: none of them has one.
+    judged_quality: float | None = None
 
 
 class LLMCallResult(_Model):

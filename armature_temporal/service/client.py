@@ -146,8 +146,12 @@ async def start_run(
     run_id: str | None = None,
     prior_run: dict[str, Any] | None = None,
     id_reuse_policy: WorkflowIDReusePolicy | None = None,
+    replicate: int = 0,
 ) -> WorkflowHandle[Any, RunResult]:
     """Start the interpreter workflow for ``plan``; returns its handle.
+
+    ``replicate`` numbers runs of the same inputs: the simulate provider seeds its noise from
+    the inputs and it, so equal inputs and replicate give equal noise.
 
     ``id_reuse_policy=REJECT_DUPLICATE`` makes a given ``run_id`` start at most one run ever
     (webhook deliveries); the default lets an id be reused once its run has closed.
@@ -155,7 +159,7 @@ async def start_run(
     workflow_id = run_id or new_run_id(plan)
     return await client.start_workflow(
         WORKFLOW_NAME,
-        RunInput(plan=plan, inputs=inputs, prior_run=prior_run),
+        RunInput(plan=plan, inputs=inputs, prior_run=prior_run, replicate=replicate),
         id=workflow_id,
         task_queue=task_queue,
         id_reuse_policy=id_reuse_policy or WorkflowIDReusePolicy.ALLOW_DUPLICATE,

@@ -15,6 +15,7 @@ from typing import Any, get_args, get_origin
 from pydantic import BaseModel
 
 from armature_temporal.spec import models as spec_module
+from armature_temporal.spec.simulation import Pitfall, StageSimulation
 
 __all__ = ["cli_reference", "replace_block", "spec_reference"]
 
@@ -31,6 +32,8 @@ _SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("stages[].gate", spec_module.Gate),
     ("stages[].tool", spec_module.ToolCall),
     ("stages[].arms[]", spec_module.Arm),
+    ("stages[].simulate", StageSimulation),
+    ("stages[].simulate.pitfalls[]", Pitfall),
     ("safety_rules[]", spec_module.SafetyRule),
     ("safety_rules[].condition", spec_module.Condition),
     ("continuation", spec_module.Continuation),

@@ -48,7 +48,8 @@ class ModelTier(_Model):
         None,
         ge=0,
         le=1,
-        description="simulate only: mean judge score of its outputs (default 0.8).",
+        description="simulate only: mean latent quality of its outputs (default 0.8); as a "
+        "judge's tier, also how little noise its scores carry.",
     )
     latency_ms: float | None = Field(
         None, ge=0, description="simulate only: how long each call takes (default 0)."

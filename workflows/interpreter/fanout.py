@@ -106,6 +106,7 @@ class FanOut:
                     parent_run_id=run.run_id,
                     outer_policies=[*run.outer_policies, run.own_policy()],
                     verification=run.verification,
+                    replicate=run.replicate,
                 ),
                 id=child_id,
                 result_type=RunResult,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import timedelta
 from typing import Any
@@ -10,7 +11,7 @@ from temporalio import workflow
 
 from armature_temporal.runtime.models import Lessons, LLMCallInput, LLMCallResult
 from armature_temporal.runtime.prompts import needed_variables, stage_context
-from armature_temporal.spec.compiler import PlanStage
+from armature_temporal.spec.compiler import PlanStage, canonical_json
 from armature_temporal.spec.templating import evaluate, truth
 from workflows.interpreter.arms import Arms
 from workflows.interpreter.failures import StageFailure
@@ -21,9 +22,13 @@ from workflows.interpreter.state import RunContext
 from workflows.interpreter.tools import ToolCalls
 from workflows.interpreter.tracing import Tracer
 
-__all__ = ["LLM_TIMEOUT", "LLMStages"]
+__all__ = ["JUDGE_SEES_JUDGED_QUALITY", "LLM_TIMEOUT", "SIM_SEED_FROM_INPUTS", "LLMStages"]
 
 LLM_TIMEOUT = timedelta(minutes=5)
+#: workflow.patched id: the simulate provider is seeded by the run's inputs and replicate.
+SIM_SEED_FROM_INPUTS = "simulate-seed-from-inputs"
+#: workflow.patched id: a judge's call carries the latent quality of the outputs it judges.
+JUDGE_SEES_JUDGED_QUALITY = "judge-sees-judged-quality"
 
 
 class LLMStages:
@@ -218,6 +223,8 @@ class LLMStages:
                     context=context,
                     tool_modules=run.plan.tool_modules if stage.role.tools else [],
                     lessons=list(lessons.texts) if lessons else [],
+                    sim_seed=self.sim_seed(),
+                    judged_quality=self.judged_quality(stage),
                 ),
                 start_to_close=timeout,
                 summary=summary,
@@ -262,6 +269,22 @@ class LLMStages:
             f"stage {stage.id!r}: no final answer after "
             f"{stage.role.max_turns} turns (role.max_turns)",
         )
+
+    def sim_seed(self) -> str | None:
+        """The simulate provider's seed for this run: the run inputs' hash and the replicate
+        number, so runs with the same inputs and replicate share their noise."""
+        if not workflow.patched(SIM_SEED_FROM_INPUTS):
+            return None
+        digest = hashlib.sha256(canonical_json(self.run.inputs).encode("utf-8")).hexdigest()
+        return f"{digest[:16]}/r{self.run.replicate}"
+
+    def judged_quality(self, stage: PlanStage) -> float | None:
+        """For a judge: the mean latent quality of its depends_on stages' simulated outputs."""
+        assert stage.role is not None
+        if stage.role.type != "judge" or not workflow.patched(JUDGE_SEES_JUDGED_QUALITY):
+            return None
+        known = [self.run.last_quality[d] for d in stage.depends_on if d in self.run.last_quality]
+        return sum(known) / len(known) if known else None
 
 
 def carry_paths(output: dict[str, Any], paths: list[str]) -> dict[str, Any]:

@@ -32,6 +32,7 @@ class RunContext:
         self.prior_run_id: str | None = None
         self.outer_policies = list(inp.outer_policies)
         self.verification = inp.verification
+        self.replicate = inp.replicate
         #: stage id → (arm id, decision id) of the arm the bandit chose for it.
         self.arm_choice: dict[str, tuple[str, str]] = {}
         self.rewarded: dict[str, tuple[float, str]] = {}
