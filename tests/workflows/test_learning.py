@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from statistics import mean
 
+import pytest
 from temporalio.client import Client
 
 from armature_temporal.experience.admit import admit
@@ -225,3 +226,46 @@ async def test_the_critic_scores_worker_stages_on_another_tier_but_not_verificat
     assert records[-1].kind == "run_end" and records[-2].kind == "critique"
     assert not [r for r in store.records("critic-verification") if r.kind == "critique"]
     assert not [r for r in store.records("critic-off") if r.kind == "critique"]
+
+
+async def test_experience_schedule_becomes_a_learn_schedule_and_goes_when_disabled(
+    client: Client, task_queue: str
+) -> None:
+    import asyncio
+
+    from temporalio.client import ScheduleOverlapPolicy
+    from temporalio.service import RPCError
+
+    from armature_temporal.service.schedules import apply_triggers
+
+    text = SPEC.replace("experience:\n", 'experience:\n  schedule: "15 4 * * *"\n')
+    text = text.replace("name: pitfalls", "name: learner")
+    created = await apply_triggers(
+        client, plan_from(text), task_queue, spec_text=text, spec_path="learner.yaml"
+    )
+    assert [(c.schedule_id, c.action, c.cron) for c in created] == [
+        ("learner-learn", "created", "15 4 * * *")
+    ]
+    handle = client.get_schedule_handle("learner-learn")
+    desc = await handle.describe()
+    assert desc.schedule.action.workflow == "Learn"  # type: ignore[union-attr]
+    assert desc.schedule.policy.overlap == ScheduleOverlapPolicy.SKIP
+    async with build_worker(client, task_queue):
+        await handle.trigger()
+        result = None
+        for _ in range(100):
+            rounds = [
+                w async for w in client.list_workflows("WorkflowId STARTS_WITH 'learn-learner'")
+            ]
+            if rounds and rounds[0].status is not None and rounds[0].status.name == "COMPLETED":
+                result = await client.get_workflow_handle(rounds[0].id).result()
+                break
+            await asyncio.sleep(0.1)
+    assert result is not None, "the schedule started no learning round"
+    # No runs yet: nothing distilled, nothing waits for a replay test.
+    assert result["status"] == "nothing_to_test", result
+    off = text.replace("experience:\n", "experience:\n  enabled: false\n")
+    removed = await apply_triggers(client, plan_from(off), task_queue, spec_text=off)
+    assert ("learner-learn", "deleted") in {(c.schedule_id, c.action) for c in removed}
+    with pytest.raises(RPCError):
+        await handle.describe()
