@@ -65,6 +65,7 @@ for room in (
     commands.loops,
     commands.learn,
     commands.review,
+    commands.memory,
     commands.bandits,
     commands.reports,
     commands.stack,

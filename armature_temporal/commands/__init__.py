@@ -15,6 +15,8 @@ groups, such as ``runs`` or ``proposals``); ``cli.py`` adds every room's ``app``
 - :mod:`~armature_temporal.commands.learn` (Learn and improve): ``learn`` (the experience loop).
 - :mod:`~armature_temporal.commands.review` (Learn and improve): ``proposals *``,
   ``adapters *``.
+- :mod:`~armature_temporal.commands.memory` (Learn and improve): ``memory *`` (the
+  experience memory's heuristics).
 - :mod:`~armature_temporal.commands.bandits` (Learn and improve): ``bandit *``, ``reward``.
 - :mod:`~armature_temporal.commands.reports` (Inspect the record): ``report``,
   ``dashboard``, ``traces verify``, ``export-traces``. The trace store only.
@@ -40,6 +42,7 @@ from armature_temporal.commands import (
     doctor,
     learn,
     loops,
+    memory,
     reports,
     review,
     runs,
@@ -54,6 +57,7 @@ __all__ = [
     "doctor",
     "learn",
     "loops",
+    "memory",
     "reports",
     "review",
     "runs",

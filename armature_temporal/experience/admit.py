@@ -86,8 +86,13 @@ def admit(
         created_at=now,
         updated_at=now,
     )
+    arrival = (
+        "added by hand"
+        if source == "person"
+        else f"distilled from {len(candidate.provenance)} run(s)"
+    )
     if findings:
-        store.add_heuristic(candidate, by=by, reason=f"{source} lesson")
+        store.add_heuristic(candidate, by=by, reason=arrival)
         categories = sorted({f.category for f in findings})
         rejected = store.set_heuristic_status(
             hid,
@@ -106,7 +111,7 @@ def admit(
     if twin is not None and similarity >= MERGE_SIMILARITY:
         kept = store.merge_heuristic(twin.id, candidate.provenance)
         return Admission(heuristic=kept, outcome="merged", findings=[], merged_into=twin.id)
-    store.add_heuristic(candidate, by=by, reason=f"{source} lesson")
+    store.add_heuristic(candidate, by=by, reason=arrival)
     quarantined = store.set_heuristic_status(
         hid,
         "quarantined",
