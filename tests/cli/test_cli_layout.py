@@ -42,6 +42,7 @@ def test_commands_package_exports_the_rooms() -> None:
         "doctor",
         "learn",
         "loops",
+        "memory",
         "reports",
         "review",
         "runs",
