@@ -7,15 +7,12 @@ an injection attempt rejected by the scan before anything runs it."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 from statistics import mean
 
 import pytest
 from temporalio.client import Client
 
-from armature_temporal.experience.admit import admit
-from armature_temporal.experience.embeddings import get_embedder
 from armature_temporal.experience.learning import LearnResult
 from armature_temporal.store import TraceStore
 from armature_temporal.store.engine import database_url
@@ -105,35 +102,14 @@ async def test_a_round_promotes_both_pitfall_lessons_and_quality_rises(
     path = tmp_path / "pitfalls.yaml"
     path.write_text(SPEC)
     store = TraceStore(database_url())
-    now = datetime.now(UTC).isoformat()
-    lexical = get_embedder("lexical")
-    # What `armature memory add` does: a person's lesson, admitted like a distilled one.
-    useless = admit(
-        store,
-        spec_name="pitfalls",
-        stage_id="write",
-        text=USELESS,
-        kind="strategic",
-        source="person",
-        provenance=[],
-        by="person:tester",
-        embedder=lexical,
-        now=now,
+    # A person's lessons, by `armature memory add`: a harmless useless one is quarantined for
+    # the replay test; an injection attempt is rejected by the scan at once (exit 1).
+    added = await run_armature(
+        "memory", "add", str(path), "--stage", "write", "--text", USELESS, "--json"
     )
-    assert useless.outcome == "quarantined"
-    attack = admit(
-        store,
-        spec_name="pitfalls",
-        stage_id="write",
-        text=INJECTION,
-        kind="strategic",
-        source="person",
-        provenance=[],
-        by="person:tester",
-        embedder=lexical,
-        now=now,
-    )
-    assert attack.outcome == "rejected" and attack.findings
+    assert added.returncode == 0, added.stderr
+    attack = await run_armature("memory", "add", str(path), "--stage", "write", "--text", INJECTION)
+    assert attack.returncode == 1 and "immune scan" in attack.stderr + attack.stdout
     async with build_worker(client, task_queue):
         before = await _runs(client, task_queue, SPEC, "before")
         # The critic scored each run's writer on another tier, from the output alone.
@@ -161,11 +137,15 @@ async def test_a_round_promotes_both_pitfall_lessons_and_quality_rises(
         after = await _runs(client, task_queue, SPEC, "after")
 
     by_text = {h.text: h for h in store.heuristics("pitfalls")}
+    decided = {d.heuristic_id: d for d in result.decisions}
     assert by_text[HEDGE].status == "promoted" and by_text[HEDGE].source == "distilled"
     assert by_text[TOPIC].status == "promoted"
-    assert by_text[USELESS].status == "rejected"
+    assert by_text[USELESS].status == "rejected" and by_text[USELESS].source == "person"
     assert by_text[INJECTION].status == "rejected"
-    decided = {d.heuristic_id: d for d in result.decisions}
+    (scanned,) = store.heuristic_events(by_text[INJECTION].id)[-1:]
+    assert scanned.by == "scan" and by_text[INJECTION].id not in decided  # never replayed
+    replayed = store.heuristic_events(by_text[USELESS].id)[-1]
+    assert replayed.by == "memory-ci" and replayed.figures["adj_ci_low"] <= 0
     hedge = decided[by_text[HEDGE].id]
     assert hedge.figures["adj_ci_low"] > 0 and hedge.figures["n"] == 10
     assert hedge.figures["m"] == len(result.decisions) >= 3
