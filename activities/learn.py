@@ -14,14 +14,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from armature_temporal.experience.admit import admit
-from armature_temporal.experience.embeddings import get_embedder
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.improve import _score
 from activities.traces import store_for
 from armature_temporal.errors import SpecError
+from armature_temporal.experience.admit import admit
 from armature_temporal.experience.critic import (
     CRITIC_SCHEMA,
     CritiqueInput,
@@ -38,6 +37,7 @@ from armature_temporal.experience.distill import (
     learnable,
     split,
 )
+from armature_temporal.experience.embeddings import get_embedder
 from armature_temporal.experience.learning import (
     AdmittedLesson,
     LearnInput,
@@ -132,21 +132,18 @@ def _plan(inp: LearnInput) -> Plan:
 
 
 def recent_inputs(runs: list[RunTrace], wanted: int) -> list[dict[str, Any]]:
-    """Distinct inputs of the newest finished real runs (at most ``wanted``), newest first."""
-    seen: set[str] = set()
-    found: list[dict[str, Any]] = []
+    """Distinct inputs of the newest finished real runs (at most ``wanted``), in the order of
+    their canonical JSON: which input gets which replicate number (simulator seed) then does
+    not depend on the order concurrent runs happened to start in."""
+    found: dict[str, dict[str, Any]] = {}
     for run in sorted(runs, key=lambda r: r.started_at, reverse=True):
         if run.verification or run.finished_at is None or len(found) >= wanted:
             continue
         start = next((r for r in run.records if r.kind == "run_start"), None)
         value = start.data.get("inputs") if start is not None else None
-        if not isinstance(value, dict):
-            continue
-        key = json.dumps(value, sort_keys=True, default=str)
-        if key not in seen:
-            seen.add(key)
-            found.append(value)
-    return found
+        if isinstance(value, dict):
+            found.setdefault(json.dumps(value, sort_keys=True, default=str), value)
+    return [found[key] for key in sorted(found)]
 
 
 def _admit_all(

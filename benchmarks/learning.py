@@ -250,7 +250,7 @@ async def _spec(
                     tq,
                     plan,
                     prepare_inputs(plan, {key: f"{args.seed} r{rnd} input {i}"}),
-                    f"{name}-r{rnd}-{i}-{uuid.uuid4().hex[:6]}",
+                    f"{name}-{args.seed}-r{rnd}-{i}",
                 )
                 for i in range(args.runs)
             ]
@@ -258,7 +258,7 @@ async def _spec(
             result = await client.execute_workflow(
                 "Learn",
                 LearnInput(spec_text=text, spec_path=str(path), verify_runs=args.verify_runs),
-                id=f"learn-{name}-{rnd}-{uuid.uuid4().hex[:6]}",
+                id=f"learn-{name}-{args.seed}-{rnd}",
                 task_queue=tq,
                 result_type=LearnResult,
             )
@@ -342,7 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--verify-runs", type=int, default=12, help="memory CI's paired replays per test (12)"
     )
-    parser.add_argument("--seed", default="s0", help="varies every input (default s0)")
+    parser.add_argument(
+        "--seed", default="s0", help="names every input and run: the same seed, the same figures"
+    )
     parser.add_argument(
         "--specs", nargs="+", default=list(SPECS), choices=list(SPECS), help="which specs"
     )
