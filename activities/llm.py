@@ -188,6 +188,7 @@ async def _llm_call(inp: LLMCallInput) -> LLMCallResult:
         cost_usd=completion.cost_usd,
         latency_ms=completion.latency_ms,
         simulated_quality=completion.simulated_quality,
+        pitfalls_hit=completion.pitfalls_hit,
         finish_reason=completion.finish_reason,
     )
     if completion.tool_calls:

@@ -58,6 +58,8 @@ class ImproveWorkflow:
                     inputs=dict(inputs),
                     parent_run_id=workflow.info().workflow_id,
                     verification=True,
+                    # Pair i of every version shares its simulated noise; pairs differ.
+                    replicate=index,
                 ),
                 id=run_id,
                 result_type=RunResult,

@@ -60,6 +60,7 @@ class Completion(BaseModel):
     cost_usd: float = 0.0
     latency_ms: float = 0.0
     simulated_quality: float | None = None
+    pitfalls_hit: list[str] = Field(default_factory=list)  # simulate: pitfalls fallen into
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
     finish_reason: str | None = None  # the provider's ("length": cut off by max_tokens)
 
@@ -180,6 +181,7 @@ async def _simulate(
         completion_tokens=sim.completion_tokens,
         latency_ms=tier.latency_ms,
         simulated_quality=sim.quality,
+        pitfalls_hit=sim.pitfalls_hit,
     )
 
 

@@ -90,12 +90,12 @@ class RunInput(_Model):
     # approve, tool and model-call approvals reject: nothing irreversible runs unattended)
     # and no bandit is rewarded.
     verification: bool = False
-    #: The lessons (heuristic ids) every LLM stage carries, whatever their status (memory CI
-    #: replays with and without one); None: the prompt compiler chooses promoted ones.
-    lessons: list[str] | None = None
     #: Which replicate of these inputs this run is: the simulate provider seeds its noise from
     #: the run inputs and this number, so runs with the same inputs and replicate share it.
     replicate: int = Field(0, ge=0)
+    #: The lessons (heuristic ids) every LLM stage carries, whatever their status (memory CI
+    #: replays with and without one); None: the prompt compiler chooses promoted ones.
+    lessons: list[str] | None = None
 
 
 class GateInfo(_Model):
@@ -192,14 +192,14 @@ class LLMCallInput(_Model):
     #: failures were counted by the workflow), or the workflow (the activity raises them
     #: non-retryable, saying in its details whether another try can help).
     provider_retries: Literal["temporal", "workflow"] = "temporal"
-    #: Lesson texts from the heuristics memory, put in the system message's Lessons block.
-    lessons: list[str] = Field(default_factory=list)
     #: The simulate provider's seed for this run (from its inputs and replicate); None: the
     #: run id seeds it (runs started before seeds came from inputs).
     sim_seed: str | None = None
     #: Judge stages: the mean latent quality of the simulated outputs it judges, which a
     #: simulated judge scores (with noise); None: none of them has one.
     judged_quality: float | None = None
+    #: Lesson texts from the heuristics memory, put in the system message's Lessons block.
+    lessons: list[str] = Field(default_factory=list)
 
 
 class LLMCallResult(_Model):
@@ -214,6 +214,8 @@ class LLMCallResult(_Model):
     cost_usd: float = 0.0
     latency_ms: float = 0.0
     simulated_quality: float | None = None
+    #: simulate: ids of the stage's declared pitfalls this output fell into.
+    pitfalls_hit: list[str] = Field(default_factory=list)
     inputs_hash: str | None = None
     messages: list[dict[str, Any]] = Field(default_factory=list)
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)

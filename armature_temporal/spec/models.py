@@ -1,12 +1,10 @@
 """The workflow spec language: pydantic models for every field a spec may hold.
 
 This module holds the stage and the spec; their parts live in ``spec.fields`` (base types),
-``spec.tiers``, ``spec.sections``, ``spec.simulation`` and ``spec.experience``, and every name
-is importable from here. The models check shape and local rules; rules that need the whole
-document (references, cycles, tiers, templates, subagent files) live in ``spec.checks``, and
-``spec.loader`` maps every problem back to its line in the YAML file. Each field's
-``description`` feeds ``armature schema`` (editor completion) and the spec reference in the
-README.
+``spec.tiers``, ``spec.sections``, ``spec.simulation`` and ``spec.experience``, all importable
+from here. Models check shape and local rules; whole-document rules (references, cycles, tiers,
+templates, subagent files) live in ``spec.checks``, and ``spec.loader`` maps each problem to its
+YAML line. Field descriptions feed ``armature schema`` and the README's spec reference.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The trace store: runs, hash-chained trace records and gate decisions on SQLite or PostgreSQL.
 
 :class:`TraceStore` (``trace_store``) writes and reads runs; it also keeps the improvement
-proposals (``proposals``), fine-tune adapters (``adapters``) and cross-run memory (``memory``),
-and ``tamper`` checks a run's stored chain. This package does I/O; it never imports temporalio.
+proposals (``proposals``), fine-tune adapters (``adapters``), cross-run memory (``memory``)
+and the experience memory's heuristics (``heuristics``), and ``tamper`` checks a run's stored
+chain. This package does I/O; it never imports temporalio.
 """
 
 from armature_temporal.store.adapters import AdapterError

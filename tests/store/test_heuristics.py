@@ -166,3 +166,37 @@ def test_migration_9_adds_the_heuristics_tables_to_an_old_store(db_url: str) -> 
     store.add_heuristic(make(), by="distiller", reason="r")
     assert len(store.heuristics("triage")) == 1
     store.close()
+
+
+def test_concurrent_adds_of_one_heuristic_store_it_once_with_every_run(
+    store: TraceStore,
+) -> None:
+    with ThreadPoolExecutor(8) as pool:
+        list(
+            pool.map(
+                lambda i: store.add_heuristic(
+                    make(provenance=[f"run-{i}"]), by="distiller", reason="r"
+                ),
+                range(8),
+            )
+        )
+    [kept] = store.heuristics("triage")
+    assert sorted(kept.provenance) == sorted(f"run-{i}" for i in range(8))
+    assert len(store.heuristic_events(kept.id)) == 1
+
+
+def test_of_two_concurrent_verdicts_exactly_one_wins(store: TraceStore) -> None:
+    h = make()
+    store.add_heuristic(h, by="distiller", reason="r")
+    store.set_heuristic_status(h.id, "quarantined", by="scan", reason="clean")
+
+    def verdict(to: str) -> str:
+        try:
+            return store.set_heuristic_status(h.id, to, by="memory-ci", reason=to).status
+        except HeuristicError:
+            return "refused"
+
+    with ThreadPoolExecutor(2) as pool:
+        outcomes = sorted(pool.map(verdict, ["promoted", "rejected"]))
+    assert outcomes in (["promoted", "refused"], ["refused", "rejected"])
+    assert len(store.heuristic_events(h.id)) == 3

@@ -12,16 +12,18 @@ from typing import Any
 import pytest
 from temporalio import activity
 from temporalio.client import Client
+from temporalio.worker import Replayer
 
-from activities.experience import _reward, reward_lessons
+from activities.experience import _reward, load_lessons, reward_lessons
 from armature_temporal.experience import Heuristic, heuristic_id
 from armature_temporal.experience.compiler import LESSONS_HEADING
-from armature_temporal.runtime.models import LessonsReward, RunInput, RunResult
+from armature_temporal.runtime.models import LessonsQuery, LessonsReward, RunInput, RunResult
+from armature_temporal.runtime.payloads import data_converter
 from armature_temporal.runtime.traces import TraceRecord
 from armature_temporal.spec.compiler import Plan
 from armature_temporal.store import TraceStore
 from tests.fakes import plan_from
-from worker import ACTIVITIES, build_worker
+from worker import ACTIVITIES, WORKFLOWS, build_worker, workflow_runner
 from workflows.run_spec import WORKFLOW_NAME
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -70,9 +72,10 @@ async def run(
     plan: Plan,
     run_id: str,
     activities: list[Any] | None = None,
+    cached: int = 1000,
     **given: Any,
 ) -> RunResult:
-    async with build_worker(client, task_queue, activities=activities):
+    async with build_worker(client, task_queue, activities=activities, max_cached_workflows=cached):
         handle = await client.start_workflow(
             WORKFLOW_NAME,
             RunInput(plan=plan, **given),
@@ -250,3 +253,42 @@ async def test_verification_runs_carry_lessons_but_never_reward_them(
     assert "units" in system_of(attempts(done.run_id, "answer")[0])
     lesson = TraceStore().heuristic(good)
     assert lesson is not None and lesson.uses == 0 and lesson.alpha == 1.0
+
+
+async def test_a_run_with_lessons_replays_from_its_history(client: Client, task_queue: str) -> None:
+    name = "lessons-replay"
+    add(name, "Always state the units of every number.")
+    plan = plan_from(spec(name))
+    done = await run(client, task_queue, plan, "lessons-replay-1", cached=0)  # every task replays
+    assert done.state == "completed", done.stages
+    history = await client.get_workflow_handle("lessons-replay-1").fetch_history()
+    replayer = Replayer(
+        workflows=WORKFLOWS,
+        data_converter=data_converter(),
+        workflow_runner=workflow_runner(strict=True),
+    )
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, result.replay_failure
+
+
+async def test_load_lessons_prefers_the_lesson_worded_like_the_task() -> None:
+    """The activity's relevance (lexical embeddings here): with room for one lesson, the one
+    like the task wins on (nearly) every seed; unlike ones still fill free room."""
+    name = "lessons-relevance"
+    units = add(name, "State the units of every number in the answer.")
+    add(name, "Greet the customer warmly by their first name.")
+    task = "Answer the question: how many metres is the number of units in a mile?"
+    chosen = []
+    for n in range(20):
+        query = LessonsQuery(
+            spec_name=name,
+            stage_id="answer",
+            task_text=task,
+            top_k=1,
+            seed=f"s{n}",
+            embedding_model="lexical",
+        )
+        chosen.append((await load_lessons(query)).ids)
+    assert sum(ids == [units] for ids in chosen) >= 18, chosen
+    query = query.model_copy(update={"seed": "s", "top_k": 3})
+    assert len((await load_lessons(query)).ids) == 2

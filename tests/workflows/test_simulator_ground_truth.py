@@ -158,5 +158,13 @@ async def test_a_stage_pitfall_shows_in_the_run_and_its_lesson_avoids_it(
             if r.kind == "attempt" and r.stage_id == "total"
         )
 
+    attempts = {
+        run_id: next(
+            r for r in TraceStore().records(run_id) if r.kind == "attempt" and r.stage_id == "total"
+        )
+        for run_id in ("pitfall-1", "pitfall-2")
+    }
+    assert attempts["pitfall-1"].data["pitfalls_hit"] == ["tax"]
+    assert "pitfalls_hit" not in attempts["pitfall-2"].data
     # Same inputs, replicate 0: the same draw, less the penalty where the run fell in.
     assert quality("pitfall-2") - quality("pitfall-1") == pytest.approx(0.4)

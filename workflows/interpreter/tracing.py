@@ -157,6 +157,7 @@ class Tracer:
             data={
                 "messages": llm.messages,
                 "simulated_quality": llm.simulated_quality,
+                **({"pitfalls_hit": llm.pitfalls_hit} if llm.pitfalls_hit else {}),
                 **({"finish_reason": llm.finish_reason} if llm.finish_reason else {}),
                 # The raw reply of an invalid attempt (its output may be None): DPO's "rejected".
                 **({} if llm.valid else {"text": llm.text[:20000]}),
