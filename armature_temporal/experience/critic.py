@@ -87,11 +87,12 @@ class CritiqueResult(BaseModel):
 
 
 def critic_tier(plan: Plan, actor_tier: str) -> str:
-    """The tier that critiques a stage run on ``actor_tier``: ``experience.critic_tier``
-    unless it is the actor's own, else the largest tier that is not the actor's (the actor's
-    own when the spec has one tier)."""
+    """The tier that critiques a stage run on ``actor_tier``: the experience section's choice
+    (:meth:`~armature_temporal.spec.experience.ExperienceConfig.critic_for`) unless that is
+    the actor's own tier, else the largest tier that is not the actor's (the actor's own only
+    when the spec has one tier)."""
     config = plan.experience
-    chosen = config.critic_tier if config is not None else None
+    chosen = config.critic_for(actor_tier, plan.tier_ladder) if config is not None else None
     if chosen is not None and chosen in plan.tiers and chosen != actor_tier:
         return chosen
     others = [t for t in plan.tier_ladder if t != actor_tier]

@@ -48,6 +48,8 @@ TRAJECTORIES = 20
 FAILURE_BELOW = 0.5
 #: Lessons kept from one distiller answer per stage.
 MAX_LESSONS = 3
+#: Longest lesson kept (characters); a longer one is not a short lesson.
+MAX_LESSON_CHARS = 400
 #: Characters of one trajectory the real distiller is shown.
 TRAJECTORY_CHARS = 1500
 
@@ -61,7 +63,7 @@ DISTILL_SCHEMA: dict[str, Any] = {
             "items": {
                 "type": "object",
                 "properties": {
-                    "text": {"type": "string", "minLength": 1, "maxLength": 400},
+                    "text": {"type": "string", "minLength": 1, "maxLength": MAX_LESSON_CHARS},
                     "kind": {"enum": ["strategic", "procedural", "tool_tip"]},
                 },
                 "required": ["text", "kind"],
@@ -213,14 +215,11 @@ def _read_lessons(value: Any) -> list[tuple[str, Kind]]:
         return []
     kept: list[tuple[str, Kind]] = []
     for item in value["lessons"][:MAX_LESSONS]:
-        if isinstance(item, dict) and isinstance(item.get("text"), str) and item["text"].strip():
+        text = item.get("text") if isinstance(item, dict) else None
+        if isinstance(text, str) and text.strip() and len(text) <= MAX_LESSON_CHARS:
             kind = item.get("kind")
-            kept.append(
-                (
-                    item["text"].strip(),
-                    kind if kind in ("strategic", "procedural", "tool_tip") else "procedural",
-                )
-            )
+            known = kind in ("strategic", "procedural", "tool_tip")
+            kept.append((text.strip(), kind if known else "procedural"))
     return kept
 
 
@@ -278,8 +277,10 @@ async def distill_stage(
         output_schema=DISTILL_SCHEMA,
         temperature=0.2,
     )
+    # Schema-invalid answers still count item by item: a malformed lesson is dropped, the
+    # well-formed ones beside it kept.
     parsed = parse_output(answer.text, "json", DISTILL_SCHEMA)
     return [
         DistilledLesson(stage_id=stage.id, text=text, kind=kind, provenance=provenance)
-        for text, kind in _read_lessons(parsed.value if parsed.valid else None)
+        for text, kind in _read_lessons(parsed.value)
     ]

@@ -3,8 +3,19 @@ an output, and how trajectories split into successes and failures."""
 
 from __future__ import annotations
 
-from armature_temporal.experience.critic import critic_view, output_text, read_critique
-from armature_temporal.experience.distill import Trajectory, split
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from armature_temporal.experience.critic import (
+    critic_tier,
+    critic_view,
+    output_text,
+    read_critique,
+)
+from armature_temporal.experience.distill import Trajectory, distill_stage, split
 from armature_temporal.experience.verify import FAMILY_ALPHA, PairedScores, decide
 
 
@@ -69,3 +80,109 @@ def test_failures_are_below_the_median_or_below_half() -> None:
     assert [x.run_id for x in successes] == ["r0", "r1"]
     all_low = [Trajectory(run_id="a", stage_id="s", text="", critic=0.2, judge=0.4)]
     assert split(all_low) == ([], all_low)
+
+
+def _plan(extra: str = "") -> Any:
+    from tests.fakes import plan_from
+
+    return plan_from(
+        "name: p\nmodel_tiers:\n  small: {provider: simulate}\n  mid: {provider: simulate}\n"
+        f"  big: {{provider: simulate}}\nexperience: {{{extra}}}\nstages:\n"
+        "  - {id: s, role: {name: S, model_tier: small, description: hi}}\n"
+    )
+
+
+def test_the_critic_is_never_the_actors_tier_when_another_exists() -> None:
+    assert critic_tier(_plan(), "small") == "big"
+    assert critic_tier(_plan(), "big") == "mid"
+    assert critic_tier(_plan("critic_tier: mid"), "small") == "mid"
+    assert critic_tier(_plan("critic_tier: small"), "small") == "big"
+
+
+def test_a_real_distiller_answers_json_and_its_lessons_are_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from armature_temporal.runtime import llm
+
+    seen: dict[str, Any] = {}
+
+    async def fake_complete(tier: Any, messages: list[dict[str, Any]], **kw: Any) -> Any:
+        seen["messages"] = messages
+        answer = {"lessons": [{"text": "Quote the ticket.", "kind": "procedural"}, {"x": 1}]}
+        return llm.Completion(text=json.dumps(answer), model="fake")
+
+    monkeypatch.setattr(llm, "complete", fake_complete)
+    plan = _plan()
+    tier = plan.tiers["big"].model_copy(update={"provider": "openai"})
+    bad = Trajectory(run_id="r1", stage_id="s", text="wrong answer", critic=0.2)
+    good = Trajectory(run_id="r2", stage_id="s", text="right answer", critic=0.9)
+    got = asyncio.run(distill_stage(plan.stages[0], tier, [good], [bad], seed="x"))
+    assert [(g.text, g.kind, g.provenance) for g in got] == [
+        ("Quote the ticket.", "procedural", ["r1"])
+    ]
+    user = seen["messages"][1]["content"]
+    assert "score 0.20" in user and "wrong answer" in user and "right answer" in user
+    # Nothing to learn from without failures: no call at all.
+    seen.clear()
+    assert asyncio.run(distill_stage(plan.stages[0], tier, [good], [], seed="x")) == []
+    assert not seen
+
+
+def test_render_learn_shows_each_decision_with_its_figures() -> None:
+    from armature_temporal.commands.learn import render_learn
+    from armature_temporal.experience.learning import AdmittedLesson, LearnResult
+
+    (decision,) = decide([_test("h-good", [0.1] * 8)])
+    result = LearnResult(
+        status="learned",
+        detail="1 of 1 promoted",
+        admitted=[
+            AdmittedLesson(
+                heuristic_id="h-good",
+                stage_id="s",
+                text="Be brief.",
+                kind="procedural",
+                outcome="quarantined",
+            )
+        ],
+        decisions=[decision],
+    )
+    lines = render_learn(result)
+    assert lines[0] == "learned: 1 of 1 promoted"
+    assert "distilled h-good [s] quarantined: Be brief." in lines[1]
+    assert "h-good  promoted  delta +0.100  95% [+0.100, +0.100]  Holm alpha 0.0500" in lines[2]
+
+
+def test_a_real_critic_is_shown_no_self_assessment_and_keeps_only_true_quotes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from activities import learn
+    from armature_temporal.experience.critic import CritiqueInput
+    from armature_temporal.runtime import llm
+
+    seen: dict[str, Any] = {}
+
+    async def fake_complete(tier: Any, messages: list[dict[str, Any]], **kw: Any) -> Any:
+        seen["prompt"] = json.dumps(messages)
+        answer = {"score": 7.5, "evidence": ["Paris is the capital", "not in the output"]}
+        return llm.Completion(text=json.dumps(answer), model="fake-critic", cost_usd=0.01)
+
+    monkeypatch.setattr(learn, "complete", fake_complete)
+    tier = _plan().tiers["big"].model_copy(update={"provider": "openai"})
+    got = asyncio.run(
+        learn.critique(
+            CritiqueInput(
+                run_id="r",
+                spec_name="p",
+                stage_id="s",
+                task="Name the capital of France.",
+                output={"answer": "Paris is the capital.", "confidence": 0.97},
+                tier=tier,
+                seed="r/s/critic/big",
+            )
+        )
+    )
+    assert got.score == 7.5 and got.evidence == ["Paris is the capital"]
+    assert got.model == "fake-critic" and got.cost_usd == 0.01 and got.critic_tier == "big"
+    assert "confidence" not in seen["prompt"] and "0.97" not in seen["prompt"]
+    assert "Name the capital of France." in seen["prompt"]
