@@ -50,6 +50,7 @@ class LLMStages:
         self.tools = tools
         self.arms = arms
         self.lessons = lessons
+        self._sim_seed: str | None = None
 
     async def stage(self, stage: PlanStage, variables: dict[str, Any]) -> Any:
         assert stage.role is not None
@@ -275,8 +276,10 @@ class LLMStages:
         number, so runs with the same inputs and replicate share their noise."""
         if not workflow.patched(SIM_SEED_FROM_INPUTS):
             return None
-        digest = hashlib.sha256(canonical_json(self.run.inputs).encode("utf-8")).hexdigest()
-        return f"{digest[:16]}/r{self.run.replicate}"
+        if self._sim_seed is None:  # the inputs never change during a run: hash them once
+            digest = hashlib.sha256(canonical_json(self.run.inputs).encode("utf-8")).hexdigest()
+            self._sim_seed = f"{digest[:16]}/r{self.run.replicate}"
+        return self._sim_seed
 
     def judged_quality(self, stage: PlanStage) -> float | None:
         """For a judge: the mean latent quality of its depends_on stages' simulated outputs."""
