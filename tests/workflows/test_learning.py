@@ -219,6 +219,15 @@ async def test_the_critic_scores_worker_stages_on_another_tier_but_not_verificat
     assert records[-1].kind == "run_end" and records[-2].kind == "critique"
     assert not [r for r in store.records("critic-verification") if r.kind == "critique"]
     assert not [r for r in store.records("critic-off") if r.kind == "critique"]
+    # `armature report` shows the verdict with the stage.
+    shown = await run_armature("report", "critic-real", "--json")
+    assert shown.returncode == 0, shown.stderr
+    stages = {st["stage_id"]: st for st in json.loads(shown.stdout)["stages"]}
+    assert stages["write"]["critique"]["score"] == score
+    assert stages["write"]["critique"]["critic_tier"] == "frontier"
+    assert stages["review"]["critique"] is None
+    table = await run_armature("report", "critic-real")
+    assert "critic /10" in table.stdout and f"{score:.2f}" in table.stdout
 
 
 async def test_experience_schedule_becomes_a_learn_schedule_and_goes_when_disabled(
