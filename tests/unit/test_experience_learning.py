@@ -186,3 +186,10 @@ def test_a_real_critic_is_shown_no_self_assessment_and_keeps_only_true_quotes(
     assert got.model == "fake-critic" and got.cost_usd == 0.01 and got.critic_tier == "big"
     assert "confidence" not in seen["prompt"] and "0.97" not in seen["prompt"]
     assert "Name the capital of France." in seen["prompt"]
+
+
+def test_the_distiller_is_the_declared_tier_else_the_largest() -> None:
+    from armature_temporal.experience.distill import distiller_tier
+
+    assert distiller_tier(_plan()) == "big"
+    assert distiller_tier(_plan("distiller_tier: mid")) == "mid"
