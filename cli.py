@@ -63,6 +63,7 @@ for room in (
     commands.runs,
     commands.approvals,
     commands.loops,
+    commands.learn,
     commands.review,
     commands.memory,
     commands.bandits,

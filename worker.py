@@ -25,6 +25,7 @@ from activities.bandit import bandit_maintenance, bandit_reward, bandit_select
 from activities.experience import load_lessons, reward_lessons
 from activities.finetune import finetune_prepare, finetune_record, finetune_train
 from activities.improve import improve_prepare, improve_record
+from activities.learn import critique, learn_prepare, learn_record
 from activities.llm import llm_call
 from activities.memory import capture_memory, load_memory
 from activities.tool_queue import TOOL_ACTIVITIES, activity_name, refuse_on_main_queue
@@ -34,6 +35,7 @@ from armature_temporal import settings
 from armature_temporal.service.tools_env import tools_task_queue
 from workflows.finetune import FinetuneWorkflow
 from workflows.improve import ImproveWorkflow
+from workflows.learn import LearnWorkflow
 from workflows.maintenance import BanditMaintenanceWorkflow
 from workflows.run_spec import RunSpecWorkflow
 
@@ -53,6 +55,7 @@ WORKFLOWS: list[type] = [
     BanditMaintenanceWorkflow,
     ImproveWorkflow,
     FinetuneWorkflow,
+    LearnWorkflow,
 ]
 ACTIVITIES: list[Any] = [
     llm_call,
@@ -72,6 +75,9 @@ ACTIVITIES: list[Any] = [
     finetune_prepare,
     finetune_train,
     finetune_record,
+    critique,
+    learn_prepare,
+    learn_record,
 ]
 
 #: ``main``: workflows and every other activity on the run's queue; ``tools``: the tool

@@ -49,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
 from workflows.interpreter import (
     Adapters,
     Arms,
+    Critic,
     Evaluations,
     FanOut,
     GateRejected,
@@ -91,6 +92,7 @@ class RunSpecWorkflow:
         self.adapters = Adapters(self.ctx, self.tracer, self.gates)
         self.memory = Memory(self.ctx, self.tracer)
         self.evaluations = Evaluations(self.ctx, self.tracer)
+        self.critic = Critic(self.ctx, self.tracer, lambda stage: self._variables(stage, False))
 
     # --- handlers ------------------------------------------------------------------------------
 
@@ -176,6 +178,7 @@ class RunSpecWorkflow:
         if post:
             await self._run_dag(post, post_run=True)
         await self.evaluations.run()
+        await self.critic.run()
         if reason is None:
             run.state = "completed"
         elif run.state != "rejected":

@@ -12,6 +12,7 @@ groups, such as ``runs`` or ``proposals``); ``cli.py`` adds every room's ``app``
 - :mod:`~armature_temporal.commands.approvals` (Run and approve): ``approve``, ``reject``,
   ``gates``.
 - :mod:`~armature_temporal.commands.loops` (Learn and improve): ``improve``, ``finetune``.
+- :mod:`~armature_temporal.commands.learn` (Learn and improve): ``learn`` (the experience loop).
 - :mod:`~armature_temporal.commands.review` (Learn and improve): ``proposals *``,
   ``adapters *``.
 - :mod:`~armature_temporal.commands.memory` (Learn and improve): ``memory *`` (the
@@ -39,6 +40,7 @@ from armature_temporal.commands import (
     authoring,
     bandits,
     doctor,
+    learn,
     loops,
     memory,
     reports,
@@ -53,6 +55,7 @@ __all__ = [
     "authoring",
     "bandits",
     "doctor",
+    "learn",
     "loops",
     "memory",
     "reports",

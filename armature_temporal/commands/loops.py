@@ -3,7 +3,7 @@ start a loop workflow and, by default, wait for it, showing its phases."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -13,13 +13,10 @@ from armature_temporal.commands._common import (
     JsonFlag,
     QueueOpt,
     SpecArg,
-    err,
     fail,
     load_or_exit,
     out,
-    print_json,
-    run_coroutine,
-    temporal_client,
+    run_round,
 )
 
 app = typer.Typer()
@@ -68,7 +65,7 @@ def improve(
         )
     from armature_temporal.improve.models import ImproveInput, ImproveResult
 
-    result = _run_round(
+    result = run_round(
         "Improve",
         ImproveInput(
             spec_text=spec.read_text(encoding="utf-8"),
@@ -124,7 +121,7 @@ def finetune(
             "model directory",
             2,
         )
-    result = _run_round(
+    result = run_round(
         "Finetune",
         FinetuneInput(spec_text=spec.read_text(encoding="utf-8"), spec_path=str(spec.resolve())),
         FinetuneResult,
@@ -145,89 +142,3 @@ def finetune(
             f"  {adapter.id}  {adapter.verdict}  {adapter.detail}", markup=False, highlight=False
         )
         out.print(f"    {adapter.path}", markup=False, highlight=False)
-
-
-def _run_round(
-    workflow: str,
-    payload: Any,
-    result_type: type,
-    workflow_id: str,
-    summary: str,
-    *,
-    wait: bool,
-    address: str | None,
-    queue: str | None,
-    as_json: bool,
-) -> Any:
-    """Start one round of a loop workflow (Improve, Finetune), ``workflow_id`` being
-    ``<kind>-<spec>-<hex>``. Without ``wait`` it prints the id and link; with ``--json`` the
-    result as JSON; both return None. Otherwise it returns the result for the caller to show.
-    Phases go to stderr from the round's ``progress`` query. Exits 1 when the round fails."""
-    from temporalio.client import WorkflowFailureError
-
-    async def go() -> Any:
-        import asyncio
-
-        from armature_temporal.service.client import ensure_search_attributes
-        from armature_temporal.settings import task_queue, ui_url
-
-        client = await temporal_client(address, start_local=True)
-        await ensure_search_attributes(client)
-        handle = await client.start_workflow(
-            workflow,
-            payload,
-            id=workflow_id,
-            task_queue=queue or task_queue(),
-            result_type=result_type,
-            static_summary=summary,
-        )
-        link = ui_url(handle.id, handle.result_run_id)
-        if not wait:
-            return {"id": handle.id, "ui_url": link}
-        err.print(f"started {handle.id} — {link}", markup=False, highlight=False)
-        result_task = asyncio.ensure_future(handle.result())
-        said = ""
-        while not result_task.done():
-            try:
-                progress = await handle.query("progress", result_type=dict)
-            except Exception:  # not started yet, or done between polls
-                progress = {}
-            line = _progress_line(progress)
-            if line and line != said:
-                err.print(f"  {line}", markup=False, highlight=False)
-                said = line
-            await asyncio.wait({result_task}, timeout=1.0)
-        return result_task.result()
-
-    try:
-        result = run_coroutine(go())
-    except WorkflowFailureError as exc:
-        # The useful sentence is the innermost cause (an activity's ApplicationError).
-        cause: BaseException | None = exc.cause
-        while cause is not None and cause.__cause__ is not None:
-            cause = cause.__cause__
-        message = getattr(cause, "message", None) or str(cause)
-        raise fail(f"error: {workflow_id} failed: {message}", 1) from None
-    key = workflow_id.split("-", 1)[0] + "_id"
-    if isinstance(result, dict):
-        if as_json:
-            print_json({key: result["id"], "ui_url": result["ui_url"]})
-        else:
-            out.print(f"started {result['id']}", markup=False)
-            out.print(f"Web UI: {result['ui_url']}", markup=False)
-        return None
-    if as_json:
-        print_json({key: workflow_id, **result.model_dump(mode="json")})
-        if getattr(result, "status", None) == "failed":
-            raise typer.Exit(1)
-        return None
-    return result
-
-
-def _progress_line(progress: dict[str, Any]) -> str:
-    phase = str(progress.get("phase", ""))
-    if phase == "verifying":
-        return (
-            f"{phase} ({progress.get('runs_done')}/{progress.get('runs_total')} verification runs)"
-        )
-    return phase

@@ -374,8 +374,9 @@ def schedule(
     """Turn the spec's cron triggers into Temporal Schedules (created or updated in place,
     overlap policy SKIP); schedules of removed triggers are deleted. A spec with arms also gets
     an hourly bandit-maintenance schedule (evolution, retirement, learning-curve snapshots), and
-    one with self_improvement an improvement-loop schedule (`armature improve` on its cron,
-    with the spec text as it is now: apply again after editing the spec)."""
+    one with self_improvement an improvement-loop schedule (`armature improve` on its cron),
+    one with experience.schedule a learning-loop schedule (`armature learn` on its cron), both
+    with the spec text as it is now: apply again after editing the spec."""
     compiled = load_or_exit(spec)
 
     async def go() -> Any:

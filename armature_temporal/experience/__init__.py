@@ -7,6 +7,10 @@ written by a person), screened, replay-tested and only then put in prompts.
   fallback, or a litellm embedding model) and :func:`cosine`.
 - :mod:`~armature_temporal.experience.immune`: :func:`screen`, the scanner over a lesson.
 - :mod:`~armature_temporal.experience.admit`: :func:`admit` (scan, merge, quarantine).
+- :mod:`~armature_temporal.experience.critic`, :mod:`~.distill`, :mod:`~.verify`,
+  :mod:`~.learning`: the learning round (``armature learn``, the ``Learn`` workflow): the
+  post-run critic, distillation from scored trajectories, memory CI's Holm-adjusted paired
+  decisions, and the round's data.
 
 The store keeps them (:mod:`armature_temporal.store.heuristics`); ``armature memory`` shows
 and changes them. Not to be confused with the spec's ``memory:`` (cross-run values).

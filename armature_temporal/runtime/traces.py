@@ -31,9 +31,18 @@ __all__ = [
 ]
 
 #: ``memory``: cross-run memory loaded or captured (or why not); ``evaluation``: a stage's
-#: ``evaluate`` criteria judged after the run.
+#: ``evaluate`` criteria judged after the run; ``critique``: the experience critic's score
+#: (0–10) and evidence for a stage, after the run.
 RecordKind = Literal[
-    "run_start", "attempt", "stage", "gate", "tool", "memory", "evaluation", "run_end"
+    "run_start",
+    "attempt",
+    "stage",
+    "gate",
+    "tool",
+    "memory",
+    "evaluation",
+    "critique",
+    "run_end",
 ]
 
 #: One code per failed or degraded stage, assigned from facts in the trace.

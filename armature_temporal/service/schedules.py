@@ -10,7 +10,7 @@ going (overlap SKIP).
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 from temporalio.client import (
@@ -40,6 +40,7 @@ __all__ = [
     "bandit_names",
     "finetune_schedule_id",
     "improve_schedule_id",
+    "learn_schedule_id",
     "schedule_id",
 ]
 
@@ -120,6 +121,10 @@ def finetune_schedule_id(plan: Plan) -> str:
     return f"{plan.name}-finetune"
 
 
+def learn_schedule_id(plan: Plan) -> str:
+    return f"{plan.name}-learn"
+
+
 async def _apply_loops(
     client: Client,
     plan: Plan,
@@ -129,14 +134,20 @@ async def _apply_loops(
     *,
     delete: bool,
 ) -> list[ScheduleChange]:
-    """The improvement and fine-tune loops' schedules, from ``self_improvement.schedule`` and
-    ``finetune.schedule``. They carry the spec text as applied: edit the spec, apply again."""
+    """The improvement, fine-tune and experience loops' schedules, from
+    ``self_improvement.schedule``, ``finetune.schedule`` and ``experience.schedule`` (an
+    enabled experience section). They carry the spec text as applied: edit the spec, apply
+    again."""
+    from armature_temporal.experience.learning import LearnInput
     from armature_temporal.finetune.models import FinetuneInput
     from armature_temporal.improve.models import ImproveInput
 
-    loops = [
+    experience = plan.experience
+    learning = experience if experience and experience.enabled and experience.schedule else None
+    loops: list[tuple[str, str, str, Any, Any]] = [
         ("Improve", "improve", improve_schedule_id(plan), plan.self_improvement, ImproveInput),
         ("Finetune", "finetune", finetune_schedule_id(plan), plan.finetune, FinetuneInput),
+        ("Learn", "learn", learn_schedule_id(plan), learning, LearnInput),
     ]
     changes: list[ScheduleChange] = []
     for workflow, prefix, sid, block, make_input in loops:
@@ -205,8 +216,9 @@ async def apply_triggers(
     satisfy the spec's input schema.
 
     Also the spec's recurring loops: hourly bandit maintenance when it has arms, the
-    improvement loop on ``self_improvement.schedule`` and the fine-tune loop on
-    ``finetune.schedule`` when it has those blocks and ``spec_text`` is given."""
+    improvement loop on ``self_improvement.schedule``, the fine-tune loop on
+    ``finetune.schedule`` and the experience loop on ``experience.schedule`` when it has
+    those blocks and ``spec_text`` is given."""
     crons = [] if delete else [t for t in plan.triggers if t.type == "cron"]
     wanted = {schedule_id(plan, i): (i, t) for i, t in enumerate(crons)}
     changes: list[ScheduleChange] = []

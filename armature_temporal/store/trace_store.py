@@ -231,8 +231,8 @@ class TraceStore(ProposalStore, AdapterStore, MemoryStore, HeuristicStore):
             hqs: float | None = run_hqs(chain, p50).hqs
         except ValueError:  # recorded weights no valid plan has: the run stays unscored
             hqs = None
-        # Every model call the run paid for: its stages' attempts and its evaluations.
-        calls = [r for r in chain if r.kind in ("attempt", "evaluation")]
+        # Every model call the run paid for: its stages' attempts, evaluations and critiques.
+        calls = [r for r in chain if r.kind in ("attempt", "evaluation", "critique")]
         conn.execute(
             self._update_run,
             {

@@ -127,8 +127,14 @@ def render_report(report: RunReport, *, full: bool = False) -> RenderableType:
     if report.reason:
         parts.append(Text(f"reason: {report.reason}"))
     evaluated = any(st.evaluation for st in report.stages)
+    critiqued = any(st.critique for st in report.stages)
     columns = ["stage", "role", "status", "tier", "attempts", "judge"]
-    stages = _table(*columns, *(["evaluation"] if evaluated else []), "error / output")
+    stages = _table(
+        *columns,
+        *(["evaluation"] if evaluated else []),
+        *(["critic /10"] if critiqued else []),
+        "error / output",
+    )
     for st in report.stages:
         detail = f"[{st.error_type}] {st.error or ''}" if st.error_type else cut(st.output)
         role = f"{st.role} ({st.role_type})" if st.role else (st.kind or "")
@@ -140,6 +146,7 @@ def render_report(report: RunReport, *, full: bool = False) -> RenderableType:
             str(st.attempts or ""),
             _num(st.judge_score),
             *([_evaluation(st.evaluation)] if evaluated else []),
+            *([_num((st.critique or {}).get("score"))] if critiqued else []),
             Text(cut(detail, 70)),
         )
     parts += [Text("\nstages", style="bold"), stages]

@@ -106,6 +106,9 @@ class StageView(_View):
     #: The ``evaluate`` criteria judged after the run: ``{scores, mean, rationale, tier}``, or
     #: ``{error, tier}``; None when the stage has no criteria (or was not evaluated).
     evaluation: dict[str, Any] | None = None
+    #: The experience critic's verdict after the run: ``{score (0-10), evidence, critic_tier}``;
+    #: None when the spec has no experience section (or the stage was not critiqued).
+    critique: dict[str, Any] | None = None
     attempt_records: list[AttemptView] = Field(default_factory=list)
     tool_calls: list[ToolCallView] = Field(default_factory=list)
 
@@ -173,9 +176,17 @@ def build_report(trace: RunTrace, gates: Sequence[GateView] = ()) -> RunReport:
     tools: dict[str, list[ToolCallView]] = defaultdict(list)
     finished: dict[str, TraceRecord] = {}
     evaluations: dict[str, dict[str, Any]] = {}
+    critiques: dict[str, dict[str, Any]] = {}
     for r in trace.records:
         if r.kind == "evaluation" and r.stage_id is not None and isinstance(r.output, dict):
             evaluations[r.stage_id] = r.output
+        if r.kind == "critique" and r.stage_id is not None:
+            critiques[r.stage_id] = {
+                "score": r.data.get("score"),
+                "evidence": r.data.get("evidence") or [],
+                "critic_tier": r.data.get("critic_tier"),
+                **({"error": r.error} if r.error else {}),
+            }
         if r.stage_id is None or r.kind not in ("attempt", "tool", "stage"):
             continue
         if r.kind == "attempt" and r.stage_id.endswith(HELPER_SUFFIXES):
@@ -227,12 +238,13 @@ def build_report(trace: RunTrace, gates: Sequence[GateView] = ()) -> RunReport:
                 judge_score=end.judge_score if end else None,
                 output=end.output if end else None,
                 evaluation=evaluations.get(sid),
+                critique=critiques.get(sid),
                 attempt_records=tried,
                 tool_calls=tools[sid],
             )
         )
-    # Model calls: the stages' attempts and the evaluations' judge calls.
-    made = [r for r in trace.records if r.kind in ("attempt", "evaluation")]
+    # Model calls: the stages' attempts, the evaluations' judge calls and the critiques.
+    made = [r for r in trace.records if r.kind in ("attempt", "evaluation", "critique")]
     return RunReport(
         run_id=trace.run_id,
         spec_name=trace.spec_name,

@@ -40,6 +40,7 @@ def test_commands_package_exports_the_rooms() -> None:
         "authoring",
         "bandits",
         "doctor",
+        "learn",
         "loops",
         "memory",
         "reports",

@@ -15,6 +15,7 @@ signal and status query, the DAG loop — and delegates the rest:
 - ``lessons``: ``LessonMemory``, the heuristics memory's lessons loaded per LLM stage execution and
   rewarded with the stage's outcome (``experience:``);
 - ``evaluation``: ``Evaluations``, a stage's ``evaluate`` criteria judged after the run;
+- ``critic``: ``Critic``, the experience critic's score and evidence per stage after the run;
 - ``failures``: how a stage fails (``StageFailure``) and how activity failures are classified;
 - ``retries``: infrastructure faults retried within a call's deadline, provider failures on a
   budget the workflow counts (``call_llm``).
@@ -26,6 +27,7 @@ and hold no module-level state, so the worker can pass them through the sandbox 
 
 from workflows.interpreter.adapters import Adapters
 from workflows.interpreter.arms import Arms
+from workflows.interpreter.critic import Critic
 from workflows.interpreter.evaluation import Evaluations
 from workflows.interpreter.failures import GateRejected, StageFailure, classify
 from workflows.interpreter.fanout import FanOut
@@ -40,6 +42,7 @@ from workflows.interpreter.tracing import Tracer
 __all__ = [
     "Adapters",
     "Arms",
+    "Critic",
     "Evaluations",
     "FanOut",
     "GateRejected",

@@ -1,0 +1,306 @@
+"""Experience activities: the critic's verdict on one stage, and a learning round's two
+store-side steps — distil and admit lessons then choose what to replay-test
+(``learn_prepare``), and score the replays and decide (``learn_record``).
+
+The LearnWorkflow (workflows/learn.py) runs the replays itself, as child runs of the
+interpreter in verification mode; these activities do the store, model and statistics work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.improve import _score
+from activities.traces import store_for
+from armature_temporal.errors import SpecError
+from armature_temporal.experience.admit import admit
+from armature_temporal.experience.critic import (
+    CRITIC_SCHEMA,
+    CritiqueInput,
+    CritiqueResult,
+    critic_messages,
+    output_text,
+    read_critique,
+)
+from armature_temporal.experience.distill import (
+    DistilledLesson,
+    distill_stage,
+    distiller_tier,
+    gather,
+    learnable,
+    split,
+)
+from armature_temporal.experience.embeddings import get_embedder
+from armature_temporal.experience.learning import (
+    AdmittedLesson,
+    LearnInput,
+    LearnPrepared,
+    LearnRecordInput,
+    LearnResult,
+)
+from armature_temporal.experience.verify import PairedScores, decide
+from armature_temporal.runtime.llm import ProviderError, complete
+from armature_temporal.spec.compiler import Plan, compile_spec
+from armature_temporal.spec.loader import load_spec_text
+from armature_temporal.store import TraceStore
+from armature_temporal.store.engine import database_url
+from armature_temporal.views import load_runs
+from armature_temporal.views.report import RunTrace
+
+__all__ = ["critique", "learn_prepare", "learn_record", "recent_inputs"]
+
+#: memory CI's ``by`` in heuristic events.
+BY = "memory-ci"
+
+
+def _provider_failure(exc: ProviderError, what: str) -> ApplicationError:
+    return ApplicationError(
+        f"{what}: {exc}", type=f"provider_{exc.kind}", non_retryable=not exc.retryable
+    )
+
+
+@activity.defn(name="critique")
+async def critique(inp: CritiqueInput) -> CritiqueResult:
+    """Score one stage's output 0–10 with evidence (see experience/critic.py)."""
+    if inp.tier.provider == "simulate":
+        from armature_temporal.runtime.simulate import simulate_critique
+
+        sim = simulate_critique(
+            seed=inp.seed,
+            output_text=output_text(inp.output),
+            latent_quality=inp.latent_quality,
+            pitfalls=inp.pitfalls,
+            critic_quality=inp.tier.quality,
+        )
+        return CritiqueResult(
+            score=sim.score,
+            evidence=list(sim.evidence),
+            critic_tier=inp.tier.name,
+            model="simulate",
+        )
+    from armature_temporal.runtime.parsing import parse_output
+
+    try:
+        answer = await complete(
+            inp.tier,
+            critic_messages(inp.task, inp.output),
+            seed=inp.seed,
+            role_type="judge",
+            output_mode="json",
+            output_schema=CRITIC_SCHEMA,
+            temperature=0.0,
+        )
+    except ProviderError as exc:
+        raise _provider_failure(exc, f"critic tier {inp.tier.name!r}") from None
+    parsed = parse_output(answer.text, "json", CRITIC_SCHEMA)
+    read = read_critique(parsed.value, inp.output)
+    if read is None:
+        raise ApplicationError(
+            f"critic tier {inp.tier.name!r} gave no score for stage {inp.stage_id!r}: "
+            f"{parsed.error or 'no numeric score'}",
+            type="output_invalid",
+        )
+    return CritiqueResult(
+        score=read[0],
+        evidence=read[1],
+        critic_tier=inp.tier.name,
+        model=answer.model,
+        prompt_tokens=answer.prompt_tokens,
+        completion_tokens=answer.completion_tokens,
+        cost_usd=answer.cost_usd,
+        latency_ms=answer.latency_ms,
+    )
+
+
+def _plan(inp: LearnInput) -> Plan:
+    try:
+        spec = load_spec_text(inp.spec_text, inp.spec_path, base_dir=Path(inp.spec_path).parent)
+        return compile_spec(spec)
+    except SpecError as exc:
+        raise ApplicationError(
+            f"the spec given to the learning round is invalid: {exc}",
+            type="invalid_spec",
+            non_retryable=True,
+        ) from None
+
+
+def recent_inputs(runs: list[RunTrace], wanted: int) -> list[dict[str, Any]]:
+    """Distinct inputs of the newest finished real runs (at most ``wanted``), in the order of
+    their canonical JSON: which input gets which replicate number (simulator seed) then does
+    not depend on the order concurrent runs happened to start in."""
+    found: dict[str, dict[str, Any]] = {}
+    for run in sorted(runs, key=lambda r: r.started_at, reverse=True):
+        if run.verification or run.finished_at is None or len(found) >= wanted:
+            continue
+        start = next((r for r in run.records if r.kind == "run_start"), None)
+        value = start.data.get("inputs") if start is not None else None
+        if isinstance(value, dict):
+            found.setdefault(json.dumps(value, sort_keys=True, default=str), value)
+    return [found[key] for key in sorted(found)]
+
+
+def _admit_all(
+    store: TraceStore, plan: Plan, lessons: list[DistilledLesson], now: str
+) -> list[AdmittedLesson]:
+    assert plan.experience is not None
+    embedder = get_embedder(plan.experience.embedding_model)
+    admitted: list[AdmittedLesson] = []
+    for lesson in lessons:
+        got = admit(
+            store,
+            spec_name=plan.name,
+            stage_id=lesson.stage_id,
+            text=lesson.text,
+            kind=lesson.kind,
+            source="distilled",
+            provenance=lesson.provenance,
+            by="distiller",
+            embedder=embedder,
+            now=now,
+        )
+        admitted.append(
+            AdmittedLesson(
+                heuristic_id=got.heuristic.id,
+                stage_id=lesson.stage_id,
+                text=lesson.text,
+                kind=lesson.kind,
+                outcome=got.outcome,
+                merged_into=got.merged_into,
+                findings=[f"{f.category} ({f.rule}): {f.text}" for f in got.findings],
+                pitfall_id=lesson.pitfall_id,
+            )
+        )
+    return admitted
+
+
+def _choose_tests(
+    store: TraceStore, plan: Plan, inp: LearnInput, runs: list[RunTrace]
+) -> tuple[list[str], list[str], list[dict[str, Any]]]:
+    """(baseline promoted ids, quarantined ids to test oldest first, replay inputs)."""
+    assert plan.experience is not None
+    promoted = [h.id for h in store.heuristics(plan.name, status="promoted")]
+    waiting = sorted(
+        store.heuristics(plan.name, status="quarantined"), key=lambda h: (h.created_at, h.id)
+    )
+    wanted = inp.verify_runs or plan.experience.verify_runs
+    pool = recent_inputs(runs, wanted)
+    inputs = [pool[i % len(pool)] for i in range(wanted)] if len(pool) >= 2 else []
+    return promoted, [h.id for h in waiting[: inp.max_tests]], inputs
+
+
+@activity.defn(name="learn_prepare")
+async def learn_prepare(inp: LearnInput) -> LearnPrepared:
+    """Distil the stages' recent trajectories into lessons, admit them, and choose the
+    quarantined heuristics and recent inputs memory CI replays."""
+    plan = _plan(inp)
+    config = plan.experience
+    if config is None:
+        stop = LearnResult(
+            status="no_experience",
+            spec_name=plan.name,
+            detail=f"{plan.name}: no experience: section, so nothing is learnt; add one, e.g."
+            "\n  experience:\n    enabled: true",
+        )
+        return LearnPrepared(stop=stop)
+    if not config.enabled:
+        stop = LearnResult(
+            status="disabled",
+            spec_name=plan.name,
+            detail=f"{plan.name}: experience.enabled is false; set it to true to learn",
+        )
+        return LearnPrepared(stop=stop)
+    store = store_for(database_url())
+    runs = await asyncio.to_thread(load_runs, store, spec=plan.name, limit=inp.history)
+    trajectories = gather(plan, runs)
+    tier = plan.tiers[distiller_tier(plan)]
+    round_id = activity.info().workflow_id
+    lessons: list[DistilledLesson] = []
+    scored: dict[str, int] = {}
+    for stage in learnable(plan):
+        successes, failures = split(trajectories.get(stage.id, []))
+        scored[stage.id] = len(successes) + len(failures)
+        try:
+            lessons += await distill_stage(
+                stage, tier, successes, failures, seed=f"{round_id}/{stage.id}/distill"
+            )
+        except ProviderError as exc:
+            raise _provider_failure(exc, f"distiller tier {tier.name!r}") from None
+    now = datetime.now(UTC).isoformat()
+    admitted = await asyncio.to_thread(_admit_all, store, plan, lessons, now)
+    baseline, tests, inputs = await asyncio.to_thread(_choose_tests, store, plan, inp, runs)
+    if not tests or not inputs:
+        why = (
+            "no quarantined heuristic waits for a replay test"
+            if not tests
+            else "fewer than 2 distinct inputs among the recent runs; a replay test needs 2"
+        )
+        stop = LearnResult(
+            status="nothing_to_test" if not tests else "too_few_traces",
+            spec_name=plan.name,
+            detail=f"{len(admitted)} lesson(s) distilled; {why}",
+            admitted=admitted,
+            trajectories=scored,
+        )
+        return LearnPrepared(stop=stop)
+    return LearnPrepared(
+        plan=plan,
+        admitted=admitted,
+        baseline=baseline,
+        tests=tests,
+        inputs=inputs,
+        trajectories=scored,
+    )
+
+
+def _record(inp: LearnRecordInput) -> LearnResult:
+    prepared = inp.prepared
+    assert prepared.plan is not None
+    store = store_for(database_url())
+    base = _score(inp.baseline_runs)
+    tests = [
+        PairedScores(
+            heuristic_id=hid,
+            baseline=base,
+            candidate=_score(runs),
+            baseline_runs=inp.baseline_runs,
+            candidate_runs=runs,
+        )
+        for hid, runs in zip(prepared.tests, inp.candidate_runs, strict=True)
+    ]
+    decisions = decide(tests)
+    for d in decisions:
+        current = store.heuristic(d.heuristic_id)
+        # A retried activity, or a person who decided meanwhile: nothing to change.
+        if current is None or current.status != "quarantined":
+            continue
+        store.set_heuristic_status(
+            d.heuristic_id,
+            d.verdict,
+            by=BY,
+            reason=d.reason,
+            figures={**d.figures, "learn_run_id": inp.learn_run_id},
+        )
+    promoted = sum(1 for d in decisions if d.verdict == "promoted")
+    return LearnResult(
+        status="learned",
+        spec_name=prepared.plan.name,
+        detail=f"{promoted} of {len(decisions)} heuristics promoted after "
+        f"{len(prepared.inputs)} paired replays each (Holm-adjusted across the "
+        f"{len(decisions)}); {len(prepared.admitted)} lesson(s) distilled",
+        admitted=prepared.admitted,
+        decisions=decisions,
+        trajectories=prepared.trajectories,
+    )
+
+
+@activity.defn(name="learn_record")
+async def learn_record(inp: LearnRecordInput) -> LearnResult:
+    """Score the replays from the store; promote or reject each tested heuristic."""
+    return await asyncio.to_thread(_record, inp)

@@ -1,0 +1,86 @@
+"""One learning round's data (``armature learn``, the Learn schedule): what it distilled and
+admitted, which heuristics it replay-tested, and what memory CI decided.
+
+Pure pydantic models shared by the LearnWorkflow (they travel through Temporal), its
+activities and the CLI.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from armature_temporal.experience.verify import Decision
+from armature_temporal.spec.compiler import Plan
+
+__all__ = [
+    "AdmittedLesson",
+    "LearnInput",
+    "LearnPrepared",
+    "LearnRecordInput",
+    "LearnResult",
+    "LearnStatus",
+]
+
+LearnStatus = Literal["learned", "nothing_to_test", "too_few_traces", "no_experience", "disabled"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class LearnInput(_Model):
+    """Start one learning round."""
+
+    spec_text: str
+    spec_path: str  # for messages; the workflow never reads it
+    verify_runs: int | None = None  # None: the spec's experience.verify_runs
+    max_tests: int = Field(3, ge=1, le=20)  # quarantined heuristics replay-tested per round
+    history: int = Field(100, ge=1, le=5000)  # newest runs read for trajectories
+
+
+class AdmittedLesson(_Model):
+    """A distilled lesson and what admission did with it."""
+
+    heuristic_id: str
+    stage_id: str | None
+    text: str
+    kind: str
+    outcome: Literal["quarantined", "rejected", "merged"]
+    merged_into: str | None = None
+    findings: list[str] = Field(default_factory=list)
+    pitfall_id: str | None = None
+
+
+class LearnPrepared(_Model):
+    """What ``learn_prepare`` found: a reason to stop, or the replay tests to run."""
+
+    stop: LearnResult | None = None
+    plan: Plan | None = None
+    admitted: list[AdmittedLesson] = Field(default_factory=list)
+    baseline: list[str] = Field(default_factory=list)  # promoted heuristic ids
+    tests: list[str] = Field(default_factory=list)  # quarantined heuristic ids to test
+    inputs: list[dict[str, Any]] = Field(default_factory=list)
+    trajectories: dict[str, int] = Field(default_factory=dict)  # per stage, scored ones
+
+
+class LearnRecordInput(_Model):
+    learn_run_id: str
+    prepared: LearnPrepared
+    baseline_runs: list[str]
+    candidate_runs: list[list[str]]  # per test, in the order of prepared.tests
+
+
+class LearnResult(_Model):
+    """The round's outcome: ``decisions`` carry each tested heuristic's figures."""
+
+    status: LearnStatus
+    detail: str
+    spec_name: str = ""
+    admitted: list[AdmittedLesson] = Field(default_factory=list)
+    decisions: list[Decision] = Field(default_factory=list)
+    trajectories: dict[str, int] = Field(default_factory=dict)
+
+
+LearnPrepared.model_rebuild()

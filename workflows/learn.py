@@ -1,0 +1,122 @@
+"""The experience loop, one round: distil lessons from the spec's recent trajectories (their
+critic and judge scores), admit them (immune scan, near-duplicate merge, quarantine), and
+replay-test the quarantined heuristics — memory CI.
+
+A replay test runs the spec's ``experience.verify_runs`` most recent real inputs as child
+runs of the interpreter in verification mode, twice each with the same simulator seed
+(``replicate``): with the promoted heuristics (baseline) and with those plus the one under
+test. The paired HQS gains decide, Holm-adjusted across the heuristics tested in the round
+(:mod:`armature_temporal.experience.verify`); each decision is a heuristic event with its
+figures. Run on demand (``armature learn SPEC``) or by the Schedule ``armature schedule SPEC``
+creates from ``experience.schedule``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ChildWorkflowError
+
+with workflow.unsafe.imports_passed_through():
+    from armature_temporal.experience.learning import (
+        LearnInput,
+        LearnPrepared,
+        LearnRecordInput,
+        LearnResult,
+    )
+    from armature_temporal.runtime.models import RunInput, RunResult
+    from armature_temporal.spec.compiler import Plan
+
+__all__ = ["LEARN_WORKFLOW", "LearnWorkflow"]
+
+LEARN_WORKFLOW = "Learn"
+RUN_SPEC = "RunSpec"
+STORE_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=2))
+
+
+@workflow.defn(name=LEARN_WORKFLOW)
+class LearnWorkflow:
+    """One learning round. Its ``progress`` query says which phase it is in."""
+
+    def __init__(self) -> None:
+        self.phase = "distilling"
+        self.runs_done = 0
+        self.runs_total = 0
+
+    @workflow.query(name="progress")
+    def progress(self) -> dict[str, object]:
+        return {"phase": self.phase, "runs_done": self.runs_done, "runs_total": self.runs_total}
+
+    async def _replay(
+        self, label: str, plan: Plan, index: int, inputs: dict[str, object], lessons: list[str]
+    ) -> str:
+        """One replay run; its id. A failed run still scores (success is part of HQS)."""
+        run_id = f"{workflow.info().workflow_id}/{label}/{index}"
+        try:
+            await workflow.execute_child_workflow(
+                RUN_SPEC,
+                RunInput(
+                    plan=plan,
+                    inputs=dict(inputs),
+                    parent_run_id=workflow.info().workflow_id,
+                    verification=True,
+                    replicate=index,
+                    lessons=list(lessons),
+                ),
+                id=run_id,
+                result_type=RunResult,
+                static_summary=f"memory CI replay {index + 1} ({label}): {plan.name}",
+            )
+        except ChildWorkflowError as exc:
+            workflow.logger.info("replay run %s ended badly: %s", run_id, exc)
+        self.runs_done += 1
+        return run_id
+
+    @workflow.run
+    async def run(self, inp: LearnInput) -> LearnResult:
+        prepared: LearnPrepared = await workflow.execute_activity(
+            "learn_prepare",
+            inp,
+            result_type=LearnPrepared,
+            start_to_close_timeout=timedelta(minutes=10),
+            retry_policy=STORE_RETRY,
+            summary="distil lessons from recent runs; admit them; choose replay tests",
+        )
+        if prepared.stop is not None:
+            return prepared.stop
+        assert prepared.plan is not None
+        plan = prepared.plan
+        self.phase = "replaying"
+        versions = [("baseline", prepared.baseline)] + [
+            (hid, [*prepared.baseline, hid]) for hid in prepared.tests
+        ]
+        self.runs_total = len(versions) * len(prepared.inputs)
+        ids = await asyncio.gather(
+            *(
+                self._replay(label, plan, i, inputs, lessons)
+                for label, lessons in versions
+                for i, inputs in enumerate(prepared.inputs)
+            )
+        )
+        n = len(prepared.inputs)
+        self.phase = "deciding"
+        result: LearnResult = await workflow.execute_activity(
+            "learn_record",
+            LearnRecordInput(
+                learn_run_id=workflow.info().workflow_id,
+                prepared=prepared,
+                baseline_runs=list(ids[:n]),
+                candidate_runs=[
+                    list(ids[(k + 1) * n : (k + 2) * n]) for k in range(len(prepared.tests))
+                ],
+            ),
+            result_type=LearnResult,
+            start_to_close_timeout=timedelta(minutes=2),
+            retry_policy=STORE_RETRY,
+            summary="score the replays; promote or reject each heuristic",
+        )
+        self.phase = "done"
+        return result
