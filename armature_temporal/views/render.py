@@ -161,6 +161,12 @@ def render_report(report: RunReport, *, full: bool = False) -> RenderableType:
             why = Text(cut(st.evaluation.get(label), 90), style="red" if label == "error" else "")
             criteria.add_row(st.stage_id, Text(label, style="dim"), why)
         parts += [Text("\nevaluations", style="bold"), criteria]
+    carried = {st.stage_id: _lessons(st) for st in report.stages if _lessons(st)}
+    if carried:
+        lessons = _table("stage", "lessons in its prompt (armature memory show ID)")
+        for sid, ids in carried.items():
+            lessons.add_row(sid, ", ".join(ids))
+        parts += [Text("\nlessons", style="bold"), lessons]
     rows = [a for st in report.stages for a in st.attempt_records]
     if rows:
         attempts = _table(
@@ -308,3 +314,8 @@ def render_overview(specs: Sequence[SpecSummary]) -> RenderableType:
             s.last_started[:19],
         )
     return table
+
+
+def _lessons(stage: Any) -> list[str]:
+    """The heuristic ids a stage's attempts carried, in first-use order."""
+    return list(dict.fromkeys(i for a in stage.attempt_records for i in a.lessons))

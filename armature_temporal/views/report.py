@@ -76,6 +76,8 @@ class AttemptView(_View):
     completion_tokens: int
     cost_usd: float
     output: Any = None
+    #: Heuristic ids of the lessons this attempt's prompt carried (``lesson:<id>`` provenance).
+    lessons: list[str] = Field(default_factory=list)
 
 
 class ToolCallView(_View):
@@ -161,6 +163,7 @@ def _attempt_view(r: TraceRecord) -> AttemptView:
         completion_tokens=r.completion_tokens,
         cost_usd=r.cost_usd,
         output=r.output,
+        lessons=[k.split(":", 1)[1] for k in r.inputs_provenance if k.startswith("lesson:")],
     )
 
 
