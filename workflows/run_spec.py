@@ -91,7 +91,7 @@ class RunSpecWorkflow:
         self.fan_out = FanOut(self.ctx, self.tracer, self.llm, WORKFLOW_NAME)
         self.adapters = Adapters(self.ctx, self.tracer, self.gates)
         self.memory = Memory(self.ctx, self.tracer)
-        self.evaluations = Evaluations(self.ctx, self.tracer)
+        self.evaluations = Evaluations(self.ctx, self.tracer, self.llm)
         self.critic = Critic(self.ctx, self.tracer, lambda stage: self._variables(stage, False))
 
     # --- handlers ------------------------------------------------------------------------------

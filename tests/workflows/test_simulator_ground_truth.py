@@ -168,3 +168,56 @@ async def test_a_stage_pitfall_shows_in_the_run_and_its_lesson_avoids_it(
     assert "pitfalls_hit" not in attempts["pitfall-2"].data
     # Same inputs, replicate 0: the same draw, less the penalty where the run fell in.
     assert quality("pitfall-2") - quality("pitfall-1") == pytest.approx(0.4)
+
+
+EVALUATED = """\
+name: evaluated-world
+inputs:
+  type: object
+  properties:
+    topic: {type: string}
+  required: [topic]
+model_tiers:
+  small: {provider: simulate, quality: 0.5}
+  frontier: {provider: simulate, quality: 0.9}
+stages:
+  - id: draft
+    role: {name: W, description: "Write about {{ topic }}.", model_tier: small}
+    evaluate: ["is accurate", "is concise"]
+    simulate:
+      pitfalls:
+        - {id: vague, penalty: 0.3, symptom: "Some say this and some say that.",
+           lesson: "Be specific.", rate: 0.5}
+"""
+
+
+async def test_an_evaluate_judge_scores_the_latent_quality_of_the_stage_it_evaluates(
+    client: Client, task_queue: str
+) -> None:
+    plan = plan_from(EVALUATED)
+    async with build_worker(client, task_queue):
+        results = [
+            await (
+                await start(
+                    client, plan, task_queue, run_id=f"evaluated-{i}", inputs={"topic": f"t{i}"}
+                )
+            ).result()
+            for i in range(16)
+        ]
+    latent: list[float] = []
+    judged: list[float] = []
+    for i, result in enumerate(results):
+        evaluation = result.stages["draft"].evaluation
+        assert evaluation is not None and "error" not in evaluation
+        quality = next(
+            r.data["simulated_quality"]
+            for r in TraceStore().records(f"evaluated-{i}")
+            if r.kind == "attempt" and r.stage_id == "draft"
+        )
+        latent.append(quality)
+        judged.append(evaluation["mean"])
+        # Each criterion is the judged quality plus the frontier judge's declared noise
+        # (sd 0.25 * 0.1 + 0.02 = 0.045): never far from it.
+        assert all(abs(s - quality) < 0.25 for s in evaluation["scores"].values())
+    assert max(latent) - min(latent) > 0.2  # the pitfall spreads the latent quality
+    assert _pearson(latent, judged) > 0.9

@@ -26,7 +26,7 @@ from armature_temporal.runtime.models import LLMCallInput, LLMCallResult
 from armature_temporal.runtime.progress import judge_tier
 from armature_temporal.spec.compiler import PlanStage
 from workflows.interpreter.failures import classify
-from workflows.interpreter.llm import LLM_TIMEOUT
+from workflows.interpreter.llm import LLM_TIMEOUT, LLMStages
 from workflows.interpreter.retries import ProviderFailure, call_llm
 from workflows.interpreter.state import RunContext
 from workflows.interpreter.tracing import Tracer
@@ -37,9 +37,10 @@ __all__ = ["Evaluations"]
 class Evaluations:
     """Judges the run's completed stages against their ``evaluate`` criteria."""
 
-    def __init__(self, run: RunContext, tracer: Tracer) -> None:
+    def __init__(self, run: RunContext, tracer: Tracer, llm: LLMStages | None = None) -> None:
         self.ctx = run  # not ``run``: that is the method
         self.tracer = tracer
+        self.llm = llm  # the run's simulate seed, and the latent quality of what is judged
 
     async def run(self) -> None:
         """Evaluate every completed stage that has criteria (none: no call at all)."""
@@ -82,6 +83,8 @@ class Evaluations:
                         },
                         attempt=attempt,
                         spec_name=plan.name,
+                        sim_seed=self.llm.sim_seed() if self.llm else None,
+                        judged_quality=self.llm.evaluated_quality(stage) if self.llm else None,
                     ),
                     start_to_close=LLM_TIMEOUT,
                     summary=f"{stage.id}: evaluate {len(variables['criteria'])} criteria "

@@ -289,6 +289,12 @@ class LLMStages:
         known = [self.run.last_quality[d] for d in stage.depends_on if d in self.run.last_quality]
         return sum(known) / len(known) if known else None
 
+    def evaluated_quality(self, stage: PlanStage) -> float | None:
+        """For a stage's ``evaluate`` judge: the latent quality of the stage's simulated output."""
+        if not workflow.patched(JUDGE_SEES_JUDGED_QUALITY):
+            return None
+        return self.run.last_quality.get(stage.id)
+
 
 def carry_paths(output: dict[str, Any], paths: list[str]) -> dict[str, Any]:
     """The output's values at ``paths`` (dot paths into nested objects), nested the same way;

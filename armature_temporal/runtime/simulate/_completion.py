@@ -16,7 +16,12 @@ from armature_temporal.runtime.simulate._pitfalls import (
     symptom_sentence,
     with_symptoms,
 )
-from armature_temporal.runtime.simulate._values import ANY_OBJECT, Generator, with_score
+from armature_temporal.runtime.simulate._values import (
+    ANY_OBJECT,
+    Generator,
+    with_criterion_scores,
+    with_score,
+)
 from armature_temporal.runtime.simulate._words import rng_for, words_of
 from armature_temporal.spec.simulation import Pitfall
 
@@ -122,6 +127,10 @@ def simulate_completion(
         value = gen.valid_root()
         if role_type == "judge":
             value = with_score(value, schema, score)
+            if judged_quality is not None:
+                value = with_criterion_scores(
+                    value, schema, seed, judged_quality, judge_noise_sd(quality)
+                )
         value = with_symptoms(value, schema, symptoms)
         if intended_valid:
             text = render(value, dress, content, words)

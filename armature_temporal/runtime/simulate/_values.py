@@ -12,7 +12,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from armature_temporal.runtime.simulate._words import MARK, phrase, sentence
+from armature_temporal.runtime.simulate._words import MARK, phrase, rng_for, sentence
 
 __all__ = ["ANY_OBJECT", "SENTENCE_KEYS", "Generator", "conforms", "with_score"]
 
@@ -277,3 +277,23 @@ def with_score(value: Any, schema: dict[str, Any], quality: float) -> Any:
         if _conforms(scored, schema):
             return scored
     return value
+
+
+def with_criterion_scores(
+    value: Any, schema: dict[str, Any], seed: str, judged: float, sd: float
+) -> Any:
+    """A judge without a ``score`` property scores each criterion: every property that is a
+    number bounded to [0, 1] (an ``evaluate`` judge's criteria) gets ``clip(judged + N(0,
+    sd))``, its own noise per property (``sd``: the declared judge noise)."""
+    props = Generator(random.Random(0), [], schema).resolve(schema).get("properties", {})
+    if not isinstance(value, dict) or "score" in props:
+        return value
+    scored = dict(value)
+    for key, sub in props.items():
+        if not isinstance(sub, dict) or sub.get("type") != "number":
+            continue
+        if sub.get("minimum") != 0 or sub.get("maximum") != 1:
+            continue
+        noise = rng_for(f"{seed}/criterion/{key}").gauss(0.0, sd)
+        scored[key] = round(min(1.0, max(0.0, judged + noise)), 3)
+    return scored if _conforms(scored, schema) else value
