@@ -396,9 +396,10 @@ def _record(inp: LearnRecordInput) -> LearnResult:
     )
     if rechecked:
         kept = sum(1 for d in rechecked if d.verdict == "reverified")
-        detail += (
-            f"; {kept} of {len(rechecked)} promoted re-verified, {len(rechecked) - kept} retired"
-        )
+        gone = sum(1 for d in rechecked if d.verdict == "retired")
+        detail += f"; {kept} of {len(rechecked)} promoted re-verified, {gone} retired"
+        if open_ := len(rechecked) - kept - gone:
+            detail += f", {open_} inconclusive (too few replays scored; tried again next round)"
     if prepared.retired:
         detail += f"; {len(prepared.retired)} retired (stage gone)"
     return LearnResult(
@@ -417,6 +418,15 @@ def _reverified(store: TraceStore, inp: LearnRecordInput, d: Decision) -> Decisi
     CI retires it; the decision as the round reports it."""
     kept = d.verdict == "promoted"
     since = inp.prepared.last_verified.get(d.heuristic_id)
+    if d.figures.get("n", 0) < 2:
+        # Too few replays reached the store (an outage, say): no evidence either way. It
+        # stays promoted, nothing is recorded, and the next round is due to re-verify it.
+        return d.model_copy(
+            update={
+                "verdict": "inconclusive",
+                "reason": f"re-verification inconclusive, it stays promoted: {d.reason}",
+            }
+        )
     reason = (
         f"re-verified (last verified {since}): {d.reason}"
         if kept

@@ -50,7 +50,7 @@ class Decision(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     heuristic_id: str
-    verdict: Literal["promoted", "rejected", "reverified", "retired"]
+    verdict: Literal["promoted", "rejected", "reverified", "retired", "inconclusive"]
     reason: str
     figures: dict[str, Any]
 

@@ -255,3 +255,42 @@ def test_promoted_lessons_due_for_re_verification_fill_the_slots_left_oldest_fir
     assert choose(3, off) == ([waiting], [])
     soon = plan_from(SPEC.replace("experience:\n", "experience:\n  reverify_after_days: 45\n"))
     assert choose(3, soon) == ([waiting], [p50])
+
+
+def test_a_re_verification_with_too_few_scored_replays_keeps_the_lesson_promoted(
+    tmp_path: Any,
+) -> None:
+    """An outage that keeps replays from the store is no evidence: the lesson stays promoted,
+    no event is recorded (so the next round is due again), and the round says so."""
+    from activities.learn import _reverified
+    from armature_temporal.experience.learning import LearnPrepared, LearnRecordInput
+    from armature_temporal.experience.models import Heuristic, heuristic_id
+    from armature_temporal.experience.verify import Decision
+    from armature_temporal.store import TraceStore
+
+    store = TraceStore(f"sqlite:///{tmp_path / 'traces.db'}")
+    at = "2026-01-01T00:00:00+00:00"
+    hid = heuristic_id("s", "write", "Be plain.")
+    store.add_heuristic(
+        Heuristic(
+            id=hid, spec_name="s", stage_id="write", kind="procedural", text="Be plain.",
+            status="quarantined", source="person", provenance=[], created_at=at, updated_at=at,
+        ),
+        by="person:test",
+        reason="added",
+    )  # fmt: skip
+    store.set_heuristic_status(hid, "promoted", by="person:test", reason="trusted")
+    before = store.heuristic_events(hid)
+    decision = decide([_test(hid, [])])[0]  # no scored pairs at all
+    assert decision.figures["n"] == 0
+    inp = LearnRecordInput(
+        learn_run_id="learn-1",
+        prepared=LearnPrepared(reverify=[hid], last_verified={hid: at}),
+        baseline_runs=[],
+        candidate_runs=[],
+    )
+    out = _reverified(store, inp, Decision.model_validate(decision.model_dump()))
+    assert out.verdict == "inconclusive" and "stays promoted" in out.reason
+    current = store.heuristic(hid)
+    assert current is not None and current.status == "promoted"
+    assert store.heuristic_events(hid) == before
