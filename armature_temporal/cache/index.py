@@ -26,7 +26,7 @@ import numpy as np
 
 from armature_temporal.errors import ArmatureError
 
-__all__ = ["SemanticIndexError", "SemanticIndex"]
+__all__ = ["SemanticIndex", "SemanticIndexError"]
 
 
 class SemanticIndexError(ArmatureError):
@@ -65,13 +65,16 @@ class SemanticIndex:
                 "embed them with the model the index was built for"
             )
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+        unit: np.ndarray = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+        return unit
 
     def add(self, ids: Sequence[str], vectors: Sequence[Sequence[float]] | np.ndarray) -> None:
         """Add (or replace) entries; ``ids[i]`` names ``vectors[i]``."""
         matrix = self._as_matrix(vectors)
         if len(ids) != len(matrix):
-            raise SemanticIndexError(f"{len(ids)} ids for {len(matrix)} vectors; give one id per vector")
+            raise SemanticIndexError(
+                f"{len(ids)} ids for {len(matrix)} vectors; give one id per vector"
+            )
         fresh: list[int] = []
         for key, row in zip(ids, matrix, strict=True):
             if key in self._row:

@@ -38,14 +38,61 @@ DEFAULT_THRESHOLD: float = 0.90
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’]*")
 _NEGATIONS = frozenset(
-    "not no never nor none nobody nothing nowhere neither without cannot cant dont doesnt "
-    "didnt isnt arent wasnt werent wont wouldnt shouldnt couldnt hasnt havent hadnt".split()
+    [
+        "not",
+        "no",
+        "never",
+        "nor",
+        "none",
+        "nobody",
+        "nothing",
+        "nowhere",
+        "neither",
+        "without",
+        "cannot",
+        "cant",
+        "dont",
+        "doesnt",
+        "didnt",
+        "isnt",
+        "arent",
+        "wasnt",
+        "werent",
+        "wont",
+        "wouldnt",
+        "shouldnt",
+        "couldnt",
+        "hasnt",
+        "havent",
+        "hadnt",
+    ]
 )
 _NUMBER_WORDS = {
     w: str(i)
     for i, w in enumerate(
-        "zero one two three four five six seven eight nine ten eleven twelve thirteen "
-        "fourteen fifteen sixteen seventeen eighteen nineteen twenty".split()
+        [
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+            "thirteen",
+            "fourteen",
+            "fifteen",
+            "sixteen",
+            "seventeen",
+            "eighteen",
+            "nineteen",
+            "twenty",
+        ]
     )
 }
 
