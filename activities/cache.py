@@ -77,8 +77,11 @@ def _hit(entry: CacheEntry, kind: str, similarity: float) -> CacheHit:
     )
 
 
-def _nearest(store: Any, partition: str, vector: list[float], model: str) -> tuple[str, float]:
-    """The partition's nearest servable entry to ``vector`` and its cosine ('' if empty)."""
+def _nearest(
+    store: Any, partition: str, vector: list[float], model: str, threshold: float
+) -> tuple[str, float]:
+    """The partition's nearest servable entry to ``vector`` and its cosine ('' when none
+    reaches ``threshold``)."""
     from armature_temporal.cache.index import SemanticIndex
 
     version = store.cache_version(partition)
@@ -89,7 +92,7 @@ def _nearest(store: Any, partition: str, vector: list[float], model: str) -> tup
         if rows:
             index.add([r[0] for r in rows], [r[1] for r in rows])
         _INDEXES[partition] = known = (version, model, index)
-    found = known[2].nearest(vector) if len(known[2]) else None
+    found = known[2].nearest(vector, min_score=threshold) if len(known[2]) else None
     return found if found is not None else ("", 0.0)
 
 
@@ -120,12 +123,15 @@ def _lookup(query: CacheLookup) -> CacheProbe:
         from armature_temporal.cache.semantic import DEFAULT_THRESHOLD, is_hit
 
         vector, model = embed_task(probe.task)
-        entry_id, similarity = _nearest(store, probe.partition, vector, model)
         threshold = query.config.threshold or DEFAULT_THRESHOLD
-        if entry_id and is_hit(similarity, threshold):
-            entry = store.cache_entry(entry_id)
-            if entry is not None and entry.status == "servable":
-                hit = _hit(entry, "semantic", round(float(similarity), 6))
+        entry_id, similarity = _nearest(store, probe.partition, vector, model, threshold)
+        entry = store.cache_entry(entry_id) if entry_id else None
+        if (
+            entry is not None
+            and entry.status == "servable"
+            and is_hit(similarity, threshold, query=probe.task, source=entry.task)
+        ):
+            hit = _hit(entry, "semantic", round(float(similarity), 6))
     latency = (time.perf_counter() - started) * 1000
     return probe.model_copy(update={"hit": hit, "latency_ms": latency})
 
