@@ -19,6 +19,7 @@ from armature_temporal.runtime.models import LLMCallInput, LLMCallResult, RunInp
 from armature_temporal.runtime.traces import TraceRecord
 from armature_temporal.spec.compiler import Plan
 from armature_temporal.store import TraceStore
+from armature_temporal.views import build_dashboard, load_runs
 from tests.fakes import plan_from
 from worker import ACTIVITIES, build_worker
 from workflows.run_spec import WORKFLOW_NAME
@@ -102,6 +103,12 @@ async def test_a_repeated_deterministic_run_is_served_from_the_exact_cache(
     await run(client, task_queue, plan, "cache-exact-3", **ask("What is 3 + 3?"))
     (other,) = attempts("cache-exact-3")
     assert "cache" not in other.data
+    # The dashboard shows the hit and what it saved.
+    board = build_dashboard("cache-exact", load_runs(TraceStore(), spec="cache-exact"))
+    (version,) = board.versions
+    assert version.cache is not None
+    assert (version.cache.attempts, version.cache.hits, version.cache.exact) == (3, 1, 1)
+    assert version.cache.saved_cost_usd == PRICE and version.cost_usd == 2 * PRICE
 
 
 async def test_a_non_deterministic_stage_is_cached_only_when_it_opts_in(
@@ -139,6 +146,12 @@ async def test_a_paraphrase_is_a_semantic_hit_and_a_different_task_is_not(
     assert hit.data["cache"] == "semantic" and hit.data["source_run"] == "cache-sem-1"
     assert 0 < hit.data["similarity"] < 1 and hit.cost_usd == 0
     assert "cache" not in attempts("cache-sem-3")[0].data
+    # Above the paraphrase's similarity, the threshold turns the hit into a miss.
+    strict = plan_from(spec("cache-strict", cache=SEMANTIC.replace("}", ", threshold: 0.999}")))
+    await run(client, task_queue, strict, "cache-strict-1", **ask("How do I reset my password?"))
+    await run(client, task_queue, strict, "cache-strict-2", **ask("How can I reset my password?"))
+    assert "cache" not in attempts("cache-strict-2")[0].data
+    assert TraceStore().cache_entries("cache-strict")[0].status == "servable"
     hits = TraceStore().cache_hits("cache-sem")
     assert [(h["kind"], h["source_run"]) for h in hits] == [("semantic", "cache-sem-1")]
     assert "How can I" in hits[0]["task"] and "How do I" in hits[0]["source_task"]
