@@ -116,7 +116,7 @@ def _lookup(query: CacheLookup) -> CacheProbe:
     store = store_for(database_url())
     hit: CacheHit | None = None
     if query.exact:
-        entry = store.cache_exact(probe.exact_key)
+        entry = store.cache_exact(probe.exact_key, spec_name=inp.spec_name)
         if entry is not None:
             hit = _hit(entry, "exact", 1.0)
     if hit is None and query.semantic and probe.task:

@@ -4,7 +4,9 @@ task text a semantic entry is embedded from.
 The exact key is the sha256 of canonical JSON over everything that decides a model's answer:
 provider, model, api base, adapter, the rendered messages, the output mode and schema, and the
 sampling parameters (temperature, max_tokens, provider params: the tier's with the call's
-overrides). Two calls with the same key are the same request.
+overrides); for a ``simulate`` tier also its declared knobs (valid_rate, quality, latency),
+which are its model. Two calls with the same key are the same request. A spec is only served
+its own entries (the lookup filters by spec name as well).
 """
 
 from __future__ import annotations
@@ -69,6 +71,10 @@ def exact_key(inp: LLMCallInput, messages: list[dict[str, Any]]) -> str:
             "max_tokens": inp.params.get("max_tokens", stage.role.max_tokens) or tier.max_tokens,
             "params": params,
             "tools": sorted(inp.tools),
+            # A simulate tier's model is its declared knobs.
+            "simulate": [tier.valid_rate, tier.quality, tier.latency_ms]
+            if tier.provider == "simulate"
+            else None,
         }
     )
 

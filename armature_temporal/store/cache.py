@@ -69,13 +69,17 @@ class CacheStore(StoreBase):
             row = conn.execute(select(table).where(table.c.id == entry_id)).mappings().first()
         return None if row is None else _entry(row)
 
-    def cache_exact(self, exact_key: str, *, now: str | None = None) -> CacheEntry | None:
-        """The newest servable, unexpired entry with this exact key, or None."""
+    def cache_exact(
+        self, exact_key: str, *, spec_name: str | None = None, now: str | None = None
+    ) -> CacheEntry | None:
+        """The newest servable, unexpired entry with this exact key (of ``spec_name``: a spec
+        is only served its own entries), or None."""
         table = table_of(CacheEntryRow)
         query = (
             select(table)
             .where(
                 table.c.exact_key == exact_key,
+                *([table.c.spec_name == spec_name] if spec_name is not None else []),
                 table.c.status == "servable",
                 table.c.expires_at > (now or _now()),
             )

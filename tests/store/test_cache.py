@@ -51,6 +51,8 @@ def test_only_settled_servable_unexpired_entries_are_served(store: TraceStore) -
     assert [v[0] for v in store.cache_vectors("p", "m", now=T0)] == ["e1"]
     assert store.cache_vectors("p", "other-model", now=T0) == []
     assert store.cache_exact("k1", now=LATER) is None  # expired
+    assert store.cache_exact("k1", spec_name="s", now=T0) is not None
+    assert store.cache_exact("k1", spec_name="another", now=T0) is None
     assert store.cache_vectors("p", "m", now=LATER) == []
 
 
