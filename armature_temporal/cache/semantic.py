@@ -176,7 +176,9 @@ def guard_veto(a: str, b: str) -> str | None:
     numbers differ; one is negated and the other not; a capitalised name in one is not in
     the other; or they use (nearly) the same content words with two of them swapped (``work
     in India after a degree from abroad`` / ``work abroad after a degree from India``: one
-    bag of words, which is most of what an embedding sees, in different roles)."""
+    bag of words, which is most of what an embedding sees, in different roles). It errs
+    towards a veto: ``budget of India`` / ``India's budget`` is one too. A veto costs a
+    model call, a wrong hit a wrong answer."""
     na, nb = _numbers(a), _numbers(b)
     if na != nb:
         return f"numbers differ ({', '.join(sorted(na ^ nb))})"
