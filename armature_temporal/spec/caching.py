@@ -47,7 +47,10 @@ class StageCache(_Model):
         "precision-tuned DEFAULT_THRESHOLD; `armature cache eval` scores a threshold).",
     )
     ttl: Seconds = Field(
-        604800.0, gt=0, description="How long an entry may be served, e.g. '7d' (default), '12h'."
+        "7d",  # validated: 604800 seconds
+        gt=0,
+        validate_default=True,
+        description="How long an entry may be served, e.g. '7d' (the default), '12h', '90m'.",
     )
     scope: Literal["spec_version", "spec"] = Field(
         "spec_version",
