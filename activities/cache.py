@@ -96,8 +96,7 @@ def _nearest(
     return found if found is not None else ("", 0.0)
 
 
-def _lookup(query: CacheLookup) -> CacheProbe:
-    started = time.perf_counter()
+def _lookup(query: CacheLookup, adapter: str | None, started: float) -> CacheProbe:
     inp = query.call
     try:
         messages = render_messages(inp)
@@ -107,7 +106,7 @@ def _lookup(query: CacheLookup) -> CacheProbe:
         return CacheProbe(skipped="lifecycle hooks at pre_stage/post_stage are registered")
     rendered = json.dumps(messages, sort_keys=True, ensure_ascii=False, default=str)
     probe = CacheProbe(
-        exact_key=exact_key(inp, messages),
+        exact_key=exact_key(inp, messages, adapter),
         partition=partition_key(inp, query.spec_hash, query.config.scope),
         task=task_of(messages),
         inputs_hash=hashlib.sha256(rendered.encode("utf-8")).hexdigest(),
@@ -129,18 +128,27 @@ def _lookup(query: CacheLookup) -> CacheProbe:
         if (
             entry is not None
             and entry.status == "servable"
+            and entry.expires_at > datetime.now(UTC).isoformat()  # the index may predate it
             and is_hit(similarity, threshold, query=probe.task, source=entry.task)
         ):
             hit = _hit(entry, "semantic", round(float(similarity), 6))
     latency = (time.perf_counter() - started) * 1000
-    return probe.model_copy(update={"hit": hit, "latency_ms": latency})
+    # The messages travel (in the run's history) only with a hit, whose attempt records them;
+    # on a miss llm_call's result carries them.
+    messages = probe.messages if hit is not None else []
+    return probe.model_copy(update={"hit": hit, "latency_ms": latency, "messages": messages})
 
 
 @activity.defn(name="cache_lookup")
 async def cache_lookup(query: CacheLookup) -> CacheProbe:
     """A servable answer for the call (exact first, then semantic), or the keys to keep the
     model's answer under. Recording the hit is :func:`cache_keep`'s caller's business."""
-    return await asyncio.to_thread(_lookup, query)
+    from activities.llm import _adapter_for
+
+    started = time.perf_counter()
+    inp = query.call
+    adapter = await _adapter_for(inp) if inp.tier.provider == "local" else None
+    return await asyncio.to_thread(_lookup, query, adapter, started)
 
 
 def _keep(keep: CacheKeep) -> bool:

@@ -52,8 +52,11 @@ def effective_temperature(inp: LLMCallInput) -> float | None:
     return inp.tier.temperature if value is None else float(value)
 
 
-def exact_key(inp: LLMCallInput, messages: list[dict[str, Any]]) -> str:
-    """The call's exact key (see the module docstring)."""
+def exact_key(
+    inp: LLMCallInput, messages: list[dict[str, Any]], adapter: str | None = None
+) -> str:
+    """The call's exact key (see the module docstring); ``adapter``: the adapter a local
+    tier's ``adapter: latest`` resolves to now (it changes as the fine-tune loop trains)."""
     stage, tier = inp.stage, inp.tier
     assert stage.role is not None
     params = {**tier.params, **{k: v for k, v in inp.params.items() if k != "temperature"}}
@@ -63,7 +66,7 @@ def exact_key(inp: LLMCallInput, messages: list[dict[str, Any]]) -> str:
             "provider": tier.provider,
             "model": tier.model,
             "api_base": tier.api_base,
-            "adapter": tier.adapter,
+            "adapter": adapter or tier.adapter,
             "messages": messages,
             "output_mode": stage.output_mode,
             "output_schema": stage.output_schema,

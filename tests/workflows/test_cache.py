@@ -13,15 +13,17 @@ from typing import Any
 import pytest
 from temporalio import activity
 from temporalio.client import Client, WorkflowFailureError
+from temporalio.worker import Replayer
 
 from activities.llm import llm_call
 from armature_temporal.runtime.models import LLMCallInput, LLMCallResult, RunInput, RunResult
+from armature_temporal.runtime.payloads import data_converter
 from armature_temporal.runtime.traces import TraceRecord
 from armature_temporal.spec.compiler import Plan
 from armature_temporal.store import TraceStore
 from armature_temporal.views import build_dashboard, load_runs
 from tests.fakes import plan_from
-from worker import ACTIVITIES, build_worker
+from worker import ACTIVITIES, WORKFLOWS, build_worker, workflow_runner
 from workflows.run_spec import WORKFLOW_NAME
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -208,12 +210,14 @@ async def test_entries_of_failed_rejected_and_low_judged_runs_are_never_served(
     assert all(reason in (e.reason or "") for e in entries), [e.reason for e in entries]
 
 
-async def test_an_expired_entry_is_not_served(client: Client, task_queue: str) -> None:
-    plan = plan_from(spec("cache-ttl", cache="    cache: {ttl: 1ms}\n"))
+@pytest.mark.parametrize("cache", ["{ttl: 1ms}", "{exact: false, semantic: true, ttl: 1ms}"])
+async def test_an_expired_entry_is_not_served(client: Client, task_queue: str, cache: str) -> None:
+    name = "cache-ttl-sem" if "semantic" in cache else "cache-ttl"
+    plan = plan_from(spec(name, cache=f"    cache: {cache}\n"))
     for n in (1, 2):
-        await run(client, task_queue, plan, f"cache-ttl-{n}", **ask("What is 2 + 2?"))
-    assert "cache" not in attempts("cache-ttl-2")[0].data
-    assert len(TraceStore().cache_entries("cache-ttl")) == 2
+        await run(client, task_queue, plan, f"{name}-{n}", **ask("What is 2 + 2?"))
+    assert "cache" not in attempts(f"{name}-2")[0].data
+    assert len(TraceStore().cache_entries(name)) == 2
 
 
 async def test_verification_runs_neither_serve_nor_keep(client: Client, task_queue: str) -> None:
@@ -222,3 +226,23 @@ async def test_verification_runs_neither_serve_nor_keep(client: Client, task_que
     await run(client, task_queue, plan, "cache-verif-2", verification=True, **ask("What is 2 + 2?"))
     assert "cache" not in attempts("cache-verif-2")[0].data
     assert [e.run_id for e in TraceStore().cache_entries("cache-verif")] == ["cache-verif-1"]
+
+
+async def test_runs_that_miss_and_hit_replay_deterministically(
+    client: Client, task_queue: str
+) -> None:
+    """Both runs' histories (lookup, keep, hit and settle markers) replay on today's code."""
+    plan = plan_from(spec("cache-replay", cache="    cache: {semantic: true}\n"))
+    for n in (1, 2):
+        done = await run(client, task_queue, plan, f"cache-replay-{n}", **ask("What is 2 + 2?"))
+        assert done is not None and done.state == "completed"
+    assert attempts("cache-replay-2")[0].data["cache"] == "exact"
+    replayer = Replayer(
+        workflows=WORKFLOWS,
+        data_converter=data_converter(),
+        workflow_runner=workflow_runner(strict=True),
+    )
+    for n in (1, 2):
+        history = await client.get_workflow_handle(f"cache-replay-{n}").fetch_history()
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        assert result.replay_failure is None, result.replay_failure
