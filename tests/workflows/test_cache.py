@@ -3,7 +3,8 @@ repeated deterministic run is served from the exact cache (traced ``cache: exact
 a non-deterministic stage is cached only when it opts in, a paraphrased task is a semantic hit
 above the threshold and a different one is not, entries of failed, gate-rejected and low-judged
 runs are never served, expired entries are not served, a verify tier that does not confirm a
-semantic hit sends the call to the model, and verification runs neither serve nor keep."""
+semantic hit sends the call to the model, verification runs and workers with stage hooks
+neither serve nor keep, and runs that miss and hit replay."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.worker import Replayer
 
 from activities.llm import llm_call
+from armature_temporal.runtime.hooks import HookRegistry
 from armature_temporal.runtime.models import LLMCallInput, LLMCallResult, RunInput, RunResult
 from armature_temporal.runtime.payloads import data_converter
 from armature_temporal.runtime.traces import TraceRecord
@@ -246,3 +248,20 @@ async def test_runs_that_miss_and_hit_replay_deterministically(
         history = await client.get_workflow_handle(f"cache-replay-{n}").fetch_history()
         result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
         assert result.replay_failure is None, result.replay_failure
+
+
+async def test_a_worker_with_stage_hooks_neither_serves_nor_keeps(
+    client: Client, task_queue: str
+) -> None:
+    """A pre_stage/post_stage hook may change what the model sees or says: no cache then."""
+    registry = HookRegistry.default()
+    registry.clear()
+    registry.add("post_stage", lambda ctx: None, "allow-all")
+    try:
+        plan = plan_from(spec("cache-hooked"))
+        for n in (1, 2):
+            await run(client, task_queue, plan, f"cache-hooked-{n}", **ask("What is 2 + 2?"))
+    finally:
+        registry.clear()
+    assert "cache" not in attempts("cache-hooked-2")[0].data
+    assert TraceStore().cache_entries("cache-hooked") == []
