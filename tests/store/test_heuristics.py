@@ -158,7 +158,7 @@ def test_migration_9_adds_the_heuristics_tables_to_an_old_store(db_url: str) -> 
     engine = make_engine(db_url)
     assert migrate(engine, upto=8) == [1, 2, 3, 4, 5, 6, 7, 8]
     assert not inspect(engine).has_table("heuristics")
-    assert migrate(engine) == [9]
+    assert migrate(engine, upto=9) == [9]
     names = set(inspect(engine).get_table_names())
     assert {"heuristics", "heuristic_events", "heuristic_rewards"} <= names
     engine.dispose()

@@ -159,6 +159,7 @@ class Tracer:
                 "simulated_quality": llm.simulated_quality,
                 **({"pitfalls_hit": llm.pitfalls_hit} if llm.pitfalls_hit else {}),
                 **({"finish_reason": llm.finish_reason} if llm.finish_reason else {}),
+                **(llm.cache or {}),  # a cache hit: cache, cache_entry, similarity, ...
                 # The raw reply of an invalid attempt (its output may be None): DPO's "rejected".
                 **({} if llm.valid else {"text": llm.text[:20000]}),
             },
