@@ -34,7 +34,7 @@ noisy, so no rule is perfectly precise on them.
 
 Embeddings of the data are cached under ``--cache-dir`` (default
 ``$TMPDIR/armature-bench-cache``), keyed by the file's sha256 and the model; the first run
-embeds 7,850 texts (about 3 minutes on 2 cores), later runs take under a minute.
+embeds 7,850 texts (3–6 minutes on 2 cores, by load), later runs take under a minute.
 ``--sample N`` scores a seeded random subsample of N pairs instead of all.
 
 Run ``python benchmarks/cache.py [--folds 5] [--sample N] [--json]``.
