@@ -34,7 +34,7 @@ noisy, so no rule is perfectly precise on them.
 
 Embeddings of the data are cached under ``--cache-dir`` (default
 ``$TMPDIR/armature-bench-cache``), keyed by the file's sha256 and the model; the first run
-embeds 7,850 texts (about 3 minutes on 2 cores), later runs take under a minute.
+embeds 7,850 texts (3–6 minutes on 2 cores, by load), later runs take under a minute.
 ``--sample N`` scores a seeded random subsample of N pairs instead of all.
 
 Run ``python benchmarks/cache.py [--folds 5] [--sample N] [--json]``.
@@ -102,7 +102,7 @@ def _norm(text: str) -> str:
 
 
 def _tfidf_sims(rows: list[tuple[str, str, int]], train: list[int], test: list[int]) -> list[float]:
-    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.feature_extraction.text import TfidfVectorizer  # type: ignore[import-untyped]
 
     fitted = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
     fitted.fit([t for i in train for t in rows[i][:2]])
@@ -125,16 +125,13 @@ def cross_validate(
     for k in range(folds):
         train = [i for i, f in enumerate(fold_of) if f != k]
         test = [i for i, f in enumerate(fold_of) if f == k]
-        tf = _tfidf_sims(rows, train, test)
+        tf_full = [0.0] * len(rows)
+        for i, value in zip(train + test, _tfidf_sims(rows, train, test), strict=True):
+            tf_full[i] = value
         inputs = {
             "rule": (sims, vetoed, train, test),
             "minilm_cosine": (sims, none, train, test),
-            "tfidf_cosine": (
-                {i: tf[j] for j, i in enumerate(train + test)},
-                none,
-                train,
-                test,
-            ),
+            "tfidf_cosine": (tf_full, none, train, test),
         }
         for name, (s, v, tr, te) in inputs.items():
             t = tune_threshold(
@@ -208,7 +205,7 @@ def holdout(rows: list[tuple[str, str, int]], sims: list[float], vetoed: list[bo
 
 
 def latency(vectors: np.ndarray, threshold: float) -> dict[str, Any]:
-    from threadpoolctl import threadpool_limits
+    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
     rng = np.random.default_rng(7)
     result: dict[str, Any] = {}
@@ -306,8 +303,9 @@ def _print(r: dict[str, Any]) -> None:
             lo, hi = s[key + "_ci"]
             return f"{100 * s[key]:5.1f}% [{100 * lo:4.1f}, {100 * hi:4.1f}]"
 
+        precision = ci("precision") if s["hits"] else f"{'(no hits)':<22}"
         return (
-            f"{name:<16} {ci('precision')}  {ci('recall')}  {ci('false_hit_rate')}  "
+            f"{name:<16} {precision}  {ci('recall')}  {ci('false_hit_rate')}  "
             f"{100 * s['false_hits_per_lookup']:4.2f}%  {s['hits']:>5}"
         )
 

@@ -115,7 +115,7 @@ def _print(
 
     out.print(
         f"{pairs}: {r['pairs']} pairs ({r['positives']} same, {r['negatives']} different); "
-        f"embedder {embedder}; threshold {r['threshold']:.3f} plus the lexical guard",
+        f"embedder {embedder}; threshold {r['threshold']:.4g} plus the lexical guard",
         markup=False,
     )
     out.print(
@@ -135,6 +135,6 @@ def _print(
             markup=False,
         )
     if false_hits:
-        out.print(f"\nfalse hits at {r['threshold']:.3f} (first 10):", markup=False)
+        out.print(f"\nfalse hits at {r['threshold']:.4g} (first 10):", markup=False)
         for f in false_hits[:10]:
             out.print(f"  {f['similarity']:.3f}  {f['text_a']!r} / {f['text_b']!r}", markup=False)
