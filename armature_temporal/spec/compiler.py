@@ -18,6 +18,7 @@ from jinja2 import TemplateSyntaxError
 from pydantic import BaseModel, ConfigDict, Field
 
 from armature_temporal.spec.checks import tier_names
+from armature_temporal.spec.confidence import stage_min_confidence
 from armature_temporal.spec.experience import ExperienceConfig, compile_experience
 from armature_temporal.spec.loader import LoadedSpec, load_spec
 from armature_temporal.spec.models import (
@@ -75,8 +76,7 @@ DEFAULT_JUDGE_SCHEMA: dict[str, Any] = {
     "required": ["score", "rationale"],
 }
 
-#: The simulate ladder used when a spec declares no model_tiers: better tiers are more
-#: often valid and of higher quality.
+#: The simulate ladder when a spec declares no model_tiers: better tiers valid more, better.
 DEFAULT_SIMULATE_TIERS: dict[str, dict[str, float]] = {
     "tiny": {"valid_rate": 0.85, "quality": 0.55},
     "small": {"valid_rate": 0.95, "quality": 0.7},
@@ -194,6 +194,7 @@ class PlanStage(_Frozen):
     isolated: bool = False
     fail_as_value: bool = False
     block_below: float | None = None
+    min_confidence: float | None = None  # the stage's own, else confidence.min of its role type
     output_max_chars: int | None = None
     #: The context keys the stage sees (signature.input); None: all of its context.
     context_keys: list[str] | None = None
@@ -493,6 +494,7 @@ def _compile_stage(
         isolated=stage.isolated,
         fail_as_value=stage.fail_as_value,
         block_below=stage.block_below,
+        min_confidence=stage_min_confidence(spec, stage),
         output_max_chars=stage.output_max_chars
         or (contracts.output_max_chars if contracts else None),
         context_keys=list(stage.signature.input)
