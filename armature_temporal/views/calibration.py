@@ -202,7 +202,12 @@ def build_calibration(runs: Sequence[RunTrace]) -> list[StageCalibration]:
         stage_finals = finals[stage_id]
         hedges = [_hedged(r, c) for r, c in stage_finals]
         judged = pairs[stage_id]
-        kind = kinds[stage_id]
+        seen = kinds[stage_id]
+        outcome: Literal["judge", "gate", "mixed"] | None = None
+        if len(seen) > 1:
+            outcome = "mixed"
+        elif seen:
+            outcome = "gate" if "gate" in seen else "judge"
         out.append(
             StageCalibration(
                 stage_id=stage_id,
@@ -213,7 +218,7 @@ def build_calibration(runs: Sequence[RunTrace]) -> list[StageCalibration]:
                 min_confidence=thresholds.get(stage_id),
                 low_confidence_attempts=refused[stage_id],
                 judged=len(judged),
-                outcome=None if not kind else "mixed" if len(kind) > 1 else kind.pop(),  # type: ignore[arg-type]
+                outcome=outcome,
                 good_rate=round(sum(g for _, g in judged) / len(judged), 4) if judged else None,
                 brier=brier_score(judged),
                 bins=reliability_bins(judged),

@@ -24,8 +24,10 @@ def confidence_shortfall(stage: PlanStage, llm: LLMCallResult) -> str | None:
     """Why a valid output is not accepted for its confidence (the attempt's error), or None
     when it is: the stage sets no threshold, the call carries no confidence, or it is enough."""
     threshold = stage.min_confidence
+    if threshold is None or not llm.valid:
+        return None
     confidence = llm.confidence
-    if threshold is None or not llm.valid or confidence is None:
+    if confidence is None:
         return None
     if not workflow.patched(LOW_CONFIDENCE_ESCALATION):
         return None

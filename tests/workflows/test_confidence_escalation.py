@@ -1,0 +1,117 @@
+"""Escalation on low confidence, on a real Temporal dev server with the simulate provider.
+
+The spec's tiers hedge at declared rates (small 0.5, frontier 0.05). The same 30 inputs run as
+version 1 (no min_confidence) and version 2 (``confidence: {min: {worker: 0.6}}``): in version
+2 hedged outputs are refused (``low_confidence``) and escalate to frontier, and the hedging rate
+of the final outputs — what ``armature dashboard SPEC --json`` shows per version — drops."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from armature_temporal.store import TraceStore
+from tests.fakes import plan_from, run_armature, start
+from worker import build_worker
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+SPEC = """\
+name: hedgy
+version: "{version}"
+inputs: {{type: object, properties: {{question: {{type: string}}}}, required: [question]}}
+model_tiers:
+  small: {{provider: simulate, hedge_rate: 0.5}}
+  frontier: {{provider: simulate, hedge_rate: 0.05}}
+{confidence}stages:
+  - id: answer
+    role: {{name: Answerer, description: "Answer: {{{{ inputs.question }}}}", model_tier: small}}
+    on_fail: {{escalate: true}}
+  - id: review
+    depends_on: [answer]
+    role:
+      name: Reviewer
+      type: judge
+      model_tier: frontier
+      description: "Score this answer: {{{{ answer.content }}}}"
+"""
+INPUTS = 30
+
+
+async def run_version(client: Client, task_queue: str, version: int, confidence: str) -> list[str]:
+    plan = plan_from(SPEC.format(version=version, confidence=confidence))
+    run_ids = []
+    async with build_worker(client, task_queue):
+        for i in range(INPUTS):
+            run_id = f"hedgy-v{version}-{i}"
+            handle = await start(
+                client, plan, task_queue, {"question": f"what moves tide {i}?"}, run_id=run_id
+            )
+            result = await handle.result()
+            assert result.state == "completed"
+            run_ids.append(run_id)
+    return run_ids
+
+
+def hedged(record: Any) -> bool:
+    return bool(record.data.get("simulated_hedged"))
+
+
+async def test_hedged_outputs_escalate_and_the_final_hedging_rate_drops(
+    client: Client, task_queue: str, armature_home: Path
+) -> None:
+    plain = await run_version(client, task_queue, 1, "")
+    strict = await run_version(client, task_queue, 2, "confidence: {min: {worker: 0.6}}\n")
+    store = TraceStore()
+
+    def answers(run_id: str) -> list[Any]:
+        return [r for r in store.records(run_id) if r.kind == "attempt" and r.stage_id == "answer"]
+
+    # Without a threshold: one attempt each, on small; nothing is refused.
+    for run_id in plain:
+        (only,) = answers(run_id)
+        assert only.tier == "small" and only.error_type is None
+    # With one: every refused attempt is a valid output below 0.6, traced low_confidence, and
+    # the next attempt is on the next tier up.
+    refused = 0
+    for run_id in strict:
+        attempts = answers(run_id)
+        for k, a in enumerate(attempts):
+            if a.error_type == "low_confidence":
+                refused += 1
+                assert a.output_valid is True and a.data["confidence"] < 0.6
+                assert a.data["min_confidence"] == 0.6
+                if k + 1 < len(attempts):
+                    assert (a.tier, attempts[k + 1].tier) == ("small", "frontier")
+        # The same inputs: the first attempt is the same draw in both versions.
+        first = attempts[0]
+        twin = answers(run_id.replace("-v2-", "-v1-"))[0]
+        assert first.output == twin.output
+    assert refused >= INPUTS // 4  # about half of small's outputs hedge
+
+    shown = await run_armature(
+        "dashboard",
+        "hedgy",
+        "--json",
+        env={"ARMATURE_HOME": str(armature_home), "ARMATURE_DB_URL": ""},
+    )
+    assert shown.returncode == 0, shown.stderr
+    board = json.loads(shown.stdout)
+    v1, v2 = board["versions"]
+    assert (v1["spec_version"], v2["spec_version"]) == ("1", "2")
+    cal1 = next(c for c in v1["calibration"] if c["stage_id"] == "answer")
+    cal2 = next(c for c in v2["calibration"] if c["stage_id"] == "answer")
+    assert cal1["final_outputs"] == cal2["final_outputs"] == INPUTS
+    assert cal1["min_confidence"] is None and cal2["min_confidence"] == 0.6
+    assert cal2["low_confidence_attempts"] == refused
+    assert v2["taxonomy"]["low_confidence"] == refused
+    # The hedging rate of the final outputs drops, on the same inputs.
+    assert cal1["hedging_rate"] >= 0.3
+    assert cal2["hedging_rate"] <= cal1["hedging_rate"] / 2
+    # Both are calibrated against the judge.
+    assert cal1["judged"] == cal2["judged"] == INPUTS and cal1["outcome"] == "judge"
+    assert cal1["brier"] is not None and sum(b["outputs"] for b in cal1["bins"]) == INPUTS
