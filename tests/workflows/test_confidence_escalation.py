@@ -12,11 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio import activity
 from temporalio.client import Client
 
+from activities.llm import llm_call
+from armature_temporal.runtime.confidence import Confidence
+from armature_temporal.runtime.models import LLMCallInput, LLMCallResult
 from armature_temporal.store import TraceStore
+from armature_temporal.views.calibration import final_attempts
 from tests.fakes import plan_from, run_armature, start
-from worker import build_worker
+from worker import ACTIVITIES, build_worker
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -115,3 +120,96 @@ async def test_hedged_outputs_escalate_and_the_final_hedging_rate_drops(
     # Both are calibrated against the judge.
     assert cal1["judged"] == cal2["judged"] == INPUTS and cal1["outcome"] == "judge"
     assert cal1["brier"] is not None and sum(b["outputs"] for b in cal1["bins"]) == INPUTS
+
+
+# --- the attempt loop, with declared confidences -------------------------------------------
+
+DECLARED = """\
+name: declared
+model_tiers:
+  small: {provider: simulate}
+  medium: {provider: simulate}
+  frontier: {provider: simulate}
+stages:
+  - id: answer
+    role: {name: A, description: "confidence %s", model_tier: small}
+%s"""
+
+
+@activity.defn(name="llm_call")
+async def fake_llm_call_declared_confidence(inp: LLMCallInput) -> LLMCallResult:
+    """The real llm_call, its confidence replaced by the one the prompt declares for the tier
+    and attempt (``small=0.3,0.5 frontier=0.9``: small's first attempt 0.3, later ones 0.5)."""
+    result = await llm_call(inp)
+    declared = dict(part.split("=") for part in inp.prompt_template.split()[1:])
+    values = [float(v) for v in declared[inp.tier.name].split(",")]
+    value = values[min(len(values), inp.attempt) - 1]  # inp.attempt: the stage's, from 1
+    return result.model_copy(update={"confidence": Confidence(value=value, source="stated")})
+
+
+async def run_declared(
+    client: Client, task_queue: str, confidences: str, on_fail: str
+) -> tuple[Any, list[Any]]:
+    plan = plan_from(DECLARED % (confidences, on_fail))
+    activities = [fake_llm_call_declared_confidence, *(a for a in ACTIVITIES if a is not llm_call)]
+    async with build_worker(client, task_queue, activities=activities):
+        handle = await start(client, plan, task_queue, {})
+        result = await handle.result()
+    records = TraceStore().records(result.run_id)
+    return result, [r for r in records if r.kind == "attempt"]
+
+
+async def test_a_low_confidence_output_escalates_up_the_ladder_like_an_invalid_one(
+    client: Client, task_queue: str
+) -> None:
+    result, attempts = await run_declared(
+        client,
+        task_queue,
+        "small=0.3 medium=0.5 frontier=0.9",
+        "    min_confidence: 0.6\n    on_fail: {escalate: true}\n",
+    )
+    assert result.state == "completed"
+    assert [(a.tier, a.error_type) for a in attempts] == [
+        ("small", "low_confidence"),
+        ("medium", "low_confidence"),
+        ("frontier", None),
+    ]
+    assert "below the stage's min_confidence 0.6" in (attempts[0].error or "")
+    stage = result.stages["answer"]
+    assert (stage.tier, stage.escalated, stage.attempts) == ("frontier", True, 3)
+    assert stage.output == attempts[-1].output
+
+
+async def test_when_every_output_is_unsure_the_most_confident_stands(
+    client: Client, task_queue: str
+) -> None:
+    result, attempts = await run_declared(
+        client,
+        task_queue,
+        "small=0.2,0.4 medium=0.1 frontier=0.4",
+        "    min_confidence: 0.6\n    on_fail: {escalate: true, loop: {max: 1}}\n",
+    )
+    assert result.state == "completed"  # retries spent: the stage does not fail
+    assert [(a.tier, a.data["confidence"]) for a in attempts] == [
+        ("small", 0.2),
+        ("small", 0.4),
+        ("medium", 0.1),
+        ("medium", 0.1),
+        ("frontier", 0.4),
+        ("frontier", 0.4),
+    ]
+    assert all(a.error_type == "low_confidence" for a in attempts)
+    # The earliest of the most confident (small's second attempt), as the dashboard reads it.
+    assert result.stages["answer"].output == attempts[1].output
+    assert final_attempts(attempts)["answer"].seq == attempts[1].seq
+
+
+async def test_without_a_threshold_confidence_changes_nothing(
+    client: Client, task_queue: str
+) -> None:
+    result, attempts = await run_declared(
+        client, task_queue, "small=0.1 frontier=0.9", "    on_fail: {escalate: true}\n"
+    )
+    assert [(a.tier, a.error_type) for a in attempts] == [("small", None)]
+    assert "min_confidence" not in attempts[0].data
+    assert result.stages["answer"].output == attempts[0].output
