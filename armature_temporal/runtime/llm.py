@@ -63,6 +63,7 @@ class Completion(BaseModel):
     pitfalls_hit: list[str] = Field(default_factory=list)  # simulate: pitfalls fallen into
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
     finish_reason: str | None = None  # the provider's ("length": cut off by max_tokens)
+    logprobs: list[float] | None = None  # the output tokens', where the provider returned them
 
 
 def import_litellm() -> Any:

@@ -42,6 +42,13 @@ def _now() -> str:
     return workflow.now().isoformat()
 
 
+def _confidence(llm: LLMCallResult) -> dict[str, Any]:
+    """An attempt's ``confidence`` and ``confidence_source`` (none in runs from before them)."""
+    if llm.confidence is None:
+        return {}
+    return {"confidence": llm.confidence.value, "confidence_source": llm.confidence.source}
+
+
 class Tracer:
     """Adds one record per run start and end, stage, model attempt, tool call and gate
     decision, and sends them to the store in idempotent batches."""
@@ -169,6 +176,7 @@ class Tracer:
                 "simulated_quality": llm.simulated_quality,
                 **({"pitfalls_hit": llm.pitfalls_hit} if llm.pitfalls_hit else {}),
                 **({"finish_reason": llm.finish_reason} if llm.finish_reason else {}),
+                **_confidence(llm),
                 # The raw reply of an invalid attempt (its output may be None): DPO's "rejected".
                 **({} if llm.valid else {"text": llm.text[:20000]}),
             },
