@@ -103,8 +103,12 @@ def bootstrap(
 
 async def simulated_attempts(inputs: int, seed: int) -> list[dict[str, Any]]:
     """One attempt per input and tier: each source's confidence, and whether it was bad."""
-    from armature_temporal.runtime.confidence import confidence_of, from_logprobs
-    from armature_temporal.runtime.confidence import hedge_confidence, stated_confidence
+    from armature_temporal.runtime.confidence import (
+        confidence_of,
+        from_logprobs,
+        hedge_confidence,
+        stated_confidence,
+    )
     from armature_temporal.runtime.confidence.extract import answer_text
     from armature_temporal.runtime.llm import complete
     from armature_temporal.runtime.parsing import parse_output
@@ -172,12 +176,12 @@ async def simulated_attempts(inputs: int, seed: int) -> list[dict[str, Any]]:
 def recorded_attempts(url: str) -> list[dict[str, Any]]:
     """Attempts in a trace store whose confidence came from logprobs, with their outcome."""
     from armature_temporal.store import TraceStore
-    from armature_temporal.views.calibration import _outcomes
+    from armature_temporal.views.calibration import stage_outcomes
     from armature_temporal.views.dashboard import load_runs
 
     rows = []
     for run in load_runs(TraceStore(url), limit=100_000):
-        outcomes = _outcomes(run)
+        outcomes = stage_outcomes(run)
         for r in run.records:
             if r.kind != "attempt" or r.data.get("confidence_source") != "logprobs":
                 continue

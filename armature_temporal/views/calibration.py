@@ -39,6 +39,7 @@ __all__ = [
     "build_calibration",
     "final_attempts",
     "reliability_bins",
+    "stage_outcomes",
 ]
 
 #: Equal-width confidence bins of the reliability table.
@@ -103,7 +104,7 @@ def final_attempts(records: Sequence[TraceRecord]) -> dict[str, TraceRecord]:
     return finals
 
 
-def _outcomes(run: RunTrace) -> dict[str, tuple[bool, str]]:
+def stage_outcomes(run: RunTrace) -> dict[str, tuple[bool, str]]:
     """Per judged stage: (good, "judge" | "gate")."""
     evaluated: dict[str, float] = {}
     judged: dict[str, list[float]] = defaultdict(list)
@@ -182,7 +183,7 @@ def build_calibration(runs: Sequence[RunTrace]) -> list[StageCalibration]:
     refused: Counter[str] = Counter()
     thresholds: dict[str, float] = {}
     for run in runs:
-        outcomes = _outcomes(run)
+        outcomes = stage_outcomes(run)
         for r in run.records:
             if r.kind == "attempt" and r.stage_id and r.error_type == "low_confidence":
                 refused[r.stage_id] += 1

@@ -120,6 +120,13 @@ async def test_hedged_outputs_escalate_and_the_final_hedging_rate_drops(
     # Both are calibrated against the judge.
     assert cal1["judged"] == cal2["judged"] == INPUTS and cal1["outcome"] == "judge"
     assert cal1["brier"] is not None and sum(b["outputs"] for b in cal1["bins"]) == INPUTS
+    text = await run_armature(
+        "dashboard",
+        "hedgy",
+        env={"ARMATURE_HOME": str(armature_home), "ARMATURE_DB_URL": "", "COLUMNS": "200"},
+    )
+    assert text.returncode == 0, text.stderr
+    assert "confidence calibration" in text.stdout and "Brier" in text.stdout
 
 
 # --- the attempt loop, with declared confidences -------------------------------------------
