@@ -105,6 +105,8 @@ class ResolvedTier(_Frozen):
     quality: float = 0.8
     latency_ms: float = 0.0
     adapter: str | None = None
+    hedge_rate: float = 0.0
+    logprobs: bool | None = None
 
 
 class PlanRole(_Frozen):

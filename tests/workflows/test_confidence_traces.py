@@ -16,8 +16,9 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 SPEC = """\
 name: confident
 model_tiers:
-  shaky: {provider: simulate, valid_rate: 0.5}
+  shaky: {provider: simulate, valid_rate: 0.5, hedge_rate: 0.5}
   sure: {provider: simulate}
+  tokens: {provider: simulate, logprobs: true}
 stages:
   - id: text
     role: {name: T, description: "Say something about tides.", model_tier: shaky}
@@ -35,6 +36,8 @@ stages:
     output_mode: json
     output_schema: {type: object, properties: {n: {type: integer}}, required: [n]}
     on_fail: {loop: {max: 4}}
+  - id: scored
+    role: {name: L, description: "Name a tide.", model_tier: tokens}
 """
 
 
@@ -46,11 +49,13 @@ async def test_every_attempt_record_carries_confidence_and_source(
         handle = await start(client, plan, task_queue, {}, run_id="confident-1")
         await handle.result()
     attempts = [r for r in TraceStore().records("confident-1") if r.kind == "attempt"]
-    assert {r.stage_id for r in attempts} == {"text", "stated", "retried"}
+    assert {r.stage_id for r in attempts} == {"text", "stated", "retried", "scored"}
     for record in attempts:
         assert 0.0 <= record.data["confidence"] <= 1.0, record
         assert record.data["confidence_source"] in ("logprobs", "stated", "hedging")
     by_stage = {r.stage_id: r for r in attempts}
     assert by_stage["stated"].data["confidence_source"] == "stated"
+    assert by_stage["scored"].data["confidence_source"] == "logprobs"
+    assert by_stage["text"].data["confidence_source"] == "hedging"
     stated = by_stage["stated"].output["confidence"] / 100
     assert by_stage["stated"].data["confidence"] == pytest.approx(stated)
