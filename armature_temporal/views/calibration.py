@@ -14,10 +14,11 @@ Outputs with neither are not calibrated (but still count for the hedging rate).
   the mean confidence and the observed good rate. Calibrated confidence has the two equal.
 - **Brier score**: mean of ``(confidence - good)²`` over judged outputs (0 best; 0.25 is what
   always saying 0.5 scores).
-- **Hedging rate**: the share of final outputs that hedge. Where the simulate provider declared
-  it (``data.simulated_hedged`` on the attempt) that is the ground truth; otherwise an output
-  hedges when its confidence came from the hedge detector and is below the stage's
-  ``min_confidence`` (or :data:`HEDGED_BELOW` where the stage sets none).
+- **Hedging rate**: the share of final outputs that hedge: whose confidence came from the hedge
+  detector and is below the stage's ``min_confidence`` (or :data:`HEDGED_BELOW` where the stage
+  sets none). Traces do not carry the simulator's own hedge coin, so this is the detector's
+  reading on simulate tiers too (the acceptance test checks it against the simulator's
+  hedging sentences).
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from armature_temporal.views.report import RunTrace, _View
 __all__ = [
     "BINS",
     "HEDGED_BELOW",
-    "HEDGE_MARK",
     "ReliabilityBin",
     "StageCalibration",
     "brier_score",
@@ -46,8 +46,6 @@ __all__ = [
 BINS = 5
 #: A detector confidence below this is a hedged output, in a stage without min_confidence.
 HEDGED_BELOW = 0.5
-#: The attempt-record data key where the simulate provider declares a hedged output.
-HEDGE_MARK = "simulated_hedged"
 
 
 class ReliabilityBin(_View):
@@ -71,9 +69,8 @@ class StageCalibration(_View):
     good_rate: float | None
     brier: float | None
     bins: list[ReliabilityBin]
-    hedged: int
+    hedged: int  # final outputs the hedge detector scored below the threshold
     hedging_rate: float | None
-    hedging_basis: Literal["simulated", "detector"] | None
 
 
 def _confidence(record: TraceRecord) -> float | None:
@@ -166,13 +163,10 @@ def brier_score(pairs: Sequence[tuple[float, bool]]) -> float | None:
     return round(sum((c - float(g)) ** 2 for c, g in pairs) / len(pairs), 4)
 
 
-def _hedged(record: TraceRecord, confidence: float) -> tuple[bool, str]:
-    mark = record.data.get(HEDGE_MARK)
-    if isinstance(mark, bool):
-        return mark, "simulated"
+def _hedged(record: TraceRecord, confidence: float) -> bool:
     threshold = record.data.get("min_confidence")
     below = confidence < (threshold if isinstance(threshold, int | float) else HEDGED_BELOW)
-    return record.data.get("confidence_source") == "hedging" and below, "detector"
+    return record.data.get("confidence_source") == "hedging" and below
 
 
 def build_calibration(runs: Sequence[RunTrace]) -> list[StageCalibration]:
@@ -223,11 +217,8 @@ def build_calibration(runs: Sequence[RunTrace]) -> list[StageCalibration]:
                 good_rate=round(sum(g for _, g in judged) / len(judged), 4) if judged else None,
                 brier=brier_score(judged),
                 bins=reliability_bins(judged),
-                hedged=sum(h for h, _ in hedges),
-                hedging_rate=round(sum(h for h, _ in hedges) / len(hedges), 4),
-                hedging_basis="simulated"
-                if any(b == "simulated" for _, b in hedges)
-                else "detector",
+                hedged=sum(hedges),
+                hedging_rate=round(sum(hedges) / len(hedges), 4),
             )
         )
     return out

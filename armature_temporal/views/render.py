@@ -333,7 +333,7 @@ def _calibration(version: VersionStats) -> RenderableType | None:
             ", ".join(f"{k} {n}" for k, n in sorted(c.sources.items())),
             _num(c.min_confidence),
             str(c.low_confidence_attempts),
-            "—" if c.hedging_rate is None else f"{c.hedging_rate:.0%} ({c.hedging_basis or ''})",
+            "—" if c.hedging_rate is None else f"{c.hedging_rate:.0%}",
             str(c.judged),
             "—" if c.good_rate is None else f"{c.good_rate:.0%}",
             _num(c.brier, 3),

@@ -88,14 +88,11 @@ def attempt(
     valid: bool = True,
     tier: str = "small",
     source: str = "hedging",
-    hedged: bool | None = None,
     run: str = "r",
 ) -> TraceRecord:
     data: dict[str, Any] = {"min_confidence": 0.6}
     if confidence is not None:
         data.update(confidence=confidence, confidence_source=source)
-    if hedged is not None:
-        data["simulated_hedged"] = hedged
     return record(
         "attempt",
         run,
@@ -167,11 +164,10 @@ def test_calibration_reads_judges_evaluations_and_gates_and_the_hedging_rate() -
     assert cal.min_confidence == 0.6 and cal.low_confidence_attempts == 3
     assert cal.judged == 2 and cal.outcome == "judge" and cal.good_rate == 0.5
     assert cal.brier == round(((0.8 - 1) ** 2 + 0.65**2) / 2, 4)
-    assert (cal.hedged, cal.hedging_rate, cal.hedging_basis) == (1, round(1 / 3, 4), "detector")
-    # The simulator's declared hedge marker wins over the detector.
-    marked = [trace("r4", attempt(0.9, hedged=True, run="r4"))]
-    (cal,) = build_calibration(marked)
-    assert (cal.hedged, cal.hedging_basis) == (1, "simulated")
+    assert (cal.hedged, cal.hedging_rate) == (1, round(1 / 3, 4))
+    # Only the hedge detector's confidences count as hedging.
+    (cal,) = build_calibration([trace("r4", attempt(0.1, source="stated", run="r4"))])
+    assert (cal.hedged, cal.hedging_rate) == (0, 0.0)
     # An evaluation of the stage, or its gate, is its outcome too.
     evaluated = record("evaluation", "r5", stage_id="draft", judge_score=0.7)
     gated = record("gate", "r6", stage_id="draft", status="reject")

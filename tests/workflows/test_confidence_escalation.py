@@ -62,8 +62,20 @@ async def run_version(client: Client, task_queue: str, version: int, confidence:
     return run_ids
 
 
+#: The ends of the simulator's hedging sentences (runtime/simulate/_confidence.py): its own
+#: declaration of which outputs hedged, which the detector behind the dashboard never sees.
+HEDGE_TAILS = (
+    "so this may be wrong.",
+    "but I could be mistaken about",
+    "It is hard to say without more information.",
+    "though I cannot be certain.",
+    "you may want to double-check",
+)
+
+
 def hedged(record: Any) -> bool:
-    return bool(record.data.get("simulated_hedged"))
+    text = json.dumps(record.output)
+    return any(tail in text for tail in HEDGE_TAILS)
 
 
 async def test_hedged_outputs_escalate_and_the_final_hedging_rate_drops(
@@ -97,6 +109,15 @@ async def test_hedged_outputs_escalate_and_the_final_hedging_rate_drops(
         twin = answers(run_id.replace("-v2-", "-v1-"))[0]
         assert first.output == twin.output
     assert refused >= INPUTS // 4  # about half of small's outputs hedge
+    # By the simulator's own declaration: the share of final outputs that hedge drops.
+    finals_plain = [final_attempts(store.records(r))["answer"] for r in plain]
+    finals_strict = [final_attempts(store.records(r))["answer"] for r in strict]
+    truly_plain = sum(map(hedged, finals_plain))
+    truly_strict = sum(map(hedged, finals_strict))
+    assert truly_plain >= INPUTS // 4 and truly_strict <= truly_plain // 2, (
+        truly_plain,
+        truly_strict,
+    )
 
     shown = await run_armature(
         "dashboard",
