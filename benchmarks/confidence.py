@@ -17,6 +17,15 @@ one seeded call each, then one judge call on the judged latent quality. The simu
 is declared (README, "The simulate provider"): a hedged output (``hedge_rate``) carries hedging
 language, loses ``HEDGE_PENALTY`` of latent quality, and states and logs lower confidence.
 
+Read the simulated figures for what they are: the simulator *declares* its stated confidence
+and its logprobs from the output's latent quality plus noise, so their AUROC measures that
+declared noise and the extractors' arithmetic, not how well a real model's logprobs or stated
+numbers predict its failures. The hedge detector is the one source tested on something it did
+not see fitted: the simulator's hedging sentences, on a coin of their own, with the hedge
+penalty on latent quality (and its weights were fitted on a corpus of its own, see
+``armature_temporal/runtime/confidence``). Invalid outputs have no stated confidence, so the
+second table compares every source on the same valid attempts.
+
 **Recorded attempts**: with ``--store URL`` (a trace store), every recorded attempt whose
 confidence came from logprobs (a real provider that returned them) is scored the same way,
 bad being invalid or judged < 0.5 by the stage's judge (the dashboard's outcome rule). Offline
@@ -164,6 +173,7 @@ async def simulated_attempts(inputs: int, seed: int) -> list[dict[str, Any]]:
                 {
                     "tier": tier,
                     "bad": not parsed.valid or score is None or score < LOW_SCORE,
+                    "valid": parsed.valid,
                     "logprobs": from_logprobs(logprobs),
                     "stated": stated_confidence(output, stage.output_schema),
                     "hedging": hedge_confidence(answer_text(done.text, output)),
@@ -235,8 +245,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     rows = asyncio.run(simulated_attempts(args.inputs, args.seed))
+    valid = [r for r in rows if r["valid"] and all(r[s] is not None for s in SOURCES)]
     report: dict[str, Any] = {
         "simulated": table(rows, boot=args.boot, seed=args.seed),
+        "simulated_valid": table(valid, boot=args.boot, seed=args.seed),
         "recorded": None,
     }
     recorded = recorded_attempts(args.store) if args.store else []
@@ -249,6 +261,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"simulated attempts ({args.inputs} inputs × 3 tiers; bad = invalid or judged "
         f"< {LOW_SCORE}):",
         report["simulated"],
+    )
+    show(
+        f"the valid simulated attempts, every source on the same {len(valid)} (bad = judged "
+        f"< {LOW_SCORE}):",
+        report["simulated_valid"],
     )
     if report["recorded"] is None:
         where = f"in {args.store}" if args.store else "offline (no --store)"

@@ -209,3 +209,22 @@ def test_diagnosis_sees_low_confidence_and_proposes_a_tier_up() -> None:
     (change,) = candidates(plan, diagnosis, ["draft.model_tier"])
     assert change.new == "frontier"
     assert "refused for low confidence" in change.why
+
+
+def test_the_benchmarks_auroc_is_mann_whitney() -> None:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "confidence.py"
+    spec = importlib.util.spec_from_file_location("bench_confidence", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    bad = [True, True, False, False]
+    assert bench.auroc([0.1, 0.2, 0.8, 0.9], bad) == 1.0  # confident attempts are the good ones
+    assert bench.auroc([0.9, 0.8, 0.2, 0.1], bad) == 0.0
+    assert bench.auroc([0.5, 0.5, 0.5, 0.5], bad) == 0.5  # ties count half
+    assert bench.auroc([0.1, 0.6, 0.5, 0.9], bad) == 0.75
+    assert bench.auroc([0.1, 0.2], [True, True]) is None
+    low, high = bench.bootstrap([0.1, 0.6, 0.5, 0.9] * 10, bad * 10, boot=200, seed=1)
+    assert low is not None and high is not None and low <= 0.75 <= high
