@@ -509,8 +509,7 @@ def _compile_stage(
 
 
 def _default_on_reject(spec: Spec, gate_id: str) -> Literal["stop", "continue"]:
-    """A gate whose decision some condition or skip_if branches on lets the run continue
-    after a rejection (as in 0.7.0); otherwise a rejection stops the run."""
+    """A rejection stops the run unless a condition or skip_if reads the gate (as in 0.7.0)."""
     for other in spec.stages:
         for expr in (other.condition, other.skip_if):
             if expr is None:
@@ -588,9 +587,7 @@ def _fallback_tier(preferred: str, ladder: list[str]) -> str:
 
 
 def _compile_loop(stage: Stage) -> PlanLoop | None:
-    if stage.loop is None:
-        return None
-    return PlanLoop(**stage.loop.model_dump())
+    return None if stage.loop is None else PlanLoop(**stage.loop.model_dump())
 
 
 def _compile_arm(arm: Arm, role: PlanRole) -> PlanArm:
