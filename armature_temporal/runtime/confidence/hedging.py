@@ -187,8 +187,9 @@ CUES: dict[str, tuple[str, ...]] = {
         "the result is",
     ),
 }
-#: The features, in order: each cue class, questions, digits and the text's length.
-FEATURES: tuple[str, ...] = (*CUES, "question", "digits", "length")
+#: The features, in order: each cue class, questions and numbers. Not the text's length: in
+#: the corpus hedged answers run longer, which says nothing about hedging.
+FEATURES: tuple[str, ...] = (*CUES, "question", "digits")
 _PATTERNS = {
     name: re.compile(
         r"(?<![\w'])(?:"
@@ -208,12 +209,11 @@ class HedgeModelError(ArmatureError):
 
 def hedge_features(text: str) -> dict[str, float]:
     """The detector's features of ``text``: ``log(1 + count)`` of each cue class, of question
-    marks and of numbers, and ``log(1 + words)``."""
+    marks and of numbers."""
     normal = text.replace("’", "'")
     out = {name: math.log1p(len(pattern.findall(normal))) for name, pattern in _PATTERNS.items()}
     out["question"] = math.log1p(normal.count("?"))
     out["digits"] = math.log1p(len(_DIGITS.findall(normal)))
-    out["length"] = math.log1p(len(_WORD.findall(normal)))
     return out
 
 
@@ -239,7 +239,10 @@ class HedgeModel:
         return self.bias + sum(w * features.get(f, 0.0) for f, w in self.weights.items())
 
     def probability(self, text: str) -> float:
-        """The calibrated probability that the attempt whose answer is ``text`` is good."""
+        """The calibrated probability that the attempt whose answer is ``text`` is good; 0 for
+        a text without a word (no answer at all)."""
+        if _WORD.search(text) is None:
+            return 0.0
         return _sigmoid(self.platt_a * self.logit(hedge_features(text)) + self.platt_b)
 
     def to_json(self) -> dict[str, Any]:
