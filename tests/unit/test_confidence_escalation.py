@@ -228,3 +228,18 @@ def test_the_benchmarks_auroc_is_mann_whitney() -> None:
     assert bench.auroc([0.1, 0.2], [True, True]) is None
     low, high = bench.bootstrap([0.1, 0.6, 0.5, 0.9] * 10, bad * 10, boot=200, seed=1)
     assert low is not None and high is not None and low <= 0.75 <= high
+
+
+def test_validate_warns_when_a_refused_output_could_not_be_retried() -> None:
+    from armature_temporal.spec.warnings import spec_warnings
+
+    def warned(text: str) -> list[str]:
+        return [
+            m for path, m in spec_warnings(load_spec_text(text).spec) if "min_confidence" in path
+        ]
+
+    assert warned(SPEC) and "neither retries" in warned(SPEC)[0]  # strict: no on_fail
+    fixed = SPEC.replace(
+        "    min_confidence: 0.9\n", "    min_confidence: 0.9\n    on_fail: {loop: {max: 2}}\n"
+    )
+    assert warned(fixed) == []

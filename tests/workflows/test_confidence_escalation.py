@@ -137,7 +137,7 @@ async def test_hedged_outputs_escalate_and_the_final_hedging_rate_drops(
     assert v2["taxonomy"]["low_confidence"] == refused
     # The hedging rate of the final outputs drops, on the same inputs.
     assert cal1["hedging_rate"] >= 0.3
-    assert cal2["hedging_rate"] <= cal1["hedging_rate"] / 2
+    assert cal2["hedging_rate"] <= cal1["hedging_rate"] - 0.2
     # Both are calibrated against the judge.
     assert cal1["judged"] == cal2["judged"] == INPUTS and cal1["outcome"] == "judge"
     assert cal1["brier"] is not None and sum(b["outputs"] for b in cal1["bins"]) == INPUTS
