@@ -110,3 +110,46 @@ def test_simulated_logprobs_follow_latent_quality_and_drop_when_hedged() -> None
         expected = LOGPROB_BASE + LOGPROB_SLOPE * plain.quality
         assert math.isclose(got.value, expected, abs_tol=0.2)
         assert confidence(hedged).value < got.value
+
+
+SPEC = """\
+name: hedgy
+model_tiers:
+  calm: {provider: simulate}
+  shaky: {provider: simulate, hedge_rate: 1.0, logprobs: true}
+stages:
+  - id: s
+    role: {name: S, description: "Describe the tides.", model_tier: calm}
+"""
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_the_tier_fields_reach_the_simulator_through_the_plan() -> None:
+    from armature_temporal.runtime.llm import complete
+    from tests.fakes import plan_from
+
+    plan = plan_from(SPEC)
+    assert plan.tiers["shaky"].hedge_rate == 1.0 and plan.tiers["shaky"].logprobs is True
+    args: dict[str, Any] = {
+        "seed": "x/s/1",
+        "role_type": "worker",
+        "output_mode": "text",
+        "output_schema": None,
+    }
+    messages = [{"role": "user", "content": PROMPT}]
+    calm = await complete(plan.tiers["calm"], messages, **args)
+    shaky = await complete(plan.tiers["shaky"], messages, **args)
+    assert calm.logprobs is None and shaky.logprobs
+    assert shaky.simulated_quality == pytest.approx(
+        max(0.0, (calm.simulated_quality or 0.0) - HEDGE_PENALTY)
+    )
+
+
+def test_hedge_rate_is_a_simulate_only_field() -> None:
+    from armature_temporal.errors import SpecError
+    from tests.fakes import plan_from
+
+    with pytest.raises(SpecError, match="hedge_rate only apply to provider 'simulate'"):
+        plan_from(
+            SPEC.replace("provider: simulate, hedge_rate", "provider: openai, model: m, hedge_rate")
+        )
