@@ -243,3 +243,33 @@ def test_validate_warns_when_a_refused_output_could_not_be_retried() -> None:
         "    min_confidence: 0.9\n", "    min_confidence: 0.9\n    on_fail: {loop: {max: 2}}\n"
     )
     assert warned(fixed) == []
+
+
+def test_the_rendered_diagnosis_shows_the_unsure_share() -> None:
+    from rich.console import Console
+
+    from armature_temporal.improve.models import Diagnosis, StageStats
+    from armature_temporal.improve.render import render_diagnosis
+
+    stats = StageStats(
+        stage="draft",
+        runs=4,
+        attempts=8,
+        invalid_rate=0.0,
+        escalation_rate=0.5,
+        failure_rate=0.0,
+        first_try_rate=0.5,
+        low_confidence_rate=0.375,
+    )
+    diagnosis = Diagnosis(
+        spec_name="unsure",
+        spec_hash="h" * 64,
+        runs=4,
+        mean_hqs=None,
+        stages=[stats],
+        sample_inputs=[],
+    )
+    console = Console(width=120, record=True)
+    console.print(render_diagnosis(diagnosis))
+    text = console.export_text()
+    assert "unsure" in text and "38%" in text
