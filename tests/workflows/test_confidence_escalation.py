@@ -228,7 +228,9 @@ async def test_when_every_output_is_unsure_the_most_confident_stands(
     ]
     assert all(a.error_type == "low_confidence" for a in attempts)
     # The earliest of the most confident (small's second attempt), as the dashboard reads it.
-    assert result.stages["answer"].output == attempts[1].output
+    stage = result.stages["answer"]
+    assert stage.output == attempts[1].output
+    assert (stage.tier, stage.escalated, stage.attempts) == ("small", False, 6)
     assert final_attempts(attempts)["answer"].seq == attempts[1].seq
 
 

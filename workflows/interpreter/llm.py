@@ -173,6 +173,7 @@ class LLMStages:
         if kept:
             return kept[0]  # retries spent: the last valid output stands, as in 0.7.0
         if doubtful is not None:  # retries spent: the most confident output stands
+            result.tier, result.escalated = doubtful.tier, doubtful.tier != ladder[0]
             if doubtful.simulated_quality is not None:
                 self.run.last_quality[stage.id] = doubtful.simulated_quality
             return doubtful.output
