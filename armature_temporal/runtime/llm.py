@@ -292,9 +292,12 @@ async def _litellm(
 
 def _wants_logprobs(litellm: Any, tier: ResolvedTier) -> bool:
     """Whether to ask for logprobs: the tier says so, or (unset) litellm lists ``logprobs``
-    among the provider's supported parameters for this model."""
+    among the provider's supported parameters for this model — except for ``openai`` pointed
+    at another ``api_base``, a compatible server of unknown make that may reject them."""
     if tier.logprobs is not None:
         return tier.logprobs
+    if tier.provider == "openai" and tier.api_base:
+        return False
     try:
         supported = litellm.get_supported_openai_params(
             model=tier.model or "", custom_llm_provider=tier.provider

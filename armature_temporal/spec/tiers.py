@@ -66,7 +66,8 @@ class ModelTier(_Model):
         None,
         description="Ask the provider for the output tokens' logprobs, from which each attempt's "
         "confidence is taken: true always, false never; unset, when litellm lists logprobs "
-        "among the provider's parameters (openai, hosted_vllm, openrouter, ...). simulate "
+        "among the provider's parameters (openai, hosted_vllm, openrouter, ...), but not for "
+        "openai with another api_base (a compatible server that may reject them). simulate "
         "returns declared logprobs only when true.",
     )
     tool_calling: bool | None = Field(

@@ -33,8 +33,10 @@ async def test_logprobs_are_requested_where_litellm_lists_them_and_read_back(
     base, state = fake_openai_server
     monkeypatch.setenv("ARMATURE_TEST_KEY", "sk-test")
     state.replies.append((200, with_logprobs("Paris.", [-0.05, -0.2, -0.01]), {}))
+    # A vLLM server, logprobs unset: litellm lists logprobs for hosted_vllm.
+    vllm = tier(base).model_copy(update={"provider": "hosted_vllm", "model": "llama"})
     result = await complete(
-        tier(base),  # openai/gpt-4o-mini, logprobs unset: litellm lists logprobs for it
+        vllm,
         [{"role": "user", "content": "q"}],
         seed="s",
         role_type="worker",
@@ -49,11 +51,14 @@ async def test_logprobs_are_requested_where_litellm_lists_them_and_read_back(
 
 
 @ASYNC
-@pytest.mark.parametrize(("setting", "sent"), [(False, False), (True, True)])
+@pytest.mark.parametrize(
+    ("setting", "sent"),
+    [(False, False), (True, True), (None, False)],  # None: openai at another api_base
+)
 async def test_a_tier_logprobs_setting_overrides_the_provider_default(
     fake_openai_server: tuple[str, FakeOpenAI],
     monkeypatch: pytest.MonkeyPatch,
-    setting: bool,
+    setting: bool | None,
     sent: bool,
 ) -> None:
     base, state = fake_openai_server
