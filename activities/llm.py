@@ -20,6 +20,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
+from armature_temporal.runtime.confidence import confidence_of
 from armature_temporal.runtime.hooks import HookContext, run_hooks
 from armature_temporal.runtime.llm import ProviderError, complete
 from armature_temporal.runtime.models import LLMCallInput, LLMCallResult
@@ -217,6 +218,18 @@ async def _llm_call(inp: LLMCallInput) -> LLMCallResult:
             )
         if post.output is not None:
             output = post.output
+    confidence = confidence_of(
+        text=completion.text,
+        output=output,
+        schema=stage.output_schema,
+        logprobs=completion.logprobs,
+    )
     return result.model_copy(
-        update={"output": output, "valid": parsed.valid, "error": parsed.error, "hooks": hooks}
+        update={
+            "output": output,
+            "valid": parsed.valid,
+            "error": parsed.error,
+            "hooks": hooks,
+            "confidence": confidence,
+        }
     )

@@ -52,9 +52,7 @@ def effective_temperature(inp: LLMCallInput) -> float | None:
     return inp.tier.temperature if value is None else float(value)
 
 
-def exact_key(
-    inp: LLMCallInput, messages: list[dict[str, Any]], adapter: str | None = None
-) -> str:
+def exact_key(inp: LLMCallInput, messages: list[dict[str, Any]], adapter: str | None = None) -> str:
     """The call's exact key (see the module docstring); ``adapter``: the adapter a local
     tier's ``adapter: latest`` resolves to now (it changes as the fine-tune loop trains)."""
     stage, tier = inp.stage, inp.tier

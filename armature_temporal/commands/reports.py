@@ -114,7 +114,9 @@ def dashboard(
 ) -> None:
     """Show how a spec is doing, from the trace store: HQS per spec version (with a
     sparkline of its trend), failure taxonomy counts, run latency p50/p95, tokens and cost,
-    and the configurations (stage, tier, model, arm) its attempts used.
+    the configurations (stage, tier, model, arm) its attempts used, and per LLM stage how its
+    confidence predicted the judge's score or the gate (reliability table, Brier score,
+    hedging rate of its final outputs).
 
     Invalid model attempts each count as output_invalid; other failures count once per
     stage. With --watch --json, prints one JSON document per line at each redraw. Exits 2

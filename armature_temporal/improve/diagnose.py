@@ -1,6 +1,6 @@
 """Diagnose a spec version from its traces: per LLM stage, how often its output was invalid,
-how often it escalated, failed, or got through first time, on which tiers, and what judges
-thought of it. The proposals in :mod:`.propose` are read off this."""
+how often it escalated, failed, got through first time or was refused for low confidence, on
+which tiers, and what judges thought of it. The proposals in :mod:`.propose` are read off this."""
 
 from __future__ import annotations
 
@@ -56,6 +56,8 @@ def _stage_stats(stage_id: str, runs: Sequence[RunTrace], judged: list[float]) -
     n = len(finals)
     invalid = sum(1 for a in attempts if a.output_valid is False)
     rated = [a for a in attempts if a.output_valid is not None]
+    valid = [a for a in attempts if a.output_valid]
+    unsure = sum(1 for a in valid if a.error_type == "low_confidence")
     escalated = sum(1 for f in finals if f.escalated)
     failed = sum(1 for f in finals if f.status == "failed")
     first_try = sum(
@@ -74,6 +76,7 @@ def _stage_stats(stage_id: str, runs: Sequence[RunTrace], judged: list[float]) -
         finished_tiers=dict(Counter(f.tier for f in finals if f.status == "completed" and f.tier)),
         error_types=dict(Counter(f.error_type for f in finals if f.error_type)),
         truncated=sum(1 for a in attempts if _truncated(a)),
+        low_confidence_rate=round(unsure / len(valid), 4) if valid else 0.0,
         mean_cost_usd=round(sum(a.cost_usd for a in attempts) / n, 6) if n else 0.0,
         mean_latency_ms=round(sum(f.latency_ms for f in finals) / n, 1) if n else 0.0,
     )

@@ -61,6 +61,7 @@ class StageStats(_Model):
     finished_tiers: dict[str, int] = Field(default_factory=dict)  # tier that completed it
     error_types: dict[str, int] = Field(default_factory=dict)  # failure taxonomy counts
     truncated: int = 0  # attempts cut off by the token limit
+    low_confidence_rate: float = 0.0  # share of valid attempts refused for low confidence
     mean_cost_usd: float = 0.0
     mean_latency_ms: float = 0.0
 

@@ -8,7 +8,7 @@ offered (within a rule, the stage with the stronger evidence first):
 | evidence in the stage's traces | change |
 | --- | --- |
 | attempts cut off by the token limit | ``max_tokens`` doubled |
-| invalid output, escalations or failures (≥ 20% / 20% / 10%) | ``model_tier`` up (†) |
+| invalid, escalated, failed or low-confidence (≥ 20/20/10/20%) | ``model_tier`` up (†) |
 | invalid output ≥ 20% at temperature > 0.3 | ``temperature`` halved |
 | invalid output ≥ 20% on a JSON stage | ``description`` + an explicit output instruction |
 | judges score it below 0.7 | ``model_tier`` up (†), if not already proposed |
@@ -40,6 +40,7 @@ __all__ = [
 INVALID_RATE = 0.2
 ESCALATION_RATE = 0.2
 FAILURE_RATE = 0.1
+LOW_CONFIDENCE_RATE = 0.2
 LOW_JUDGE = 0.7
 JSON_INSTRUCTION = (
     "Your answer is parsed as JSON: give one JSON object that matches the schema, with no "
@@ -71,6 +72,11 @@ def _tier_up(plan: Plan, stage: PlanStage, stats: StageStats) -> tuple[str, str]
     if here + 1 < len(ladder):
         return ladder[here + 1], f"{ladder[here + 1]} is the next tier up"
     return None
+
+
+def _unsure(stats: StageStats) -> str:
+    rate = stats.low_confidence_rate
+    return f", {_pct(rate)} of valid outputs refused for low confidence" if rate else ""
 
 
 def _effective(plan: Plan, stage: PlanStage, field: str) -> Any:
@@ -141,17 +147,22 @@ def candidates(
             stats.invalid_rate >= INVALID_RATE
             or stats.escalation_rate >= ESCALATION_RATE
             or stats.failure_rate >= FAILURE_RATE
+            or stats.low_confidence_rate >= LOW_CONFIDENCE_RATE
         )
         if struggling and (up := _tier_up(plan, stage, stats)):
             tier, where = up
             add(
-                30 + stats.invalid_rate + stats.escalation_rate + stats.failure_rate,
+                30
+                + stats.invalid_rate
+                + stats.escalation_rate
+                + stats.failure_rate
+                + stats.low_confidence_rate,
                 stage.id,
                 "model_tier",
                 tier,
                 f"on {stage.role.model_tier}: {_pct(stats.invalid_rate)} of attempts invalid, "
                 f"{_pct(stats.escalation_rate)} of runs escalated, {_pct(stats.failure_rate)} "
-                f"failed; {where}",
+                f"failed{_unsure(stats)}; {where}",
             )
         temperature = _effective(plan, stage, "temperature")
         if stats.invalid_rate >= INVALID_RATE and temperature is not None and temperature > 0.3:

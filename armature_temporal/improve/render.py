@@ -49,13 +49,15 @@ def render_diagnosis(diag: Diagnosis) -> RenderableType:
         f"(spec_hash {diag.spec_hash[:12]}), mean HQS {hqs}"
     )
     table = Table(box=None, pad_edge=False)
-    for col in ("stage", "runs", "invalid", "escalated", "failed", "first try", "judge", "tiers"):
+    cols = ("stage", "runs", "invalid", "unsure", "escalated", "failed", "first try", "judge")
+    for col in (*cols, "tiers"):
         table.add_column(col)
     for s in diag.stages:
         table.add_row(
             s.stage,
             str(s.runs),
             _pct(s.invalid_rate),
+            _pct(s.low_confidence_rate),  # valid outputs refused for low confidence
             _pct(s.escalation_rate),
             _pct(s.failure_rate),
             _pct(s.first_try_rate),

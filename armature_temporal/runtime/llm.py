@@ -63,6 +63,7 @@ class Completion(BaseModel):
     pitfalls_hit: list[str] = Field(default_factory=list)  # simulate: pitfalls fallen into
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
     finish_reason: str | None = None  # the provider's ("length": cut off by max_tokens)
+    logprobs: list[float] | None = None  # the output tokens', where the provider returned them
 
 
 def import_litellm() -> Any:
@@ -173,6 +174,8 @@ async def _simulate(
         quality=quality,
         judged_quality=judged_quality,
         pitfalls=pitfalls,
+        hedge_rate=tier.hedge_rate,
+        logprobs=tier.logprobs is True,
     )
     return Completion(
         text=sim.text,
@@ -182,6 +185,7 @@ async def _simulate(
         latency_ms=tier.latency_ms,
         simulated_quality=sim.quality,
         pitfalls_hit=sim.pitfalls_hit,
+        logprobs=sim.logprobs,
     )
 
 
@@ -237,6 +241,8 @@ async def _litellm(
         }
     elif output_mode in ("json", "guided_json"):
         kwargs["response_format"] = {"type": "json_object"}
+    if _wants_logprobs(litellm, tier):
+        kwargs["logprobs"] = True
     if tools:
         kwargs["tools"] = [
             {
@@ -280,7 +286,43 @@ async def _litellm(
         latency_ms=latency,
         tool_calls=calls,
         finish_reason=finish_reason if isinstance(finish_reason, str) else None,
+        logprobs=token_logprobs(getattr(response.choices[0], "logprobs", None)),
     )
+
+
+def _wants_logprobs(litellm: Any, tier: ResolvedTier) -> bool:
+    """Whether to ask for logprobs: the tier says so, or (unset) litellm lists ``logprobs``
+    among the provider's supported parameters for this model — except for ``openai`` pointed
+    at another ``api_base``, a compatible server of unknown make that may reject them."""
+    if tier.logprobs is not None:
+        return tier.logprobs
+    if tier.provider == "openai" and tier.api_base:
+        return False
+    try:
+        supported = litellm.get_supported_openai_params(
+            model=tier.model or "", custom_llm_provider=tier.provider
+        )
+    except Exception:  # litellm raises for providers it does not know: do not ask
+        return False
+    return bool(supported) and "logprobs" in supported
+
+
+def token_logprobs(logprobs: Any) -> list[float] | None:
+    """The output tokens' logprobs from a litellm choice's ``logprobs`` (OpenAI's shape,
+    ``{"content": [{"token": ..., "logprob": ...}, ...]}``, as an object or a dict)."""
+    if logprobs is None:
+        return None
+    content = (
+        logprobs.get("content")
+        if isinstance(logprobs, dict)
+        else getattr(logprobs, "content", None)
+    )
+    values = []
+    for item in content or []:
+        value = item.get("logprob") if isinstance(item, dict) else getattr(item, "logprob", None)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            values.append(float(value))
+    return values or None
 
 
 async def _local(

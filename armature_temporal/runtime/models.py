@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from armature_temporal.runtime.confidence._models import Confidence
 from armature_temporal.spec.compiler import Plan, PlanAdapter, PlanStage, ResolvedTier
 
 __all__ = [
@@ -225,6 +226,8 @@ class LLMCallResult(_Model):
     cache: dict[str, Any] | None = None
     needs_approval: str | None = None
     finish_reason: str | None = None
+    #: How sure the attempt is of its output, and from what (runtime/confidence).
+    confidence: Confidence | None = None
 
 
 class ToolCallInput(_Model):

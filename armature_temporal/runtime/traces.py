@@ -51,6 +51,7 @@ FAILURE_TAXONOMY: dict[str, str] = {
     "tool_error": "a tool call failed (bad arguments, non-zero exit, exception)",
     "timeout": "an activity or a gate ran out of time",
     "low_quality": "a judge scored the output below the threshold (0.5)",
+    "low_confidence": "the output's confidence was below the stage's min_confidence",
     "gate_rejected": "a person rejected the stage at its gate",
     "policy_blocked": "the safety policy blocked a tool call, or a person refused it",
     "provider_error": "the model provider failed (HTTP error, auth, rate limit)",

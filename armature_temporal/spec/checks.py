@@ -526,6 +526,12 @@ def _check_older_fields(spec: Spec) -> Iterator[Problem]:
                 "block_below needs a score, but this judge's output_schema has no score, "
                 "quality_score or confidence property; add one (a number in [0, 1])",
             )
+        if stage.min_confidence is not None and stage.role is None:
+            yield (
+                ("stages", i, "min_confidence"),
+                "min_confidence holds an LLM stage's outputs to a confidence; this stage has no "
+                "role, so remove it",
+            )
         for k, criterion in enumerate(stage.evaluate):
             if criterion.strip().lower() == "rationale":
                 yield (

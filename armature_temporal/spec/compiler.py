@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from armature_temporal.spec.caching import StageCache
 from armature_temporal.spec.checks import tier_names
+from armature_temporal.spec.confidence import stage_min_confidence
 from armature_temporal.spec.experience import ExperienceConfig, compile_experience
 from armature_temporal.spec.loader import LoadedSpec, load_spec
 from armature_temporal.spec.models import (
@@ -74,8 +75,7 @@ DEFAULT_JUDGE_SCHEMA: dict[str, Any] = {
     "required": ["score", "rationale"],
 }
 
-#: The simulate ladder used when a spec declares no model_tiers: better tiers are more
-#: often valid and of higher quality.
+#: The simulate ladder when a spec declares no model_tiers: better tiers valid more, better.
 DEFAULT_SIMULATE_TIERS: dict[str, dict[str, float]] = {
     "tiny": {"valid_rate": 0.85, "quality": 0.55},
     "small": {"valid_rate": 0.95, "quality": 0.7},
@@ -104,6 +104,8 @@ class ResolvedTier(_Frozen):
     quality: float = 0.8
     latency_ms: float = 0.0
     adapter: str | None = None
+    hedge_rate: float = 0.0
+    logprobs: bool | None = None
 
 
 class PlanRole(_Frozen):
@@ -193,6 +195,7 @@ class PlanStage(_Frozen):
     isolated: bool = False
     fail_as_value: bool = False
     block_below: float | None = None
+    min_confidence: float | None = None  # the stage's own, else confidence.min of its role type
     output_max_chars: int | None = None
     #: The context keys the stage sees (signature.input); None: all of its context.
     context_keys: list[str] | None = None
@@ -493,6 +496,7 @@ def _compile_stage(
         isolated=stage.isolated,
         fail_as_value=stage.fail_as_value,
         block_below=stage.block_below,
+        min_confidence=stage_min_confidence(spec, stage),
         output_max_chars=stage.output_max_chars
         or (contracts.output_max_chars if contracts else None),
         context_keys=list(stage.signature.input)
@@ -506,8 +510,7 @@ def _compile_stage(
 
 
 def _default_on_reject(spec: Spec, gate_id: str) -> Literal["stop", "continue"]:
-    """A gate whose decision some condition or skip_if branches on lets the run continue
-    after a rejection (as in 0.7.0); otherwise a rejection stops the run."""
+    """A rejection stops the run unless a condition or skip_if reads the gate (as in 0.7.0)."""
     for other in spec.stages:
         for expr in (other.condition, other.skip_if):
             if expr is None:
@@ -585,9 +588,7 @@ def _fallback_tier(preferred: str, ladder: list[str]) -> str:
 
 
 def _compile_loop(stage: Stage) -> PlanLoop | None:
-    if stage.loop is None:
-        return None
-    return PlanLoop(**stage.loop.model_dump())
+    return None if stage.loop is None else PlanLoop(**stage.loop.model_dump())
 
 
 def _compile_arm(arm: Arm, role: PlanRole) -> PlanArm:

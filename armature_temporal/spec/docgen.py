@@ -15,6 +15,7 @@ from typing import Any, get_args, get_origin
 from pydantic import BaseModel
 
 from armature_temporal.spec import models as spec_module
+from armature_temporal.spec.confidence import ConfidenceConfig
 from armature_temporal.spec.simulation import Pitfall, StageSimulation
 
 __all__ = ["cli_reference", "replace_block", "spec_reference"]
@@ -42,6 +43,7 @@ _SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("self_improvement", spec_module.SelfImprovement),
     ("finetune", spec_module.FinetuneConfig),
     ("experience", spec_module.Experience),
+    ("confidence", ConfidenceConfig),
 ]
 
 

@@ -83,3 +83,11 @@ def _keys_mapping(value: Any) -> Any:
 
 
 KeysMapping = Annotated[dict[str, str], BeforeValidator(_keys_mapping)]
+
+
+def _gate_shorthand(value: Any) -> Any:
+    if isinstance(value, str):
+        if value != "human":
+            raise ValueError(f"unknown gate {value!r}; write gate: human or gate: {{type: human}}")
+        return {"type": "human"}
+    return value

@@ -14,6 +14,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 
 from armature_temporal.spec.caching import CACHE_DESCRIPTION, StageCache
+from armature_temporal.spec.confidence import (
+    CONFIDENCE_DESCRIPTION,
+    MIN_CONFIDENCE_DESCRIPTION,
+    ConfidenceConfig,
+)
 from armature_temporal.spec.experience import Experience
 from armature_temporal.spec.fields import (
     IDENTIFIER,
@@ -25,6 +30,7 @@ from armature_temporal.spec.fields import (
     RoleType,
     Seconds,
     StrList,
+    _gate_shorthand,
     _listify,
     _Model,
     unwrap_expression,
@@ -228,14 +234,6 @@ class Gate(_Model):
         return self
 
 
-def _gate_shorthand(value: Any) -> Any:
-    if isinstance(value, str):
-        if value != "human":
-            raise ValueError(f"unknown gate {value!r}; write gate: human or gate: {{type: human}}")
-        return {"type": "human"}
-    return value
-
-
 class Arm(_Model):
     """A bandit variant of a stage; the selected arm's fields override the stage's own."""
 
@@ -360,6 +358,7 @@ class Stage(_Model):
         description="Judge stages: a score below this stops the stage's dependents "
         "(judge_blocked) and fails the run.",
     )
+    min_confidence: float | None = Field(None, ge=0, le=1, description=MIN_CONFIDENCE_DESCRIPTION)
     output_max_chars: int | None = Field(
         None,
         ge=1,
@@ -535,6 +534,7 @@ class Spec(_Model):
         None, description="Outputs remembered across runs, injected into later prompts."
     )
     experience: Experience | None = Field(None, description="Lessons learned across runs.")
+    confidence: ConfidenceConfig | None = Field(None, description=CONFIDENCE_DESCRIPTION)
     skill_library: dict[str, SkillDef] = Field(
         default_factory=dict, description="Skills roles add to their prompts (role.skills)."
     )

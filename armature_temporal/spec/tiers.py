@@ -54,6 +54,22 @@ class ModelTier(_Model):
     latency_ms: float | None = Field(
         None, ge=0, description="simulate only: how long each call takes (default 0)."
     )
+    hedge_rate: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="simulate only: probability that an output hedges (default 0): it carries "
+        "hedging language, loses HEDGE_PENALTY (0.25) of latent quality, and its stated "
+        "confidence and simulated logprobs are lower with it.",
+    )
+    logprobs: bool | None = Field(
+        None,
+        description="Ask the provider for the output tokens' logprobs, from which each attempt's "
+        "confidence is taken: true always, false never; unset, when litellm lists logprobs "
+        "among the provider's parameters (openai, hosted_vllm, openrouter, ...), but not for "
+        "openai with another api_base (a compatible server that may reject them). simulate "
+        "returns declared logprobs only when true.",
+    )
     tool_calling: bool | None = Field(
         None,
         description="Whether the model calls tools natively (default: assume it does). "
@@ -71,7 +87,8 @@ class ModelTier(_Model):
 
     @model_validator(mode="after")
     def _check_provider_fields(self) -> ModelTier:
-        simulate_only = {"valid_rate", "quality", "latency_ms"} & self.model_fields_set
+        simulate_only = {"valid_rate", "quality", "latency_ms", "hedge_rate"}
+        simulate_only &= self.model_fields_set
         if self.provider != "simulate" and simulate_only:
             names = ", ".join(sorted(simulate_only))
             raise ValueError(

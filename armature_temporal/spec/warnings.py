@@ -138,6 +138,18 @@ def _shape_warnings(spec: Spec) -> Iterator[Problem]:
                         f"the output has no field {root!r}, so {field!r} carries nothing; "
                         f"its fields: {fields}{did_you_mean(root, fields)}",
                     )
+        on_fail = stage.on_fail
+        escalates = on_fail.escalate if on_fail and on_fail.escalate is not None else None
+        if escalates is None:  # the compiler's default: guided_json escalates
+            escalates = stage.output_mode == "guided_json"
+        retries = escalates or (on_fail is not None and on_fail.loop is not None)
+        if stage.min_confidence is not None and not retries:
+            yield (
+                ("stages", i, "min_confidence"),
+                "this stage neither retries (on_fail.loop) nor escalates (on_fail.escalate), so "
+                "an output refused for low confidence stands anyway; add on_fail: "
+                "{escalate: true}",
+            )
     by_id = {s.id: s for s in spec.stages}
     for k, cap in enumerate(spec.memory.capture if spec.memory is not None else []):
         other = by_id.get(cap.stage)

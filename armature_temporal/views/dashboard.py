@@ -13,9 +13,12 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from pydantic import Field
+
 from armature_temporal.runtime.stats import percentile
 from armature_temporal.runtime.traces import FAILURE_TAXONOMY, TraceRecord
 from armature_temporal.views.cache import CacheUsage, cache_usage
+from armature_temporal.views.calibration import StageCalibration, build_calibration
 from armature_temporal.views.report import RunTrace, _trace, _View
 
 if TYPE_CHECKING:
@@ -86,6 +89,8 @@ class VersionStats(_View):
     taxonomy: dict[str, int]
     configurations: list[ConfigUsage]
     cache: CacheUsage | None = None
+    #: Per LLM stage: confidence against outcomes (reliability table, Brier score, hedging).
+    calibration: list[StageCalibration] = Field(default_factory=list)
 
 
 class SpecDashboard(_View):
@@ -125,7 +130,8 @@ def failure_counts(records: Iterable[TraceRecord]) -> dict[str, int]:
 
     Each stage record with an ``error_type`` counts once under it, except ``output_invalid``,
     which counts every invalid model attempt instead (retried or not) — plus the stages that
-    failed ``output_invalid`` with no model attempt at all (a template or condition error).
+    failed ``output_invalid`` with no model attempt at all (a template or condition error) —
+    and ``low_confidence``, every attempt refused for its confidence (retried or not).
     """
     counts: Counter[str] = Counter({code: 0 for code in FAILURE_TAXONOMY})
     invalid_attempts: Counter[tuple[str, str | None]] = Counter()
@@ -133,6 +139,8 @@ def failure_counts(records: Iterable[TraceRecord]) -> dict[str, int]:
     for r in records:
         if r.kind == "attempt" and r.output_valid is False:
             invalid_attempts[(r.run_id, r.stage_id)] += 1
+        elif r.kind == "attempt" and r.error_type == "low_confidence":
+            counts["low_confidence"] += 1
         elif r.kind == "stage" and r.error_type:
             if r.error_type == "output_invalid":
                 stage_invalid.append((r.run_id, r.stage_id))
@@ -201,6 +209,7 @@ def _version_stats(runs: Sequence[RunTrace]) -> VersionStats:
         taxonomy=failure_counts(records),
         configurations=_configurations(records),
         cache=cache_usage(records),
+        calibration=build_calibration(runs),
     )
 
 

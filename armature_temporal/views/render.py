@@ -278,6 +278,7 @@ def render_dashboard(board: SpecDashboard, *, columns: int = 3) -> RenderableTyp
             f"${c.cost_usd:.4f}",
         )
     no_failures = Text("no failures recorded", style="green")
+    calibration = _calibration(newest)
     return Group(
         title,
         Panel(
@@ -300,7 +301,55 @@ def render_dashboard(board: SpecDashboard, *, columns: int = 3) -> RenderableTyp
             title_align="left",
             expand=False,
         ),
+        *(
+            [
+                Panel(
+                    calibration,
+                    title=f"confidence calibration ({_version_label(newest)}; good = judge "
+                    "≥ 0.5, else gate approved)",
+                    title_align="left",
+                    expand=False,
+                )
+            ]
+            if calibration is not None
+            else []
+        ),
     )
+
+
+def _calibration(version: VersionStats) -> RenderableType | None:
+    """Per stage: its confidence sources, refusals, hedging rate and Brier score, then its
+    reliability table (bins with outputs only)."""
+    from rich.console import Group
+
+    if not version.calibration:
+        return None
+    summary = _table(
+        "stage", "outputs", "sources", "min", "refused", "hedging", "judged", "good", "Brier"
+    )
+    reliability = _table("stage", "confidence", "outputs", "mean confidence", "good rate")
+    for c in version.calibration:
+        summary.add_row(
+            c.stage_id,
+            str(c.final_outputs),
+            ", ".join(f"{k} {n}" for k, n in sorted(c.sources.items())),
+            _num(c.min_confidence),
+            str(c.low_confidence_attempts),
+            "—" if c.hedging_rate is None else f"{c.hedging_rate:.0%}",
+            str(c.judged),
+            "—" if c.good_rate is None else f"{c.good_rate:.0%}",
+            _num(c.brier, 3),
+        )
+        for b in c.bins:
+            if b.outputs:
+                reliability.add_row(
+                    c.stage_id,
+                    f"{b.low:.1f}–{b.high:.1f}",
+                    str(b.outputs),
+                    _num(b.mean_confidence),
+                    "—" if b.good_rate is None else f"{b.good_rate:.0%}",
+                )
+    return Group(summary, reliability)
 
 
 def render_overview(specs: Sequence[SpecSummary]) -> RenderableType:

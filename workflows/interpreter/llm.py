@@ -15,6 +15,7 @@ from armature_temporal.spec.compiler import PlanStage, canonical_json
 from armature_temporal.spec.templating import evaluate, truth
 from workflows.interpreter.arms import Arms
 from workflows.interpreter.cache import AnswerCache
+from workflows.interpreter.confidence import confidence_shortfall, more_confident
 from workflows.interpreter.failures import StageFailure
 from workflows.interpreter.gates import Gates
 from workflows.interpreter.lessons import LessonMemory
@@ -118,6 +119,7 @@ class LLMStages:
         last_text: str | None = None
         kept: list[Any] = []  # a valid output that did not meet on_fail.loop.until
         provider_failed = False  # the last attempt's provider failed (not its output)
+        doubtful: LLMCallResult | None = None  # the most confident low-confidence output
         for level, tier in enumerate(ladder):
             for attempt in range(1, stage.max_attempts + 1):
                 self.run.count_execution(stage.id)
@@ -149,11 +151,16 @@ class LLMStages:
                     last_error, last_text, provider_failed = str(exc), None, True
                     continue
                 provider_failed = False
+                unsure = confidence_shortfall(stage, llm)
                 self.tracer.attempt(
-                    stage, llm, call_vars, result, tier, lessons.ids if lessons else ()
+                    stage, llm, call_vars, result, tier, lessons.ids if lessons else (), unsure
                 )
                 if llm.simulated_quality is not None:
                     self.run.last_quality[stage.id] = llm.simulated_quality
+                if unsure is not None:  # valid but not confident enough: retried like invalid
+                    doubtful = more_confident(doubtful, llm)
+                    last_error, last_text = unsure, llm.text[:2000]
+                    continue
                 if llm.valid:
                     until = stage.retry_until
                     if until is None or until_met(
@@ -167,6 +174,11 @@ class LLMStages:
                 last_error, last_text = llm.error, llm.text[:2000]
         if kept:
             return kept[0]  # retries spent: the last valid output stands, as in 0.7.0
+        if doubtful is not None:  # retries spent: the most confident output stands
+            result.tier, result.escalated = doubtful.tier, doubtful.tier != ladder[0]
+            if doubtful.simulated_quality is not None:
+                self.run.last_quality[stage.id] = doubtful.simulated_quality
+            return doubtful.output
         if provider_failed:
             raise StageFailure(
                 "provider_error",

@@ -42,6 +42,13 @@ def _now() -> str:
     return workflow.now().isoformat()
 
 
+def _confidence(llm: LLMCallResult) -> dict[str, Any]:
+    """An attempt's ``confidence`` and ``confidence_source`` (none in runs from before them)."""
+    if llm.confidence is None:
+        return {}
+    return {"confidence": llm.confidence.value, "confidence_source": llm.confidence.source}
+
+
 class Tracer:
     """Adds one record per run start and end, stage, model attempt, tool call and gate
     decision, and sends them to the store in idempotent batches."""
@@ -85,8 +92,12 @@ class Tracer:
         result = self.run.results[stage.id]
         judge = None
         error_type = result.error_type
+        data: dict[str, Any] = {"kind": stage.kind}
         if stage.role is not None and stage.role.type == "judge":
             judge = judge_score(result.output)
+            # The LLM stages it judges: the dashboard's calibration reads their confidence.
+            llm_ids = {s.id for s in self.run.plan.stages if s.role is not None}
+            data["judges"] = [d for d in stage.depends_on if d in llm_ids]
         if judge is not None and result.status == "completed" and judge < LOW_QUALITY_THRESHOLD:
             error_type = "low_quality"
         arm_id, decision_id = self.run.arm_of(stage.id)
@@ -107,7 +118,7 @@ class Tracer:
             judge_score=judge,
             arm_id=arm_id,
             decision_id=decision_id,
-            data={"kind": stage.kind},
+            data=data,
         )
 
     def attempt(
@@ -118,7 +129,9 @@ class Tracer:
         result: StageResult,
         tier: str,
         lessons: Sequence[str] = (),
+        unsure: str | None = None,
     ) -> None:
+        """``unsure``: why a valid output was refused for low confidence (its error)."""
         assert stage.role is not None
         run = self.run
         provenance = {k: "user_input" for k in variables.get("inputs", {})}
@@ -147,8 +160,8 @@ class Tracer:
             inputs_provenance=provenance,
             output=llm.output,
             output_valid=llm.valid,
-            error_type=None if llm.valid else "output_invalid",
-            error=llm.error,
+            error_type="low_confidence" if unsure else None if llm.valid else "output_invalid",
+            error=unsure or llm.error,
             latency_ms=llm.latency_ms,
             prompt_tokens=llm.prompt_tokens,
             completion_tokens=llm.completion_tokens,
@@ -156,10 +169,15 @@ class Tracer:
             escalated=result.escalated,
             data={
                 "messages": llm.messages,
+                # The threshold it was held to (calibration reads it): only where one is set.
+                **(
+                    {} if stage.min_confidence is None else {"min_confidence": stage.min_confidence}
+                ),
                 "simulated_quality": llm.simulated_quality,
                 **({"pitfalls_hit": llm.pitfalls_hit} if llm.pitfalls_hit else {}),
                 **({"finish_reason": llm.finish_reason} if llm.finish_reason else {}),
                 **(llm.cache or {}),  # a cache hit: cache, cache_entry, similarity, ...
+                **_confidence(llm),
                 # The raw reply of an invalid attempt (its output may be None): DPO's "rejected".
                 **({} if llm.valid else {"text": llm.text[:20000]}),
             },

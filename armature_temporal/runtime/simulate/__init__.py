@@ -19,6 +19,11 @@ Its declared world, the ground truth that Armature's learning loops are proved a
   prompt lacks is fallen into at its ``rate``; it costs its ``penalty`` and its ``symptom``
   shows in the output. :func:`simulate_lessons` and :func:`simulate_critique` are the
   distiller and critic of this world.
+- **Hedging and confidence** (:mod:`._confidence`): a tier's ``hedge_rate`` is the chance an
+  output hedges (its own coin); a hedged output loses :data:`HEDGE_PENALTY` of latent quality
+  and carries a hedging sentence. A ``confidence``/``certainty`` number in the schema states
+  ``clip(latent + N(0, 0.1))``; a ``logprobs: true`` tier returns token logprobs whose
+  geometric-mean probability is ``clip(0.5 + 0.45 * latent + N(0, 0.05), 0.02, 0.995)``.
 - **Seeds**: everything is deterministic in ``seed`` (the caller passes e.g.
   ``f"{sim_seed}/{stage}/{attempt}/{tier}"``, where a run's ``sim_seed`` comes from its inputs
   and replicate number): the same arguments give the same bytes. The validity coin, the
@@ -42,6 +47,7 @@ from armature_temporal.runtime.simulate._completion import (
     QUALITY_CONCENTRATION as QUALITY_CONCENTRATION,
 )
 from armature_temporal.runtime.simulate._completion import SimulatedCompletion, simulate_completion
+from armature_temporal.runtime.simulate._confidence import HEDGE_PENALTY as HEDGE_PENALTY
 from armature_temporal.runtime.simulate._learning import (
     USELESS_LESSON_RATE as USELESS_LESSON_RATE,
 )

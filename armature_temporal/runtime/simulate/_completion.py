@@ -8,6 +8,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from armature_temporal.runtime.simulate._confidence import (
+    HEDGE_PENALTY,
+    hedge_sentence,
+    hedges,
+    simulated_logprobs,
+    with_stated_confidence,
+)
 from armature_temporal.runtime.simulate._defects import invalid_text
 from armature_temporal.runtime.simulate._output import render, text_answer, unfinished_reasoning
 from armature_temporal.runtime.simulate._pitfalls import (
@@ -44,6 +51,9 @@ class SimulatedCompletion(BaseModel):
         prompt_tokens: A rough token count of the prompt (characters / 4).
         completion_tokens: A rough token count of ``text`` (characters / 4).
         pitfalls_hit: Ids of the declared pitfalls this output fell into.
+        hedged: Whether the output hedged (the tier's ``hedge_rate``), losing
+            ``HEDGE_PENALTY`` of its quality.
+        logprobs: Per-token logprobs, when asked for (``logprobs=True``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -54,6 +64,8 @@ class SimulatedCompletion(BaseModel):
     prompt_tokens: int = Field(ge=1)
     completion_tokens: int = Field(ge=1)
     pitfalls_hit: list[str] = Field(default_factory=list)
+    hedged: bool = False
+    logprobs: list[float] | None = None
 
 
 def simulate_completion(
@@ -67,6 +79,8 @@ def simulate_completion(
     quality: float,
     judged_quality: float | None = None,
     pitfalls: Sequence[Pitfall] = (),
+    hedge_rate: float = 0.0,
+    logprobs: bool = False,
 ) -> SimulatedCompletion:
     """Simulate one completion, deterministically in ``seed``.
 
@@ -84,6 +98,9 @@ def simulate_completion(
             ``sd = 0.25 * (1 - quality) + 0.02``. None: the score is the judge's own quality.
         pitfalls: The stage's declared pitfalls; each one whose lesson the prompt lacks is
             fallen into at its ``rate``, costing its ``penalty`` and showing its ``symptom``.
+        hedge_rate: Probability in [0, 1] that the output hedges: it loses
+            :data:`HEDGE_PENALTY` of quality and carries a hedging sentence.
+        logprobs: Also return per-token logprobs, declared from the latent quality.
 
     Returns:
         The text, whether it was meant to be valid, its latent quality, the pitfalls hit and
@@ -92,7 +109,7 @@ def simulate_completion(
     Raises:
         ValueError: ``valid_rate``, ``quality`` or ``judged_quality`` is outside [0, 1].
     """
-    knobs = [("valid_rate", valid_rate), ("quality", quality)]
+    knobs = [("valid_rate", valid_rate), ("quality", quality), ("hedge_rate", hedge_rate)]
     if judged_quality is not None:
         knobs.append(("judged_quality", judged_quality))
     for name, knob in knobs:
@@ -106,13 +123,17 @@ def simulate_completion(
     content = random.Random(rng.getrandbits(64))
     drawn = _draw_quality(random.Random(rng.getrandbits(64)), quality)
     hit = falls_into(seed, prompt, pitfalls)
-    latent = min(1.0, max(0.0, drawn - sum(p.penalty for p in hit)))
+    hedged = hedges(seed, hedge_rate)
+    penalty = sum(p.penalty for p in hit) + (HEDGE_PENALTY if hedged else 0.0)
+    latent = min(1.0, max(0.0, drawn - penalty))
     score = latent
     if role_type == "judge" and judged_quality is not None:
         noise = rng_for(f"{seed}/judge-noise").gauss(0.0, judge_noise_sd(quality))
         score = min(1.0, max(0.0, judged_quality + noise))
     symptoms = [p.symptom for p in hit]
     words = words_of(prompt)
+    if hedged:
+        symptoms.append(hedge_sentence(seed, words))
     if output_mode == "text":
         text = (
             text_answer(
@@ -131,6 +152,7 @@ def simulate_completion(
                 value = with_criterion_scores(
                     value, schema, seed, judged_quality, judge_noise_sd(quality)
                 )
+        value = with_stated_confidence(value, schema, seed, latent)
         value = with_symptoms(value, schema, symptoms)
         if intended_valid:
             text = render(value, dress, content, words)
@@ -143,6 +165,8 @@ def simulate_completion(
         prompt_tokens=max(1, len(prompt) // 4),
         completion_tokens=max(1, len(text) // 4),
         pitfalls_hit=[p.id for p in hit],
+        hedged=hedged,
+        logprobs=simulated_logprobs(seed, latent, len(text) // 4) if logprobs else None,
     )
 
 
