@@ -57,5 +57,9 @@ async def test_every_attempt_record_carries_confidence_and_source(
     assert by_stage["stated"].data["confidence_source"] == "stated"
     assert by_stage["scored"].data["confidence_source"] == "logprobs"
     assert by_stage["text"].data["confidence_source"] == "hedging"
+    # The simulator's ground truth rides along where an output hedged (hedge_rate 0.5).
+    hedged = [r for r in attempts if r.data.get("simulated_hedged")]
+    assert hedged and all(r.tier == "shaky" for r in hedged)
+    assert all(r.data["confidence"] < 0.5 for r in hedged if r.stage_id == "text")
     stated = by_stage["stated"].output["confidence"] / 100
     assert by_stage["stated"].data["confidence"] == pytest.approx(stated)
