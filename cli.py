@@ -9,6 +9,7 @@ builds the ``app`` from them and defines the console-script entry point, :func:`
 
 from __future__ import annotations
 
+import importlib
 import sys
 from typing import Annotated, Any
 
@@ -68,11 +69,20 @@ for room in (
     commands.memory,
     commands.bandits,
     commands.reports,
+    commands.cache,
     commands.stack,
     commands.serve,
     commands.doctor,
 ):
     app.add_typer(room.app)
+
+# `armature cache eval` lives in its own module (the semantic rule's scoring); mounted here.
+try:
+    _eval = importlib.import_module("armature_temporal.commands.cache_eval").cache_eval
+except ModuleNotFoundError:  # pragma: no cover - a checkout without it
+    pass
+else:
+    commands.cache.cache_app.command("eval")(_eval)
 
 
 def _version(value: bool) -> None:

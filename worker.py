@@ -22,6 +22,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from activities.adapters import run_adapter
 from activities.bandit import bandit_maintenance, bandit_reward, bandit_select
+from activities.cache import cache_hit, cache_keep, cache_lookup, cache_settle
 from activities.experience import load_lessons, reward_lessons
 from activities.finetune import finetune_prepare, finetune_record, finetune_train
 from activities.improve import improve_prepare, improve_record
@@ -65,6 +66,10 @@ ACTIVITIES: list[Any] = [
     run_adapter,
     load_memory,
     capture_memory,
+    cache_lookup,
+    cache_keep,
+    cache_hit,
+    cache_settle,
     load_lessons,
     reward_lessons,
     bandit_select,

@@ -1,6 +1,8 @@
 """Experience activities: the critic's verdict on one stage, and a learning round's two
-store-side steps — distil and admit lessons then choose what to replay-test
-(``learn_prepare``), and score the replays and decide (``learn_record``).
+store-side steps — retire promoted heuristics whose stage left the spec, distil and admit
+lessons, then choose what to replay-test: quarantined heuristics, then promoted ones last
+verified more than ``experience.reverify_after_days`` ago (``learn_prepare``); and score the
+replays and decide (``learn_record``).
 
 The LearnWorkflow (workflows/learn.py) runs the replays itself, as child runs of the
 interpreter in verification mode; these activities do the store, model and statistics work.
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +46,10 @@ from armature_temporal.experience.learning import (
     LearnPrepared,
     LearnRecordInput,
     LearnResult,
+    StaleRetirement,
 )
-from armature_temporal.experience.verify import PairedScores, decide
+from armature_temporal.experience.models import Heuristic, HeuristicError
+from armature_temporal.experience.verify import Decision, PairedScores, decide
 from armature_temporal.runtime.llm import ProviderError, complete
 from armature_temporal.spec.compiler import Plan, compile_spec
 from armature_temporal.spec.loader import load_spec_text
@@ -54,10 +58,19 @@ from armature_temporal.store.engine import database_url
 from armature_temporal.views import load_runs
 from armature_temporal.views.report import RunTrace
 
-__all__ = ["critique", "learn_prepare", "learn_record", "recent_inputs"]
+__all__ = [
+    "critique",
+    "last_verified",
+    "learn_prepare",
+    "learn_record",
+    "recent_inputs",
+    "retire_stale",
+]
 
 #: memory CI's ``by`` in heuristic events.
 BY = "memory-ci"
+#: The learning round's ``by`` when it retires a heuristic whose stage left the spec.
+BY_ROUND = "learn"
 
 
 def _provider_failure(exc: ProviderError, what: str) -> ApplicationError:
@@ -180,19 +193,82 @@ def _admit_all(
     return admitted
 
 
+def retire_stale(store: TraceStore, plan: Plan, learn_run_id: str) -> list[StaleRetirement]:
+    """Retire (by ``learn``) each promoted heuristic whose stage is no LLM stage of the plan
+    any more (gone, or now another kind); spec-wide ones (stage None) always stay."""
+    kinds = {s.id: s.kind for s in plan.stages}
+    retired: list[StaleRetirement] = []
+    for h in store.heuristics(plan.name, status="promoted"):
+        if h.stage_id is None or kinds.get(h.stage_id) == "llm":
+            continue
+        where = (
+            f"spec {plan.name!r} has no stage {h.stage_id!r} any more"
+            if h.stage_id not in kinds
+            else f"stage {h.stage_id!r} of spec {plan.name!r} is a {kinds[h.stage_id]} stage now, "
+            "not an LLM stage"
+        )
+        reason = f"{where}, so no prompt can carry it"
+        try:
+            store.set_heuristic_status(
+                h.id,
+                "retired",
+                by=BY_ROUND,
+                reason=reason,
+                figures={"stage_id": h.stage_id, "learn_run_id": learn_run_id},
+            )
+        except HeuristicError:  # a person moved it meanwhile
+            continue
+        retired.append(StaleRetirement(heuristic_id=h.id, stage_id=h.stage_id, reason=reason))
+    return retired
+
+
+def last_verified(store: TraceStore, h: Heuristic) -> str:
+    """When ``h`` was last shown to help: its newest memory-CI event or promotion by a
+    person (ISO time); its ``updated_at`` if it has neither."""
+    times = [
+        e.at
+        for e in store.heuristic_events(h.id)
+        if e.by == BY or (e.by.startswith("person:") and e.to_status == "promoted")
+    ]
+    return max(times, key=_instant) if times else h.updated_at
+
+
+def _instant(at: str) -> datetime:
+    when = datetime.fromisoformat(at)
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def _due(store: TraceStore, plan: Plan, now: datetime) -> list[tuple[str, str]]:
+    """(id, last verified) of the promoted heuristics due for re-verification, oldest
+    verification first (none when ``reverify_after_days`` is 0)."""
+    assert plan.experience is not None
+    days = plan.experience.reverify_after_days
+    if days == 0:
+        return []
+    cutoff = now - timedelta(days=days)
+    found = [
+        (h.id, last_verified(store, h)) for h in store.heuristics(plan.name, status="promoted")
+    ]
+    due = [(hid, at) for hid, at in found if _instant(at) < cutoff]
+    return sorted(due, key=lambda d: (_instant(d[1]), d[0]))
+
+
 def _choose_tests(
-    store: TraceStore, plan: Plan, inp: LearnInput, runs: list[RunTrace]
-) -> tuple[list[str], list[str], list[dict[str, Any]]]:
-    """(baseline promoted ids, quarantined ids to test oldest first, replay inputs)."""
+    store: TraceStore, plan: Plan, inp: LearnInput, runs: list[RunTrace], now: datetime
+) -> tuple[list[str], list[str], list[tuple[str, str]], list[dict[str, Any]]]:
+    """(baseline promoted ids, quarantined ids to test oldest first, promoted (id, last
+    verified) to re-verify in the slots of ``max_tests`` left, replay inputs)."""
     assert plan.experience is not None
     promoted = [h.id for h in store.heuristics(plan.name, status="promoted")]
     waiting = sorted(
         store.heuristics(plan.name, status="quarantined"), key=lambda h: (h.created_at, h.id)
     )
+    tests = [h.id for h in waiting[: inp.max_tests]]
+    reverify = _due(store, plan, now)[: inp.max_tests - len(tests)]
     wanted = inp.verify_runs or plan.experience.verify_runs
     pool = recent_inputs(runs, wanted)
     inputs = [pool[i % len(pool)] for i in range(wanted)] if len(pool) >= 2 else []
-    return promoted, [h.id for h in waiting[: inp.max_tests]], inputs
+    return promoted, tests, reverify, inputs
 
 
 @activity.defn(name="learn_prepare")
@@ -217,10 +293,11 @@ async def learn_prepare(inp: LearnInput) -> LearnPrepared:
         )
         return LearnPrepared(stop=stop)
     store = store_for(database_url())
+    round_id = activity.info().workflow_id or activity.info().activity_id
+    retired = await asyncio.to_thread(retire_stale, store, plan, round_id)
     runs = await asyncio.to_thread(load_runs, store, spec=plan.name, limit=inp.history)
     trajectories = gather(plan, runs)
     tier = plan.tiers[distiller_tier(plan)]
-    round_id = activity.info().workflow_id
     lessons: list[DistilledLesson] = []
     scored: dict[str, int] = {}
     for stage in learnable(plan):
@@ -232,20 +309,25 @@ async def learn_prepare(inp: LearnInput) -> LearnPrepared:
             )
         except ProviderError as exc:
             raise _provider_failure(exc, f"distiller tier {tier.name!r}") from None
-    now = datetime.now(UTC).isoformat()
-    admitted = await asyncio.to_thread(_admit_all, store, plan, lessons, now)
-    baseline, tests, inputs = await asyncio.to_thread(_choose_tests, store, plan, inp, runs)
-    if not tests or not inputs:
+    now = datetime.now(UTC)
+    admitted = await asyncio.to_thread(_admit_all, store, plan, lessons, now.isoformat())
+    baseline, tests, reverify, inputs = await asyncio.to_thread(
+        _choose_tests, store, plan, inp, runs, now
+    )
+    if not (tests or reverify) or not inputs:
         why = (
-            "no quarantined heuristic waits for a replay test"
-            if not tests
+            "no quarantined heuristic waits for a replay test and no promoted one is due for "
+            f"re-verification (experience.reverify_after_days: {config.reverify_after_days})"
+            if not (tests or reverify)
             else "fewer than 2 distinct inputs among the recent runs; a replay test needs 2"
         )
+        gone = f"; {len(retired)} retired (stage gone)" if retired else ""
         stop = LearnResult(
-            status="nothing_to_test" if not tests else "too_few_traces",
+            status="nothing_to_test" if not (tests or reverify) else "too_few_traces",
             spec_name=plan.name,
-            detail=f"{len(admitted)} lesson(s) distilled; {why}",
+            detail=f"{len(admitted)} lesson(s) distilled{gone}; {why}",
             admitted=admitted,
+            retired=retired,
             trajectories=scored,
         )
         return LearnPrepared(stop=stop)
@@ -254,6 +336,9 @@ async def learn_prepare(inp: LearnInput) -> LearnPrepared:
         admitted=admitted,
         baseline=baseline,
         tests=tests,
+        reverify=[hid for hid, _ in reverify],
+        last_verified=dict(reverify),
+        retired=retired,
         inputs=inputs,
         trajectories=scored,
     )
@@ -274,7 +359,22 @@ def _record(inp: LearnRecordInput) -> LearnResult:
         )
         for hid, runs in zip(prepared.tests, inp.candidate_runs, strict=True)
     ]
-    decisions = decide(tests)
+    # Re-verification: the promoted set without the heuristic (baseline) against the promoted
+    # set (candidate: the round's baseline runs). None when the workflow ran no such replays.
+    checks = len(inp.reverify_runs) == len(prepared.reverify) > 0
+    if checks:
+        tests += [
+            PairedScores(
+                heuristic_id=hid,
+                baseline=_score(runs),
+                candidate=base,
+                baseline_runs=runs,
+                candidate_runs=inp.baseline_runs,
+            )
+            for hid, runs in zip(prepared.reverify, inp.reverify_runs, strict=True)
+        ]
+    decided = decide(tests)  # Holm-adjusted across all of them
+    decisions = decided[: len(prepared.tests)]
     for d in decisions:
         current = store.heuristic(d.heuristic_id)
         # A retried activity, or a person who decided meanwhile: nothing to change.
@@ -287,20 +387,82 @@ def _record(inp: LearnRecordInput) -> LearnResult:
             reason=d.reason,
             figures={**d.figures, "learn_run_id": inp.learn_run_id},
         )
+    rechecked = [_reverified(store, inp, d) for d in decided[len(prepared.tests) :]]
     promoted = sum(1 for d in decisions if d.verdict == "promoted")
+    detail = (
+        f"{promoted} of {len(decisions)} heuristics promoted after "
+        f"{len(prepared.inputs)} paired replays each (Holm-adjusted across the "
+        f"{len(decided)} tested)"
+    )
+    if rechecked:
+        kept = sum(1 for d in rechecked if d.verdict == "reverified")
+        gone = sum(1 for d in rechecked if d.verdict == "retired")
+        detail += f"; {kept} of {len(rechecked)} promoted re-verified, {gone} retired"
+        if open_ := len(rechecked) - kept - gone:
+            detail += f", {open_} inconclusive (too few replays scored; tried again next round)"
+    if prepared.retired:
+        detail += f"; {len(prepared.retired)} retired (stage gone)"
     return LearnResult(
         status="learned",
         spec_name=prepared.plan.name,
-        detail=f"{promoted} of {len(decisions)} heuristics promoted after "
-        f"{len(prepared.inputs)} paired replays each (Holm-adjusted across the "
-        f"{len(decisions)}); {len(prepared.admitted)} lesson(s) distilled",
+        detail=f"{detail}; {len(prepared.admitted)} lesson(s) distilled",
         admitted=prepared.admitted,
-        decisions=decisions,
+        decisions=[*decisions, *rechecked],
+        retired=prepared.retired,
         trajectories=prepared.trajectories,
+    )
+
+
+def _reverified(store: TraceStore, inp: LearnRecordInput, d: Decision) -> Decision:
+    """A re-verified promoted heuristic: it stays (an event records the figures) or memory
+    CI retires it; the decision as the round reports it."""
+    kept = d.verdict == "promoted"
+    since = inp.prepared.last_verified.get(d.heuristic_id)
+    if d.figures.get("n", 0) < 2:
+        # Too few replays reached the store (an outage, say): no evidence either way. It
+        # stays promoted, nothing is recorded, and the next round is due to re-verify it.
+        return d.model_copy(
+            update={
+                "verdict": "inconclusive",
+                "reason": f"re-verification inconclusive, it stays promoted: {d.reason}",
+            }
+        )
+    reason = (
+        f"re-verified (last verified {since}): {d.reason}"
+        if kept
+        else f"re-verification (last verified {since}): "
+        + d.reason.replace("not shown to help", "no longer shown to help")
+    )
+    figures = {
+        **d.figures,
+        "learn_run_id": inp.learn_run_id,
+        "reverify": True,
+        "last_verified_at": since,
+    }
+    current = store.heuristic(d.heuristic_id)
+    done = any(
+        e.figures.get("learn_run_id") == inp.learn_run_id
+        for e in store.heuristic_events(d.heuristic_id)
+    )
+    # A retried activity, or a person who decided meanwhile: nothing to change.
+    if current is not None and current.status == "promoted" and not done:
+        if kept:
+            store.record_heuristic_event(d.heuristic_id, by=BY, reason=reason, figures=figures)
+        else:
+            store.set_heuristic_status(
+                d.heuristic_id, "retired", by=BY, reason=reason, figures=figures
+            )
+    return d.model_copy(
+        update={
+            "verdict": "reverified" if kept else "retired",
+            "reason": reason,
+            "figures": figures,
+        }
     )
 
 
 @activity.defn(name="learn_record")
 async def learn_record(inp: LearnRecordInput) -> LearnResult:
-    """Score the replays from the store; promote or reject each tested heuristic."""
+    """Score the replays from the store; promote or reject each quarantined heuristic tested,
+    keep or retire each promoted one re-verified."""
     return await asyncio.to_thread(_record, inp)

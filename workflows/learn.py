@@ -5,9 +5,11 @@ replay-test the quarantined heuristics — memory CI.
 A replay test runs the spec's ``experience.verify_runs`` most recent real inputs as child
 runs of the interpreter in verification mode, twice each with the same simulator seed
 (``replicate``): with the promoted heuristics (baseline) and with those plus the one under
-test. The paired HQS gains decide, Holm-adjusted across the heuristics tested in the round
-(:mod:`armature_temporal.experience.verify`); each decision is a heuristic event with its
-figures. Run on demand (``armature learn SPEC``) or by the Schedule ``armature schedule SPEC``
+test. A promoted heuristic due for re-verification (``experience.reverify_after_days``) is
+replayed with the promoted heuristics less itself, against the same baseline runs (patched
+``learn-reverify``). The paired HQS gains decide, Holm-adjusted across the heuristics tested in
+the round (:mod:`armature_temporal.experience.verify`); each decision is a heuristic event with
+its figures. Run on demand (``armature learn SPEC``) or by the Schedule ``armature schedule SPEC``
 creates from ``experience.schedule``.
 """
 
@@ -30,9 +32,11 @@ with workflow.unsafe.imports_passed_through():
     from armature_temporal.runtime.models import RunInput, RunResult
     from armature_temporal.spec.compiler import Plan
 
-__all__ = ["LEARN_WORKFLOW", "LearnWorkflow"]
+__all__ = ["LEARN_WORKFLOW", "REVERIFY_PATCH", "LearnWorkflow"]
 
 LEARN_WORKFLOW = "Learn"
+#: workflow.patched id: rounds replay promoted heuristics due for re-verification.
+REVERIFY_PATCH = "learn-reverify"
 RUN_SPEC = "RunSpec"
 STORE_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=2))
 
@@ -93,6 +97,12 @@ class LearnWorkflow:
         versions = [("baseline", prepared.baseline)] + [
             (hid, [*prepared.baseline, hid]) for hid in prepared.tests
         ]
+        reverify = bool(prepared.reverify) and workflow.patched(REVERIFY_PATCH)
+        if reverify:
+            versions += [
+                (f"without-{hid}", [b for b in prepared.baseline if b != hid])
+                for hid in prepared.reverify
+            ]
         self.runs_total = len(versions) * len(prepared.inputs)
         ids = await asyncio.gather(
             *(
@@ -102,6 +112,7 @@ class LearnWorkflow:
             )
         )
         n = len(prepared.inputs)
+        k_tests = len(prepared.tests)
         self.phase = "deciding"
         result: LearnResult = await workflow.execute_activity(
             "learn_record",
@@ -109,14 +120,18 @@ class LearnWorkflow:
                 learn_run_id=workflow.info().workflow_id,
                 prepared=prepared,
                 baseline_runs=list(ids[:n]),
-                candidate_runs=[
-                    list(ids[(k + 1) * n : (k + 2) * n]) for k in range(len(prepared.tests))
-                ],
+                candidate_runs=[list(ids[(k + 1) * n : (k + 2) * n]) for k in range(k_tests)],
+                reverify_runs=[
+                    list(ids[(k + 1) * n : (k + 2) * n])
+                    for k in range(k_tests, k_tests + len(prepared.reverify))
+                ]
+                if reverify
+                else [],
             ),
             result_type=LearnResult,
             start_to_close_timeout=timedelta(minutes=2),
             retry_policy=STORE_RETRY,
-            summary="score the replays; promote or reject each heuristic",
+            summary="score the replays; promote, reject, keep or retire each heuristic",
         )
         self.phase = "done"
         return result

@@ -183,6 +183,7 @@ class RunSpecWorkflow:
             run.state = "completed"
         elif run.state != "rejected":
             run.state = "failed"
+        await self.llm.cache.settle()
         result = RunResult(
             run_id=run.run_id,
             spec_name=self.plan.name,

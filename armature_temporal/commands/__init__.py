@@ -18,6 +18,8 @@ groups, such as ``runs`` or ``proposals``); ``cli.py`` adds every room's ``app``
 - :mod:`~armature_temporal.commands.memory` (Learn and improve): ``memory *`` (the
   experience memory's heuristics).
 - :mod:`~armature_temporal.commands.bandits` (Learn and improve): ``bandit *``, ``reward``.
+- :mod:`~armature_temporal.commands.cache` (Inspect the record): ``cache stats|clear`` and
+  ``cache eval`` (from ``cache_eval``, which ``cli.py`` mounts on the group).
 - :mod:`~armature_temporal.commands.reports` (Inspect the record): ``report``,
   ``dashboard``, ``traces verify``, ``export-traces``. The trace store only.
 - :mod:`~armature_temporal.commands.stack` (Run the stack): ``worker``, ``dev``,
@@ -39,6 +41,7 @@ from armature_temporal.commands import (
     approvals,
     authoring,
     bandits,
+    cache,
     doctor,
     learn,
     loops,
@@ -54,6 +57,7 @@ __all__ = [
     "approvals",
     "authoring",
     "bandits",
+    "cache",
     "doctor",
     "learn",
     "loops",

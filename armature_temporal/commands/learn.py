@@ -22,8 +22,12 @@ app = typer.Typer()
 
 
 def render_learn(result: Any) -> list[str]:
-    """The round as lines of plain text: outcome, distilled lessons, decisions with figures."""
+    """The round as lines of plain text: outcome, heuristics retired because their stage is
+    gone, distilled lessons, decisions with figures (re-verifications too)."""
     lines = [f"{result.status}: {result.detail}"]
+    for r in result.retired:
+        lines.append(f"  {r.heuristic_id} [{r.stage_id}]  retired (stage gone)")
+        lines.append(f"    {r.reason}")
     for a in result.admitted:
         where = f" into {a.merged_into}" if a.merged_into else ""
         lines.append(f"  distilled {a.heuristic_id} [{a.stage_id}] {a.outcome}{where}: {a.text}")
@@ -55,7 +59,13 @@ def learn(
     ] = None,
     max_tests: Annotated[
         int,
-        typer.Option("--max-tests", min=1, max=20, help="Quarantined heuristics tested per round."),
+        typer.Option(
+            "--max-tests",
+            min=1,
+            max=20,
+            help="Heuristics replay-tested per round: quarantined ones first, then promoted "
+            "ones due for re-verification.",
+        ),
     ] = 3,
     wait: Annotated[
         bool, typer.Option("--wait/--no-wait", help="Wait for the round and print it.")
@@ -72,7 +82,10 @@ def learn(
     input is run with the promoted heuristics and with those plus the one under test (gates
     approve themselves, tool approvals are refused, nothing is rewarded). A heuristic is
     promoted only when its paired HQS gain's Holm-adjusted interval lies above 0, else
-    rejected; `armature memory show ID` shows the figures. `armature schedule SPEC` runs
+    rejected. Slots left re-verify promoted heuristics last verified over
+    experience.reverify_after_days ago (the promoted set without one against all of it): it
+    stays promoted if it still helps, else it is retired; promoted heuristics whose stage left
+    the spec are retired. `armature memory show ID` shows the figures. `armature schedule SPEC` runs
     rounds on experience.schedule. Exits 0 when the round finished (whatever it found), 1
     when it failed, 2 on a spec without an experience section.
     """

@@ -1,5 +1,7 @@
 """One learning round's data (``armature learn``, the Learn schedule): what it distilled and
-admitted, which heuristics it replay-tested, and what memory CI decided.
+admitted, which promoted heuristics it retired because their stage is gone, which heuristics it
+replay-tested (quarantined ones, and promoted ones due for re-verification), and what memory CI
+decided.
 
 Pure pydantic models shared by the LearnWorkflow (they travel through Temporal), its
 activities and the CLI.
@@ -21,6 +23,7 @@ __all__ = [
     "LearnRecordInput",
     "LearnResult",
     "LearnStatus",
+    "StaleRetirement",
 ]
 
 LearnStatus = Literal["learned", "nothing_to_test", "too_few_traces", "no_experience", "disabled"]
@@ -36,7 +39,8 @@ class LearnInput(_Model):
     spec_text: str
     spec_path: str  # for messages; the workflow never reads it
     verify_runs: int | None = None  # None: the spec's experience.verify_runs
-    max_tests: int = Field(3, ge=1, le=20)  # quarantined heuristics replay-tested per round
+    # heuristics replay-tested per round: quarantined ones, then promoted ones to re-verify
+    max_tests: int = Field(3, ge=1, le=20)
     history: int = Field(100, ge=1, le=5000)  # newest runs read for trajectories
 
 
@@ -53,6 +57,15 @@ class AdmittedLesson(_Model):
     pitfall_id: str | None = None
 
 
+class StaleRetirement(_Model):
+    """A promoted heuristic the round retired (by ``learn``) because the spec has no LLM
+    stage of its ``stage_id`` any more."""
+
+    heuristic_id: str
+    stage_id: str
+    reason: str
+
+
 class LearnPrepared(_Model):
     """What ``learn_prepare`` found: a reason to stop, or the replay tests to run."""
 
@@ -61,6 +74,10 @@ class LearnPrepared(_Model):
     admitted: list[AdmittedLesson] = Field(default_factory=list)
     baseline: list[str] = Field(default_factory=list)  # promoted heuristic ids
     tests: list[str] = Field(default_factory=list)  # quarantined heuristic ids to test
+    # promoted ids due for re-verification (baseline without each vs the baseline)
+    reverify: list[str] = Field(default_factory=list)
+    last_verified: dict[str, str] = Field(default_factory=dict)  # reverify id -> when
+    retired: list[StaleRetirement] = Field(default_factory=list)
     inputs: list[dict[str, Any]] = Field(default_factory=list)
     trajectories: dict[str, int] = Field(default_factory=dict)  # per stage, scored ones
 
@@ -70,6 +87,8 @@ class LearnRecordInput(_Model):
     prepared: LearnPrepared
     baseline_runs: list[str]
     candidate_runs: list[list[str]]  # per test, in the order of prepared.tests
+    # per re-verification, the runs without it (order of prepared.reverify); empty: not run
+    reverify_runs: list[list[str]] = Field(default_factory=list)
 
 
 class LearnResult(_Model):
@@ -80,6 +99,7 @@ class LearnResult(_Model):
     spec_name: str = ""
     admitted: list[AdmittedLesson] = Field(default_factory=list)
     decisions: list[Decision] = Field(default_factory=list)
+    retired: list[StaleRetirement] = Field(default_factory=list)
     trajectories: dict[str, int] = Field(default_factory=dict)
 
 

@@ -3,7 +3,8 @@ written by a person) and the :class:`HeuristicEvent` log of its status changes.
 
 A heuristic starts as a ``candidate``; the immune scan rejects it or it waits ``quarantined``
 for memory CI (a paired replay test), which promotes or rejects it; a promoted one is retired
-when its measured utility falls. Only promoted ones are ever put in a prompt (``trust``).
+when its measured utility falls, when its stage leaves the spec, or when a later replay test
+(re-verification) no longer shows it helps. Only promoted ones are ever put in a prompt (``trust``).
 """
 
 from __future__ import annotations
@@ -120,7 +121,8 @@ class Heuristic(BaseModel):
 
 
 class HeuristicEvent(BaseModel):
-    """One status change of a heuristic (its arrival too: ``from_status`` None)."""
+    """One status change of a heuristic (its arrival too: ``from_status`` None), or a
+    re-verification that kept it as it was (``from_status == to_status``)."""
 
     model_config = ConfigDict(frozen=True)
 

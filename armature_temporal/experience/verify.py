@@ -43,12 +43,14 @@ class PairedScores(BaseModel):
 
 
 class Decision(BaseModel):
-    """What memory CI decided for one heuristic, with the figures the event keeps."""
+    """What memory CI decided for one heuristic, with the figures the event keeps: a
+    quarantined one is ``promoted`` or ``rejected``; a promoted one re-verified stays
+    (``reverified``) or is ``retired`` (see activities/learn.py)."""
 
     model_config = ConfigDict(frozen=True)
 
     heuristic_id: str
-    verdict: Literal["promoted", "rejected"]
+    verdict: Literal["promoted", "rejected", "reverified", "retired", "inconclusive"]
     reason: str
     figures: dict[str, Any]
 

@@ -221,6 +221,9 @@ class LLMCallResult(_Model):
     messages: list[dict[str, Any]] = Field(default_factory=list)
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
     hooks: dict[str, Any] = Field(default_factory=dict)
+    #: A cache hit's provenance (``cache``, ``cache_entry``, ``similarity``, ``source_run``,
+    #: ``saved_cost_usd``); None for a model call.
+    cache: dict[str, Any] | None = None
     needs_approval: str | None = None
     finish_reason: str | None = None
     #: How sure the attempt is of its output, and from what (runtime/confidence).

@@ -199,6 +199,8 @@ def _check_tiers(spec: Spec) -> Iterator[Problem]:
         for k, arm in enumerate(stage.arms):
             if msg := bad(arm.model_tier):
                 yield ("stages", i, "arms", k, "model_tier"), msg
+        if stage.cache is not None and (msg := bad(stage.cache.verify_tier)):
+            yield ("stages", i, "cache", "verify_tier"), msg
         arm_ids = [a.arm_id for a in stage.arms]
         for k, arm_id in enumerate(arm_ids):
             if arm_id in arm_ids[:k]:

@@ -1,8 +1,6 @@
 """Compile a validated spec into a :class:`Plan`: the frozen, JSON-serialisable program that the
-Temporal interpreter runs.
-
-Everything the interpreter needs is resolved here — tiers and role defaults, retry and
-escalation policy, the judge contract, topological order, subagent plans inlined — so the
+Temporal interpreter runs. Everything it needs is resolved here — tiers and role defaults, retry
+and escalation policy, the judge contract, topological order, subagent plans inlined — so the
 workflow never reads files. The same spec always compiles to byte-identical JSON.
 """
 
@@ -17,6 +15,7 @@ from typing import Any, Literal
 from jinja2 import TemplateSyntaxError
 from pydantic import BaseModel, ConfigDict, Field
 
+from armature_temporal.spec.caching import StageCache
 from armature_temporal.spec.checks import tier_names
 from armature_temporal.spec.experience import ExperienceConfig, compile_experience
 from armature_temporal.spec.loader import LoadedSpec, load_spec
@@ -203,6 +202,7 @@ class PlanStage(_Frozen):
     context_never: list[str] = Field(default_factory=list)
     evaluate: list[str] = Field(default_factory=list)
     simulate: StageSimulation | None = None  # the simulate provider's pitfalls
+    cache: StageCache | None = None
 
 
 class Plan(_Frozen):
@@ -503,6 +503,7 @@ def _compile_stage(
         context_never=sorted(never),
         evaluate=list(stage.evaluate),
         simulate=stage.simulate,
+        cache=stage.cache,
     )
 
 

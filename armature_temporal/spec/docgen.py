@@ -34,6 +34,7 @@ _SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("stages[].arms[]", spec_module.Arm),
     ("stages[].simulate", StageSimulation),
     ("stages[].simulate.pitfalls[]", Pitfall),
+    ("stages[].cache", spec_module.StageCache),
     ("safety_rules[]", spec_module.SafetyRule),
     ("safety_rules[].condition", spec_module.Condition),
     ("continuation", spec_module.Continuation),

@@ -69,6 +69,15 @@ class Experience(_Model):
         "it was in) is under this after min_uses uses is retired.",
     )
     min_uses: int = Field(10, ge=1, description="Uses before retire_below applies.")
+    reverify_after_days: int = Field(
+        30,
+        ge=0,
+        le=3650,
+        description="A promoted lesson last verified (by memory CI or promoted by a person) "
+        "longer ago than this is replay-tested again in the next learning round, against the "
+        "promoted set without it: it stays promoted only if it still helps, else it is "
+        "retired. 0: never re-verify.",
+    )
 
 
 class ExperienceConfig(_Model):
@@ -85,6 +94,7 @@ class ExperienceConfig(_Model):
     embedding_model: str | None = None
     retire_below: float = 0.3
     min_uses: int = 10
+    reverify_after_days: int = 30
 
     def critic_for(self, actor_tier: str, ladder: Sequence[str]) -> str:
         """The tier that critiques a stage run on ``actor_tier``: ``critic_tier`` if declared,

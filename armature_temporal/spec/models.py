@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 
+from armature_temporal.spec.caching import CACHE_DESCRIPTION, StageCache
 from armature_temporal.spec.experience import Experience
 from armature_temporal.spec.fields import (
     IDENTIFIER,
@@ -48,6 +49,7 @@ from armature_temporal.spec.sections import (
     SelfImprovement,
     Signature,
     SkillDef,
+    ToolCall,
     ToolModule,
     Trigger,
 )
@@ -87,6 +89,7 @@ __all__ = [
     "SkillDef",
     "Spec",
     "Stage",
+    "StageCache",
     "ToolCall",
     "ToolModule",
     "Trigger",
@@ -231,15 +234,6 @@ def _gate_shorthand(value: Any) -> Any:
             raise ValueError(f"unknown gate {value!r}; write gate: human or gate: {{type: human}}")
         return {"type": "human"}
     return value
-
-
-class ToolCall(_Model):
-    """A stage that calls one tool directly, with no model."""
-
-    name: str = Field(..., min_length=1, description="Built-in tool name or module:function.")
-    args: dict[str, Any] = Field(
-        default_factory=dict, description="Arguments; string values are Jinja templates."
-    )
 
 
 class Arm(_Model):
@@ -409,6 +403,7 @@ class Stage(_Model):
         "runtime_update).",
     )
     simulate: StageSimulation | None = Field(None, description=SIMULATE_DESCRIPTION)
+    cache: StageCache | None = Field(None, description=CACHE_DESCRIPTION)
 
     @model_validator(mode="after")
     def _check_kind(self) -> Stage:
@@ -461,6 +456,8 @@ class Stage(_Model):
             raise ValueError("arms vary an LLM stage's tier, params or prompt; add a role")
         if self.role is None and self.loop is not None:
             raise ValueError("loop repeats an LLM stage; add a role")
+        if self.cache is not None and (self.role is None or self.role.tools):
+            raise ValueError("cache reuses a model's answer: an LLM stage without tools only")
         return self
 
 

@@ -34,6 +34,15 @@ class Signature(_Model):
     )
 
 
+class ToolCall(_Model):
+    """A stage that calls one tool directly, with no model."""
+
+    name: str = Field(..., min_length=1, description="Built-in tool name or module:function.")
+    args: dict[str, Any] = Field(
+        default_factory=dict, description="Arguments; string values are Jinja templates."
+    )
+
+
 class Adapter(_Model):
     """A script or Python function a stage runs (``adapter: name``), as an activity."""
 

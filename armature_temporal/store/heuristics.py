@@ -2,7 +2,8 @@
 
 Every write is one transaction. Adding a heuristic twice merges its provenance (idempotent);
 a status change is checked against the life cycle
-(:func:`~armature_temporal.experience.models.allowed_transitions`) and logged as an event; a
+(:func:`~armature_temporal.experience.models.allowed_transitions`) and logged as an event (so is
+a re-verification, which changes no status: :meth:`HeuristicStore.record_heuristic_event`); a
 reward counts once per heuristic and key, so a retried activity rewards once.
 """
 
@@ -137,7 +138,8 @@ class HeuristicStore(StoreBase):
             return [_to_heuristic(row) for row in conn.execute(query).mappings()]
 
     def heuristic_events(self, heuristic_id: str) -> list[HeuristicEvent]:
-        """Heuristic ``heuristic_id``'s status changes, oldest first (its arrival first)."""
+        """Heuristic ``heuristic_id``'s events (status changes, re-verifications), oldest
+        first (its arrival first)."""
         table = table_of(HeuristicEventRow)
         query = select(table).where(table.c.heuristic_id == heuristic_id).order_by(table.c.id)
         with self.engine.connect() as conn:
@@ -203,6 +205,33 @@ class HeuristicStore(StoreBase):
                 ),
             )
         return stored
+
+    def record_heuristic_event(
+        self,
+        heuristic_id: str,
+        *,
+        by: str,
+        reason: str,
+        figures: dict[str, Any] | None = None,
+    ) -> HeuristicEvent:
+        """Log an event that leaves the heuristic's status as it is (``from_status`` and
+        ``to_status`` both its current one), e.g. memory CI re-verifying a promoted one;
+        returns the event. Raises :class:`HeuristicError` for an unknown id."""
+        with self.engine.begin() as conn:
+            row = self._locked(conn, heuristic_id)
+            if row is None:
+                raise self._unknown(heuristic_id)
+            event = HeuristicEvent(
+                heuristic_id=heuristic_id,
+                at=_now(),
+                from_status=row["status"],
+                to_status=row["status"],
+                by=by,
+                reason=reason,
+                figures=figures or {},
+            )
+            self._log(conn, event)
+        return event
 
     def reward_heuristics(self, ids: Sequence[str], reward: float, *, key: str, at: str) -> int:
         """Reward each heuristic in ``ids`` with ``reward`` in [0, 1]: alpha += reward,

@@ -284,6 +284,63 @@ def _v9_heuristics(conn: Connection) -> None:
     meta.create_all(conn)
 
 
+def _v10_cache(conn: Connection) -> None:
+    """The answer cache of LLM stages: ``cache_entries`` (each stored answer with its exact
+    key, semantic partition and embedding, its source run and cost, and its status: pending,
+    servable or withheld) and ``cache_hits`` (each served answer, for stats and audit)."""
+    meta = MetaData()
+    Table(
+        "cache_entries",
+        meta,
+        Column("id", String(64), primary_key=True),
+        Column("spec_name", String(100), nullable=False),
+        Column("spec_hash", String(64), nullable=False),
+        Column("stage_id", String(100), nullable=False),
+        Column("tier", String(100), nullable=False),
+        Column("exact_key", String(64), nullable=False),
+        Column("partition", String(64), nullable=False),
+        Column("task", Text, nullable=False),
+        Column("embedding", JSON),
+        Column("embedding_model", String(200)),
+        Column("output", JSON),
+        Column("text", Text, nullable=False),
+        Column("model", String(200), nullable=False),
+        Column("simulated_quality", Float),
+        Column("cost_usd", Float, nullable=False),
+        Column("latency_ms", Float, nullable=False),
+        Column("prompt_tokens", Integer, nullable=False),
+        Column("completion_tokens", Integer, nullable=False),
+        Column("run_id", String(200), nullable=False),
+        Column("attempt", Integer, nullable=False),
+        Column("status", String(20), nullable=False),
+        Column("reason", Text),
+        Column("created_at", String(40), nullable=False),
+        Column("expires_at", String(40), nullable=False),
+        Column("settled_at", String(40)),
+        Column("hits", Integer, nullable=False),
+        Index("ix_cache_exact", "exact_key", "status", "expires_at"),
+        Index("ix_cache_partition", "partition", "status"),
+        Index("ix_cache_spec_stage", "spec_name", "stage_id", "created_at"),
+        Index("ix_cache_run", "run_id"),
+    )
+    Table(
+        "cache_hits",
+        meta,
+        Column("run_id", String(200), primary_key=True),
+        Column("stage_id", String(100), primary_key=True),
+        Column("attempt_key", String(200), primary_key=True),
+        Column("entry_id", String(64), nullable=False),
+        Column("spec_name", String(100), nullable=False),
+        Column("kind", String(20), nullable=False),
+        Column("similarity", Float, nullable=False),
+        Column("task", Text, nullable=False),
+        Column("saved_cost_usd", Float, nullable=False),
+        Column("at", String(40), nullable=False),
+        Index("ix_cache_hits_spec", "spec_name", "at"),
+    )
+    meta.create_all(conn)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "initial", _v1_initial),
     (2, "run_quality", _v2_run_quality),
@@ -294,6 +351,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (7, "memory_entries", _v7_memory_entries),
     (8, "record_anchors", _v8_record_anchors),
     (9, "heuristics", _v9_heuristics),
+    (10, "cache", _v10_cache),
 ]
 
 

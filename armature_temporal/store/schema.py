@@ -11,6 +11,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 __all__ = [
     "AdapterRow",
     "Base",
+    "CacheEntryRow",
+    "CacheHitRow",
     "GateDecisionRow",
     "HeuristicEventRow",
     "HeuristicRewardRow",
@@ -273,3 +275,63 @@ class HeuristicRewardRow(Base):
     reward_key: Mapped[str] = mapped_column(String(300), primary_key=True)
     reward: Mapped[float] = mapped_column(Float)
     at: Mapped[str] = mapped_column(String(40))
+
+
+class CacheEntryRow(Base):
+    """One cached model answer of an LLM stage (:class:`~armature_temporal.cache.models.
+    CacheEntry`; kept by :class:`~armature_temporal.store.cache.CacheStore`)."""
+
+    __tablename__ = "cache_entries"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    spec_name: Mapped[str] = mapped_column(String(100))
+    spec_hash: Mapped[str] = mapped_column(String(64))
+    stage_id: Mapped[str] = mapped_column(String(100))
+    tier: Mapped[str] = mapped_column(String(100))
+    exact_key: Mapped[str] = mapped_column(String(64))
+    partition: Mapped[str] = mapped_column(String(64))
+    task: Mapped[str] = mapped_column(Text)
+    embedding: Mapped[Any] = mapped_column(JSON, nullable=True)
+    embedding_model: Mapped[str | None] = mapped_column(String(200))
+    output: Mapped[Any] = mapped_column(JSON, nullable=True)
+    text: Mapped[str] = mapped_column(Text)
+    model: Mapped[str] = mapped_column(String(200))
+    simulated_quality: Mapped[float | None] = mapped_column(Float)
+    cost_usd: Mapped[float] = mapped_column(Float)
+    latency_ms: Mapped[float] = mapped_column(Float)
+    prompt_tokens: Mapped[int] = mapped_column(Integer)
+    completion_tokens: Mapped[int] = mapped_column(Integer)
+    run_id: Mapped[str] = mapped_column(String(200))
+    attempt: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(20))
+    reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[str] = mapped_column(String(40))
+    expires_at: Mapped[str] = mapped_column(String(40))
+    settled_at: Mapped[str | None] = mapped_column(String(40))
+    hits: Mapped[int] = mapped_column(Integer, default=0)
+
+    __table_args__ = (
+        Index("ix_cache_exact", "exact_key", "status", "expires_at"),
+        Index("ix_cache_partition", "partition", "status"),
+        Index("ix_cache_spec_stage", "spec_name", "stage_id", "created_at"),
+        Index("ix_cache_run", "run_id"),
+    )
+
+
+class CacheHitRow(Base):
+    """One served answer: which entry, for which run, stage and attempt, how similar."""
+
+    __tablename__ = "cache_hits"
+
+    run_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    stage_id: Mapped[str] = mapped_column(String(100), primary_key=True)
+    attempt_key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    entry_id: Mapped[str] = mapped_column(String(64))
+    spec_name: Mapped[str] = mapped_column(String(100))
+    kind: Mapped[str] = mapped_column(String(20))
+    similarity: Mapped[float] = mapped_column(Float)
+    task: Mapped[str] = mapped_column(Text)
+    saved_cost_usd: Mapped[float] = mapped_column(Float)
+    at: Mapped[str] = mapped_column(String(40))
+
+    __table_args__ = (Index("ix_cache_hits_spec", "spec_name", "at"),)

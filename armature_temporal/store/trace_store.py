@@ -3,9 +3,10 @@
 Writes are idempotent — a retried activity re-sends records with the same ``(run_id, seq)`` and
 they are ignored — and safe under many concurrent workers (each run's chain is computed by its
 workflow, so writers never read-modify-write a shared row). Proposals, adapters, cross-run
-memory and the experience memory's heuristics are mixed in from
+memory, the experience memory's heuristics and the answer cache are mixed in from
 :mod:`~armature_temporal.store.proposals`, :mod:`~armature_temporal.store.adapters`,
-:mod:`~armature_temporal.store.memory` and :mod:`~armature_temporal.store.heuristics`.
+:mod:`~armature_temporal.store.memory`, :mod:`~armature_temporal.store.heuristics` and
+:mod:`~armature_temporal.store.cache`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from armature_temporal.runtime.traces import TraceRecord
 from armature_temporal.store import ledger
 from armature_temporal.store._base import table_of
 from armature_temporal.store.adapters import AdapterError, AdapterStore
+from armature_temporal.store.cache import CacheStore
 from armature_temporal.store.engine import StoreError, database_url, make_engine
 from armature_temporal.store.heuristics import HeuristicStore
 from armature_temporal.store.keys import TraceKey, key_path, load_key
@@ -48,7 +50,7 @@ LATENCY_WINDOW = 50
 _RECORD_FIELDS = [name for name in TraceRecord.model_fields]
 
 
-class TraceStore(ProposalStore, AdapterStore, MemoryStore, HeuristicStore):
+class TraceStore(ProposalStore, AdapterStore, MemoryStore, HeuristicStore, CacheStore):
     """Open (and migrate) the store at ``url`` (default: ``$ARMATURE_DB_URL`` or SQLite)."""
 
     def __init__(self, url: str | None = None, *, key: Path | None = None) -> None:

@@ -10,11 +10,13 @@ mix versions.
 - :mod:`~armature_temporal.views.dashboard`: a spec over many runs (``armature dashboard``):
   the per-version models, :func:`build_dashboard`, :func:`build_overview` and
   :func:`load_runs`.
+- :mod:`~armature_temporal.views.cache`: the dashboard's answer-cache section (hits exact and
+  semantic, saved cost, recent hits) and its panel (rich imported inside it).
 - :mod:`~armature_temporal.views.render`: the rich renderables of both (``render_*``), the
-  only module here that uses rich (imported when something is rendered).
+  only module here that uses rich at import (imported when something is rendered).
 
-``render`` imports ``report`` and ``dashboard``, ``dashboard`` imports ``report``; never the
-reverse.
+``render`` imports ``report``, ``dashboard`` and ``cache``; ``dashboard`` imports ``report``
+and ``cache``; ``cache`` imports ``report``; never the reverse.
 """
 
 from armature_temporal.views.dashboard import (

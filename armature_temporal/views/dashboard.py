@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from armature_temporal.runtime.stats import percentile
 from armature_temporal.runtime.traces import FAILURE_TAXONOMY, TraceRecord
+from armature_temporal.views.cache import CacheUsage, cache_usage
 from armature_temporal.views.report import RunTrace, _trace, _View
 
 if TYPE_CHECKING:
@@ -84,6 +85,7 @@ class VersionStats(_View):
     cost_usd: float
     taxonomy: dict[str, int]
     configurations: list[ConfigUsage]
+    cache: CacheUsage | None = None
 
 
 class SpecDashboard(_View):
@@ -198,6 +200,7 @@ def _version_stats(runs: Sequence[RunTrace]) -> VersionStats:
         cost_usd=sum(a.cost_usd for a in attempts),
         taxonomy=failure_counts(records),
         configurations=_configurations(records),
+        cache=cache_usage(records),
     )
 
 

@@ -7,6 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from armature_temporal.views.cache import cache_panel
 from armature_temporal.views.dashboard import SpecDashboard, SpecSummary, VersionStats
 from armature_temporal.views.report import RunReport
 
@@ -292,6 +293,7 @@ def render_dashboard(board: SpecDashboard, *, columns: int = 3) -> RenderableTyp
             expand=False,
         ),
         Panel(spend, title="run latency, tokens and cost", title_align="left", expand=False),
+        *cache_panel(board.versions),
         Panel(
             configs,
             title=f"configurations in use ({_version_label(newest)})",

@@ -39,6 +39,7 @@ def test_commands_package_exports_the_rooms() -> None:
         "approvals",
         "authoring",
         "bandits",
+        "cache",
         "doctor",
         "learn",
         "loops",

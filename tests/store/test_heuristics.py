@@ -158,7 +158,7 @@ def test_migration_9_adds_the_heuristics_tables_to_an_old_store(db_url: str) -> 
     engine = make_engine(db_url)
     assert migrate(engine, upto=8) == [1, 2, 3, 4, 5, 6, 7, 8]
     assert not inspect(engine).has_table("heuristics")
-    assert migrate(engine) == [9]
+    assert migrate(engine, upto=9) == [9]
     names = set(inspect(engine).get_table_names())
     assert {"heuristics", "heuristic_events", "heuristic_rewards"} <= names
     engine.dispose()
@@ -200,3 +200,22 @@ def test_of_two_concurrent_verdicts_exactly_one_wins(store: TraceStore) -> None:
         outcomes = sorted(pool.map(verdict, ["promoted", "rejected"]))
     assert outcomes in (["promoted", "refused"], ["refused", "rejected"])
     assert len(store.heuristic_events(h.id)) == 3
+
+
+def test_a_re_verification_is_logged_without_changing_the_heuristic(store: TraceStore) -> None:
+    h = make()
+    store.add_heuristic(h, by="distiller", reason="r")
+    store.set_heuristic_status(h.id, "quarantined", by="scan", reason="clean")
+    promoted = store.set_heuristic_status(h.id, "promoted", by="memory-ci", reason="helps")
+    event = store.record_heuristic_event(
+        h.id, by="memory-ci", reason="still helps", figures={"delta": 0.2}
+    )
+    assert (event.from_status, event.to_status, event.figures) == (
+        "promoted",
+        "promoted",
+        {"delta": 0.2},
+    )
+    assert store.heuristic_events(h.id)[-1] == event
+    assert store.heuristic(h.id) == promoted  # status, posterior and times as they were
+    with pytest.raises(HeuristicError, match=r"h-000000000000.*armature memory list"):
+        store.record_heuristic_event("h-000000000000", by="memory-ci", reason="x")

@@ -193,3 +193,104 @@ def test_the_distiller_is_the_declared_tier_else_the_largest() -> None:
 
     assert distiller_tier(_plan()) == "big"
     assert distiller_tier(_plan("distiller_tier: mid")) == "mid"
+
+
+def test_promoted_lessons_due_for_re_verification_fill_the_slots_left_oldest_first() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy import update
+
+    from activities.learn import _choose_tests, last_verified
+    from armature_temporal.experience import Heuristic, heuristic_id
+    from armature_temporal.experience.learning import LearnInput
+    from armature_temporal.store import TraceStore
+    from armature_temporal.store._base import table_of
+    from armature_temporal.store.engine import database_url
+    from armature_temporal.store.schema import HeuristicEventRow
+    from tests.fakes import plan_from
+    from tests.workflows.test_learning import SPEC
+
+    store = TraceStore(database_url())
+    now = datetime.now(UTC)
+    events = table_of(HeuristicEventRow)
+
+    def add(text: str, status: str, days: int) -> str:
+        at = (now - timedelta(days=days)).isoformat()
+        h = Heuristic(
+            id=heuristic_id("pitfalls", "write", text),
+            spec_name="pitfalls",
+            stage_id="write",
+            kind="procedural",
+            text=text,
+            status="quarantined",
+            source="person",
+            provenance=[],
+            created_at=at,
+            updated_at=at,
+        )
+        store.add_heuristic(h, by="person:t", reason="r")
+        if status == "promoted":
+            store.set_heuristic_status(h.id, "promoted", by="person:t", reason="r")
+        with store.engine.begin() as conn:
+            conn.execute(update(events).where(events.c.heuristic_id == h.id).values(at=at))
+        return h.id
+
+    waiting = add("q", "quarantined", 1)
+    p40, p50, p10 = add("a", "promoted", 40), add("b", "promoted", 50), add("c", "promoted", 10)
+    # A memory-CI event (a re-verification) after the person's promotion is the newest one.
+    store.record_heuristic_event(p10, by="memory-ci", reason="still helps")
+    assert last_verified(store, store.heuristic(p10)) > (now - timedelta(days=1)).isoformat()  # type: ignore[arg-type]
+    plan = plan_from(SPEC)
+
+    def choose(max_tests: int, plan: object = plan) -> tuple[list[str], list[str]]:
+        inp = LearnInput(spec_text="", spec_path="x.yaml", max_tests=max_tests)
+        _, tests, reverify, _ = _choose_tests(store, plan, inp, [], now)  # type: ignore[arg-type]
+        return tests, [hid for hid, _ in reverify]
+
+    assert choose(2) == ([waiting], [p50])
+    assert choose(3) == ([waiting], [p50, p40])
+    assert choose(1) == ([waiting], [])
+    off = plan_from(SPEC.replace("experience:\n", "experience:\n  reverify_after_days: 0\n"))
+    assert off.experience is not None and off.experience.reverify_after_days == 0
+    assert choose(3, off) == ([waiting], [])
+    soon = plan_from(SPEC.replace("experience:\n", "experience:\n  reverify_after_days: 45\n"))
+    assert choose(3, soon) == ([waiting], [p50])
+
+
+def test_a_re_verification_with_too_few_scored_replays_keeps_the_lesson_promoted(
+    tmp_path: Any,
+) -> None:
+    """An outage that keeps replays from the store is no evidence: the lesson stays promoted,
+    no event is recorded (so the next round is due again), and the round says so."""
+    from activities.learn import _reverified
+    from armature_temporal.experience.learning import LearnPrepared, LearnRecordInput
+    from armature_temporal.experience.models import Heuristic, heuristic_id
+    from armature_temporal.experience.verify import Decision
+    from armature_temporal.store import TraceStore
+
+    store = TraceStore(f"sqlite:///{tmp_path / 'traces.db'}")
+    at = "2026-01-01T00:00:00+00:00"
+    hid = heuristic_id("s", "write", "Be plain.")
+    store.add_heuristic(
+        Heuristic(
+            id=hid, spec_name="s", stage_id="write", kind="procedural", text="Be plain.",
+            status="quarantined", source="person", provenance=[], created_at=at, updated_at=at,
+        ),
+        by="person:test",
+        reason="added",
+    )  # fmt: skip
+    store.set_heuristic_status(hid, "promoted", by="person:test", reason="trusted")
+    before = store.heuristic_events(hid)
+    decision = decide([_test(hid, [])])[0]  # no scored pairs at all
+    assert decision.figures["n"] == 0
+    inp = LearnRecordInput(
+        learn_run_id="learn-1",
+        prepared=LearnPrepared(reverify=[hid], last_verified={hid: at}),
+        baseline_runs=[],
+        candidate_runs=[],
+    )
+    out = _reverified(store, inp, Decision.model_validate(decision.model_dump()))
+    assert out.verdict == "inconclusive" and "stays promoted" in out.reason
+    current = store.heuristic(hid)
+    assert current is not None and current.status == "promoted"
+    assert store.heuristic_events(hid) == before

@@ -14,6 +14,7 @@ from armature_temporal.runtime.prompts import needed_variables, stage_context
 from armature_temporal.spec.compiler import PlanStage, canonical_json
 from armature_temporal.spec.templating import evaluate, truth
 from workflows.interpreter.arms import Arms
+from workflows.interpreter.cache import AnswerCache
 from workflows.interpreter.failures import StageFailure
 from workflows.interpreter.gates import Gates
 from workflows.interpreter.lessons import LessonMemory
@@ -51,6 +52,7 @@ class LLMStages:
         self.arms = arms
         self.lessons = lessons
         self._sim_seed: str | None = None
+        self.cache = AnswerCache(run)
 
     async def stage(self, stage: PlanStage, variables: dict[str, Any]) -> Any:
         assert stage.role is not None
@@ -206,7 +208,7 @@ class LLMStages:
                 f"{stage.id}: {stage.role.name} ({stage.role.type}, tier {tier}, "
                 f"attempt {attempt}{f', turn {turn + 1}' if turn else ''})"
             )
-            llm = await call_llm(
+            llm = await self.cached_call(
                 LLMCallInput(
                     run_id=run.run_id,
                     stage=stage,
@@ -269,6 +271,14 @@ class LLMStages:
             "tool_error",
             f"stage {stage.id!r}: no final answer after "
             f"{stage.role.max_turns} turns (role.max_turns)",
+        )
+
+    async def cached_call(
+        self, inp: LLMCallInput, *, start_to_close: timedelta, summary: str, what: str
+    ) -> LLMCallResult:
+        """``call_llm`` through the stage's answer cache (workflows/interpreter/cache.py)."""
+        return await self.cache.call(
+            inp, lambda: call_llm(inp, start_to_close=start_to_close, summary=summary, what=what)
         )
 
     def sim_seed(self) -> str | None:

@@ -172,6 +172,7 @@ class Tracer:
                 **({"pitfalls_hit": llm.pitfalls_hit} if llm.pitfalls_hit else {}),
                 **({"finish_reason": llm.finish_reason} if llm.finish_reason else {}),
                 **_confidence(llm),
+                **(llm.cache or {}),  # a cache hit: cache, cache_entry, similarity, ...
                 # The raw reply of an invalid attempt (its output may be None): DPO's "rejected".
                 **({} if llm.valid else {"text": llm.text[:20000]}),
             },
