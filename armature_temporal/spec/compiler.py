@@ -74,8 +74,7 @@ DEFAULT_JUDGE_SCHEMA: dict[str, Any] = {
     "required": ["score", "rationale"],
 }
 
-#: The simulate ladder used when a spec declares no model_tiers: better tiers are more
-#: often valid and of higher quality.
+#: The simulate ladder for specs without model_tiers: each tier more often valid, of higher quality.
 DEFAULT_SIMULATE_TIERS: dict[str, dict[str, float]] = {
     "tiny": {"valid_rate": 0.85, "quality": 0.55},
     "small": {"valid_rate": 0.95, "quality": 0.7},
