@@ -32,6 +32,7 @@ from armature_temporal.cache.models import (
     CacheProbe,
     CacheSettle,
 )
+from armature_temporal.runtime.confidence import confidence_of
 from armature_temporal.runtime.hooks import HookRegistry
 from armature_temporal.store.engine import database_url
 
@@ -132,6 +133,9 @@ def _lookup(query: CacheLookup, adapter: str | None, started: float) -> CachePro
             and is_hit(similarity, threshold, query=probe.task, source=entry.task)
         ):
             hit = _hit(entry, "semantic", round(float(similarity), 6))
+    if hit is not None:
+        stated = {"text": hit.text, "output": hit.output, "schema": inp.stage.output_schema}
+        hit = hit.model_copy(update={"confidence": confidence_of(**stated, logprobs=None)})
     latency = (time.perf_counter() - started) * 1000
     # The messages travel (in the run's history) only with a hit, whose attempt records them;
     # on a miss llm_call's result carries them.

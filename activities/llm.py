@@ -191,6 +191,7 @@ async def _llm_call(inp: LLMCallInput) -> LLMCallResult:
         simulated_quality=completion.simulated_quality,
         pitfalls_hit=completion.pitfalls_hit,
         finish_reason=completion.finish_reason,
+        simulated_hedged=completion.simulated_hedged,
     )
     if completion.tool_calls:
         # Intermediate turns of a tool loop: the transcript is already in the workflow; echoing

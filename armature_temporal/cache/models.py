@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from armature_temporal.runtime.confidence import Confidence
 from armature_temporal.runtime.models import LLMCallInput
 from armature_temporal.spec.caching import StageCache
 
@@ -89,6 +90,8 @@ class CacheHit(_Model):
     simulated_quality: float | None = None
     saved_cost_usd: float = 0.0
     source_task: str = ""
+    #: Re-derived from the stored answer (stated or hedging: its logprobs are not kept).
+    confidence: Confidence | None = None
 
 
 class CacheProbe(_Model):

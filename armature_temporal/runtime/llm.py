@@ -64,6 +64,7 @@ class Completion(BaseModel):
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
     finish_reason: str | None = None  # the provider's ("length": cut off by max_tokens)
     logprobs: list[float] | None = None  # the output tokens', where the provider returned them
+    simulated_hedged: bool = False  # simulate: the output hedged (the tier's hedge_rate)
 
 
 def import_litellm() -> Any:
@@ -186,6 +187,7 @@ async def _simulate(
         simulated_quality=sim.quality,
         pitfalls_hit=sim.pitfalls_hit,
         logprobs=sim.logprobs,
+        simulated_hedged=sim.hedged,
     )
 
 

@@ -228,6 +228,8 @@ class LLMCallResult(_Model):
     finish_reason: str | None = None
     #: How sure the attempt is of its output, and from what (runtime/confidence).
     confidence: Confidence | None = None
+    #: simulate: the output hedged (its tier's hedge_rate): ground truth for calibration.
+    simulated_hedged: bool = False
 
 
 class ToolCallInput(_Model):

@@ -57,5 +57,33 @@ async def test_every_attempt_record_carries_confidence_and_source(
     assert by_stage["stated"].data["confidence_source"] == "stated"
     assert by_stage["scored"].data["confidence_source"] == "logprobs"
     assert by_stage["text"].data["confidence_source"] == "hedging"
+    # The simulator's ground truth rides along where an output hedged (hedge_rate 0.5).
+    hedged = [r for r in attempts if r.data.get("simulated_hedged")]
+    assert hedged and all(r.tier == "shaky" for r in hedged)
+    assert all(r.data["confidence"] < 0.5 for r in hedged if r.stage_id == "text")
     stated = by_stage["stated"].output["confidence"] / 100
     assert by_stage["stated"].data["confidence"] == pytest.approx(stated)
+
+
+CACHED = """\
+name: confident-cached
+model_tiers:
+  small: {provider: simulate}
+stages:
+  - id: answer
+    role: {name: A, description: "Answer about tides.", model_tier: small, temperature: 0}
+"""
+
+
+async def test_a_cache_hit_attempt_carries_the_stored_answers_confidence(
+    client: Client, task_queue: str, armature_home: Path
+) -> None:
+    plan = plan_from(CACHED)
+    async with build_worker(client, task_queue):
+        for run_id in ("cached-1", "cached-2"):
+            await (await start(client, plan, task_queue, {}, run_id=run_id)).result()
+    (miss,) = [r for r in TraceStore().records("cached-1") if r.kind == "attempt"]
+    (hit,) = [r for r in TraceStore().records("cached-2") if r.kind == "attempt"]
+    assert hit.data["cache"] == "exact"
+    assert hit.data["confidence_source"] == miss.data["confidence_source"] == "hedging"
+    assert hit.data["confidence"] == pytest.approx(miss.data["confidence"])

@@ -248,6 +248,7 @@ def _served(inp: LLMCallInput, probe: CacheProbe, hit: CacheHit) -> LLMCallResul
         tier=inp.tier.name,
         latency_ms=probe.latency_ms,
         simulated_quality=hit.simulated_quality,
+        confidence=hit.confidence,
         inputs_hash=probe.inputs_hash,
         messages=probe.messages,
         cache={

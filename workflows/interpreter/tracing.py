@@ -46,7 +46,12 @@ def _confidence(llm: LLMCallResult) -> dict[str, Any]:
     """An attempt's ``confidence`` and ``confidence_source`` (none in runs from before them)."""
     if llm.confidence is None:
         return {}
-    return {"confidence": llm.confidence.value, "confidence_source": llm.confidence.source}
+    hedged = {"simulated_hedged": True} if llm.simulated_hedged else {}
+    return {
+        "confidence": llm.confidence.value,
+        "confidence_source": llm.confidence.source,
+        **hedged,
+    }
 
 
 class Tracer:
