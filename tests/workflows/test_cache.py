@@ -265,3 +265,45 @@ async def test_a_worker_with_stage_hooks_neither_serves_nor_keeps(
         registry.clear()
     assert "cache" not in attempts("cache-hooked-2")[0].data
     assert TraceStore().cache_entries("cache-hooked") == []
+
+
+UNSURE = """\
+name: cache-unsure
+version: "{version}"
+model_tiers:
+  small: {{provider: simulate, hedge_rate: 1.0}}
+  frontier: {{provider: simulate, hedge_rate: 0.0}}
+inputs:
+  question: {{type: string}}
+stages:
+  - id: answer
+    role: {{name: A, description: "Answer: {{{{ inputs.question }}}}", model_tier: small,
+            temperature: 0}}
+    on_fail: {{loop: {{max: 1}}, escalate: true}}
+{extra}"""
+
+
+async def test_an_answer_refused_for_its_confidence_is_never_kept_nor_served_twice(
+    client: Client, task_queue: str
+) -> None:
+    """The cache and min_confidence together: a refused (hedged) answer is not kept, and an
+    entry served and then refused is not served again in the same stage — the retry asks
+    the model rather than being handed the refused answer once more."""
+    # Version 1 has no threshold: the small tier's hedged answer is kept and settled.
+    v1 = plan_from(UNSURE.format(version=1, extra=""))
+    await run(client, task_queue, v1, "cache-unsure-1", **ask("Why is the sky blue?"))
+    (kept,) = TraceStore().cache_entries("cache-unsure")
+    assert kept.status == "servable" and kept.tier == "small"
+    # Version 2 refuses answers under 0.6: the kept one is served once, refused, and the retry
+    # on the same tier goes to the model (also refused); frontier's answer is kept.
+    v2 = plan_from(UNSURE.format(version=2, extra="    min_confidence: 0.6\n"))
+    result = await run(client, task_queue, v2, "cache-unsure-2", **ask("Why is the sky blue?"))
+    assert result is not None and result.state == "completed"
+    tried = attempts("cache-unsure-2")
+    assert [(a.tier, a.data.get("cache"), a.error_type) for a in tried] == [
+        ("small", "exact", "low_confidence"),
+        ("small", None, "low_confidence"),
+        ("frontier", None, None),
+    ]
+    entries = TraceStore().cache_entries("cache-unsure")
+    assert sorted(e.tier for e in entries) == ["frontier", "small"]  # no second small entry

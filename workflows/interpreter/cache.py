@@ -34,6 +34,7 @@ from armature_temporal.runtime.hqs import judge_score
 from armature_temporal.runtime.models import LLMCallInput, LLMCallResult
 from armature_temporal.spec.caching import StageCache
 from armature_temporal.spec.compiler import DEFAULT_JUDGE_SCHEMA, PlanRole, PlanStage
+from workflows.interpreter.confidence import confidence_shortfall
 from workflows.interpreter.state import RunContext
 
 __all__ = ["STAGE_CACHE", "VERIFY_PROMPT", "AnswerCache"]
@@ -57,6 +58,9 @@ class AnswerCache:
     def __init__(self, run: RunContext) -> None:
         self.run = run
         self.kept = 0
+        #: (stage, entry) pairs served in this run: asked again, the stage refused that answer
+        #: (its until, a check, its confidence), so the model answers instead.
+        self.served: set[tuple[str, str]] = set()
 
     def modes(self, inp: LLMCallInput) -> tuple[StageCache, bool, bool] | None:
         """``(config, exact, semantic)`` for this call, or None when the cache is off for it:
@@ -105,11 +109,15 @@ class AnswerCache:
         verify = config.verify_tier
         if hit is not None and hit.kind == "semantic" and verify is not None:
             hit = hit if await self._confirmed(inp, verify, probe.task, hit) else None
+        if hit is not None and (inp.stage.id, hit.entry_id) in self.served:
+            hit = None  # served before in this run and refused: not again
         if hit is not None:
+            self.served.add((inp.stage.id, hit.entry_id))
             await self._record_hit(inp, probe, hit)
             return _served(inp, probe, hit)
         llm = await model_call()
-        if llm.valid and not llm.tool_calls and llm.needs_approval is None:
+        sure = confidence_shortfall(inp.stage, llm) is None  # a refused answer is never kept
+        if llm.valid and sure and not llm.tool_calls and llm.needs_approval is None:
             await self._keep(inp, config, semantic, probe, llm)
         return llm
 

@@ -93,7 +93,7 @@ _TEXT_TEMPLATES = (
     "This response addresses {a} and {b}.",
     "The main point concerns {a}, with attention to {b}.",
     "Considering {a}, the answer notes {b} and {c}.",
-    "Next steps would involve {a} and a closer look at {b}.",
+    "Next steps: {a}, and a closer look at {b}.",
     "In short, {a} matters most here.",
 )
 
