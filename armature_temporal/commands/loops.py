@@ -43,9 +43,7 @@ def improve(
     as_json: JsonFlag = False,
     target: Annotated[
         str | None,
-        typer.Argument(
-            help="After `history`: the spec file or name.", show_default=False, metavar="[SPEC]"
-        ),
+        typer.Argument(help="After `history`: the spec file or name.", metavar="SPEC"),
     ] = None,
 ) -> None:
     """Run one round of the improvement loop on a spec now (`armature improve history SPEC`:

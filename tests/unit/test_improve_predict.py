@@ -102,3 +102,31 @@ def test_drift_is_regressed_share_of_current_failures_with_at_least_one_below() 
         ever_fixed=["output_invalid:draft"],
     )
     assert v.regressed == ["output_invalid:draft"] and v.drift == 0.5
+
+
+def test_the_dashboard_shows_each_versions_newest_drift() -> None:
+    from rich.console import Console
+
+    from armature_temporal.improve.models import ImproveRound
+    from armature_temporal.views.dashboard import build_dashboard
+    from armature_temporal.views.render import render_dashboard
+    from tests.unit.test_improve_core import run
+
+    runs = [run(spec_hash="a" * 64), run(spec_hash="b" * 64)]
+    rounds = [
+        ImproveRound(
+            id=f"r{i}",
+            spec_name="s",
+            spec_hash="a" * 64,
+            created_at=f"2025-01-0{i}",
+            status="at_target",
+            drift=d,
+        )
+        for i, d in ((1, 0.1), (2, 0.75))
+    ]
+    board = build_dashboard("s", runs, rounds)
+    assert {v.spec_hash[0]: v.drift for v in board.versions} == {"a": 0.75, "b": None}
+    console = Console(width=200, record=True)
+    console.print(render_dashboard(board))
+    shown = console.export_text()
+    assert "drift" in shown and "0.75" in shown
