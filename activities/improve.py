@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,17 +22,22 @@ from armature_temporal.improve.diagnose import diagnose
 from armature_temporal.improve.edit import EditError, apply_changes, unified_diff
 from armature_temporal.improve.models import (
     Candidate,
+    Diagnosis,
     ImproveInput,
     ImproveResult,
+    ImproveRound,
     Prepared,
     Proposal,
     RecordInput,
+    Verification,
 )
+from armature_temporal.improve.predict import failures, predictions, verify
 from armature_temporal.improve.propose import MIN_GAIN, candidates, paired_verdict
 from armature_temporal.runtime.hqs import run_hqs
 from armature_temporal.spec.compiler import compile_spec
 from armature_temporal.spec.loader import load_spec_text
 from armature_temporal.spec.models import Spec
+from armature_temporal.store import TraceStore
 from armature_temporal.store.engine import database_url
 from armature_temporal.views import load_runs
 
@@ -56,7 +62,63 @@ def written_role_values(spec: Spec) -> dict[str, dict[str, object]]:
     return values
 
 
+def _verification(store: TraceStore, plan_spec_hash: str, diag: Diagnosis) -> Verification:
+    """The last applied change's predictions checked against this version's diagnosis (when
+    this version is the one it made), and the drift score."""
+    ever = store.ever_fixed(diag.spec_name)
+    applied = store.last_applied(diag.spec_name)
+    proposal = store.proposal(applied.proposal_id) if applied is not None else None
+    if proposal is None or applied is None or applied.spec_hash != plan_spec_hash:
+        return verify(
+            proposal_id=None,
+            spec_hash=plan_spec_hash,
+            predicted_fixes=[],
+            predicted_regressions=[],
+            before=failures(diag),
+            diagnosis=diag,
+            ever_fixed=ever,
+        )
+    return verify(
+        proposal_id=proposal.id,
+        spec_hash=plan_spec_hash,
+        predicted_fixes=proposal.predicted_fixes,
+        predicted_regressions=proposal.predicted_regressions,
+        before=proposal.base_failures,
+        diagnosis=diag,
+        ever_fixed=ever,
+    )
+
+
+def _round_id() -> str:
+    try:
+        return activity.info().workflow_id or "improve-local"
+    except RuntimeError:  # called outside an activity (tests)
+        return "improve-local"
+
+
 def _prepare(inp: ImproveInput) -> Prepared:
+    prepared = _prepare_round(inp)
+    diag = prepared.diagnosis or (prepared.stop.diagnosis if prepared.stop else None)
+    if diag is None:
+        return prepared
+    check = prepared.verification
+    store_for(database_url()).save_round(
+        ImproveRound(
+            id=_round_id(),
+            spec_name=diag.spec_name,
+            spec_hash=diag.spec_hash,
+            created_at=datetime.now(UTC).isoformat(),
+            status=prepared.stop.status if prepared.stop is not None else "verifying",
+            mean_hqs=diag.mean_hqs,
+            runs=diag.runs,
+            verification=check,
+            drift=check.drift if check is not None else None,
+        )
+    )
+    return prepared
+
+
+def _prepare_round(inp: ImproveInput) -> Prepared:
     base_dir = Path(inp.spec_path).parent
     try:
         loaded = load_spec_text(inp.spec_text, inp.spec_path, base_dir=base_dir)
@@ -76,8 +138,11 @@ def _prepare(inp: ImproveInput) -> Prepared:
                 "nothing the loop may change; list some, e.g. [draft.model_tier]",
             )
         )
-    runs = load_runs(store_for(database_url()), spec=plan.name, limit=HISTORY)
+    store = store_for(database_url())
+    runs = load_runs(store, spec=plan.name, limit=HISTORY)
     diag = diagnose(plan, runs)
+    check = _verification(store, plan.spec_hash, diag) if diag.runs >= si.min_traces else None
+    drifting = check is not None and check.drift > si.drift_threshold
     if diag.runs < si.min_traces:
         return Prepared(
             stop=ImproveResult(
@@ -87,14 +152,16 @@ def _prepare(inp: ImproveInput) -> Prepared:
                 diagnosis=diag,
             )
         )
-    if diag.mean_hqs is not None and diag.mean_hqs >= si.target_hqs:
+    if diag.mean_hqs is not None and diag.mean_hqs >= si.target_hqs and not drifting:
         return Prepared(
             stop=ImproveResult(
                 status="at_target",
                 detail=f"mean HQS {diag.mean_hqs:.3f} over {diag.runs} runs is at or above "
                 f"target_hqs {si.target_hqs}; nothing to do",
                 diagnosis=diag,
-            )
+                verification=check,
+            ),
+            verification=check,
         )
     changes = candidates(
         plan,
@@ -127,7 +194,9 @@ def _prepare(inp: ImproveInput) -> Prepared:
                 f"{diag.runs} runs, but the traces point at no change on the editable surfaces "
                 f"{si.editable_surfaces}",
                 diagnosis=diag,
-            )
+                verification=check,
+            ),
+            verification=check,
         )
     if len(diag.sample_inputs) < 2:
         return Prepared(
@@ -136,12 +205,14 @@ def _prepare(inp: ImproveInput) -> Prepared:
                 detail=f"{len(diag.sample_inputs)} distinct input(s) among the recent runs of "
                 f"{plan.name!r}; verifying a change needs at least 2 different inputs",
                 diagnosis=diag,
-            )
+                verification=check,
+            ),
+            verification=check,
         )
     pool = diag.sample_inputs
     wanted = inp.verify_runs or si.verify_runs
     inputs = [pool[i % len(pool)] for i in range(wanted)]
-    return Prepared(plan=plan, diagnosis=diag, candidates=found, inputs=inputs)
+    return Prepared(plan=plan, diagnosis=diag, candidates=found, inputs=inputs, verification=check)
 
 
 @activity.defn(name="improve_prepare")
@@ -168,7 +239,9 @@ def _score(run_ids: list[str]) -> list[float | None]:
 def _record(inp: RecordInput) -> list[Proposal]:
     prepared = inp.prepared
     assert prepared.plan is not None
+    assert prepared.diagnosis is not None
     base = _score(inp.baseline_runs)
+    before = sorted(failures(prepared.diagnosis))
     proposals: list[Proposal] = []
     for k, (candidate, runs) in enumerate(
         zip(prepared.candidates, inp.candidate_runs, strict=True)
@@ -200,6 +273,7 @@ def _record(inp: RecordInput) -> list[Proposal]:
             )
         if missing and verdict != "failed":
             detail += f" ({missing} pairs without a score left out)"
+        fixes, risks = predictions(candidate.change, prepared.diagnosis)
         digest = hashlib.sha256(f"{inp.improve_run_id}/{k}".encode()).hexdigest()[:10]
         proposals.append(
             Proposal(
@@ -220,9 +294,15 @@ def _record(inp: RecordInput) -> list[Proposal]:
                 diff=candidate.diff,
                 spec_text=candidate.spec_text,
                 base_spec_text=inp.spec_text,
+                predicted_fixes=fixes,
+                predicted_regressions=risks,
+                base_failures=before,
             )
         )
-    store_for(database_url()).save_proposals(proposals)
+    store = store_for(database_url())
+    store.save_proposals(proposals)
+    verified = any(p.verdict == "verified" for p in proposals)
+    store.set_round_status(inp.improve_run_id, "proposed" if verified else "nothing_better")
     return proposals
 
 

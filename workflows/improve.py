@@ -128,4 +128,6 @@ class ImproveWorkflow:
             detail=detail,
             diagnosis=prepared.diagnosis,
             proposals=proposals,
+            # Only the result's value: no command changes, so no patch is needed.
+            verification=prepared.verification,
         )

@@ -41,8 +41,13 @@ def improve(
     address: AddressOpt = None,
     queue: QueueOpt = None,
     as_json: JsonFlag = False,
+    target: Annotated[
+        str | None,
+        typer.Argument(help="After `history`: the spec file or name.", metavar="SPEC"),
+    ] = None,
 ) -> None:
-    """Run one round of the improvement loop on a spec now.
+    """Run one round of the improvement loop on a spec now (`armature improve history SPEC`:
+    every round of it so far).
 
     Diagnoses the spec's current version from its traces, proposes single changes on its
     self_improvement.editable_surfaces (model tier, temperature, max_tokens, description),
@@ -52,8 +57,17 @@ def improve(
     `armature proposals apply`. `armature schedule SPEC` runs rounds on the block's schedule.
     Exits 0 when the round finished (whatever it found), 1 when it failed, 2 on a spec
     without a self_improvement block.
+
+    `armature improve history SPEC [--json]` prints every round of the spec: its HQS, its
+    proposals (verdicts and predicted fixes and regressions), the check of the last applied
+    change's predictions, the drift score, and which proposals were applied when.
     """
     import uuid
+
+    if str(spec) == "history" and not spec.exists():
+        return _history(target, as_json)
+    if target is not None:
+        raise fail(f"error: unexpected argument {target!r}; `armature improve SPEC`", 2)
 
     compiled = load_or_exit(spec)
     if compiled.self_improvement is None:
@@ -142,3 +156,35 @@ def finetune(
             f"  {adapter.id}  {adapter.verdict}  {adapter.detail}", markup=False, highlight=False
         )
         out.print(f"    {adapter.path}", markup=False, highlight=False)
+
+
+def _history(target: str | None, as_json: bool) -> None:
+    from pathlib import Path
+
+    from armature_temporal.commands._common import open_store, print_json
+
+    if target is None:
+        raise fail("error: `armature improve history SPEC`: give a spec file or name", 2)
+    path = Path(target)
+    name = load_or_exit(path).name if path.is_file() else target
+    store, where = open_store()
+    try:
+        rounds = store.rounds(name)
+        applied = store.applied_changes(name)
+        proposals = store.proposals(spec=name, limit=1000)
+    finally:
+        store.close()
+    from armature_temporal.improve.render import history_data, render_history
+
+    data = history_data(name, rounds, proposals, applied)
+    if as_json:
+        print_json(data)
+        return
+    if not rounds and not applied:
+        out.print(
+            f"no improvement rounds of {name!r} in the store at {where}; `armature improve "
+            "SPEC` runs one",
+            markup=False,
+        )
+        return
+    out.print(render_history(data))

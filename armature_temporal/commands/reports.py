@@ -138,7 +138,7 @@ def dashboard(
         if name is None:
             specs = build_overview(load_runs(store, limit=limit, records=False))
             return [s.model_dump(mode="json") for s in specs], render_overview(specs)
-        board = build_dashboard(name, load_runs(store, spec=name, limit=limit))
+        board = build_dashboard(name, load_runs(store, spec=name, limit=limit), store.rounds(name))
         return board.model_dump(mode="json"), render_dashboard(board)
 
     data, shown = snapshot()

@@ -13,16 +13,19 @@ from pydantic import BaseModel, ConfigDict, Field
 from armature_temporal.spec.compiler import Plan
 
 __all__ = [
+    "AppliedChange",
     "Candidate",
     "Diagnosis",
     "EditableField",
     "ImproveInput",
     "ImproveResult",
+    "ImproveRound",
     "Prepared",
     "Proposal",
     "RecordInput",
     "SpecChange",
     "StageStats",
+    "Verification",
 ]
 
 EditableField = Literal["description", "model_tier", "temperature", "max_tokens"]
@@ -98,6 +101,37 @@ class Proposal(_Model):
     spec_text: str  # the improved spec text, to write back with `armature proposals apply`
     base_spec_text: str  # the text it was made from (apply refuses if the file differs)
     status: Literal["proposed", "applied", "dismissed"] = "proposed"
+    # Falsifiable: failure codes (``kind:stage``, see improve/predict.py) it should fix and
+    # may cause, and those of the version it was made from; the round after it is applied
+    # checks them.
+    predicted_fixes: list[str] = Field(default_factory=list)
+    predicted_regressions: list[str] = Field(default_factory=list)
+    base_failures: list[str] = Field(default_factory=list)
+
+
+class Verification(_Model):
+    """The last applied proposal's predictions, checked against its version's diagnosis."""
+
+    proposal_id: str | None = None  # None: nothing applied (drift only)
+    spec_hash: str
+    runs: int
+    current_failures: list[str]
+    verified_fixes: list[str] = Field(default_factory=list)
+    missed_predictions: list[str] = Field(default_factory=list)
+    unexpected_regressions: list[str] = Field(default_factory=list)
+    regressed: list[str] = Field(default_factory=list)  # failing again, once verified fixed
+    drift: float = 0.0  # len(regressed) / max(len(current_failures), 1)
+
+
+class AppliedChange(_Model):
+    """A proposal written to a spec file (``armature proposals apply``)."""
+
+    proposal_id: str
+    spec_name: str
+    spec_hash: str  # the version it made (the proposal's candidate_spec_hash)
+    base_spec_hash: str
+    applied_at: str
+    path: str
 
 
 class ImproveResult(_Model):
@@ -105,6 +139,21 @@ class ImproveResult(_Model):
     detail: str
     diagnosis: Diagnosis | None = None
     proposals: list[Proposal] = Field(default_factory=list)
+    verification: Verification | None = None
+
+
+class ImproveRound(_Model):
+    """One round as ``armature improve history`` shows it."""
+
+    id: str  # the round's workflow id (its proposals' improve_run_id)
+    spec_name: str
+    spec_hash: str
+    created_at: str
+    status: str
+    mean_hqs: float | None = None
+    runs: int = 0
+    verification: Verification | None = None
+    drift: float | None = None
 
 
 class ImproveInput(_Model):
@@ -133,6 +182,7 @@ class Prepared(_Model):
     diagnosis: Diagnosis | None = None
     candidates: list[Candidate] = Field(default_factory=list)
     inputs: list[dict[str, Any]] = Field(default_factory=list)  # one verification run each
+    verification: Verification | None = None
 
 
 class RecordInput(_Model):

@@ -4,16 +4,25 @@ one proposal's evidence and diff."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from armature_temporal.improve.models import Diagnosis, ImproveResult, Proposal, SpecChange
+from armature_temporal.improve.models import (
+    AppliedChange,
+    Diagnosis,
+    ImproveResult,
+    ImproveRound,
+    Proposal,
+    SpecChange,
+)
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
 __all__ = [
     "change_label",
+    "history_data",
     "render_diagnosis",
+    "render_history",
     "render_proposal",
     "render_proposals",
     "render_result",
@@ -94,6 +103,8 @@ def render_result(result: ImproveResult) -> RenderableType:
     from rich.text import Text
 
     parts: list[RenderableType] = [Text(f"{result.status}: {result.detail}")]
+    if result.verification is not None:
+        parts.append(Text(_verification_line(result.verification.model_dump(mode="json"))))
     if result.diagnosis is not None and result.diagnosis.runs:
         parts.append(render_diagnosis(result.diagnosis))
     if result.proposals:
@@ -130,3 +141,79 @@ def render_proposal(p: Proposal) -> RenderableType:
     )
     lines.append(f"paired HQS (current → changed): {pairs or '—'}")
     return Group(Text("\n".join(lines)), Syntax(p.diff or "(no diff)", "diff", theme="ansi_dark"))
+
+
+def history_data(
+    spec: str,
+    rounds: Sequence[ImproveRound],
+    proposals: Sequence[Proposal],
+    applied: Sequence[AppliedChange],
+) -> dict[str, Any]:
+    """``armature improve history --json``: rounds oldest first, each with its proposals (no
+    spec texts), and the applied changes."""
+    by_round: dict[str, list[dict[str, Any]]] = {}
+    for p in sorted(proposals, key=lambda p: (p.created_at, p.id)):
+        row = p.model_dump(mode="json", exclude={"spec_text", "base_spec_text", "diff"})
+        by_round.setdefault(p.improve_run_id, []).append(row)
+    return {
+        "spec_name": spec,
+        "rounds": [
+            {**r.model_dump(mode="json"), "proposals": by_round.get(r.id, [])} for r in rounds
+        ],
+        "applied": [a.model_dump(mode="json") for a in applied],
+    }
+
+
+def _codes(codes: Sequence[str]) -> str:
+    return ", ".join(codes) or "—"
+
+
+def _verification_line(v: dict[str, Any]) -> str:
+    head = f"drift {v['drift']:.2f} ({len(v['regressed'])} of {len(v['current_failures'])} "
+    head += "current failures were verified fixed before)"
+    if v.get("proposal_id") is None:
+        return head
+    return (
+        f"{head}; applied {v['proposal_id']}: verified fixes {_codes(v['verified_fixes'])}; "
+        f"missed {_codes(v['missed_predictions'])}; unexpected regressions "
+        f"{_codes(v['unexpected_regressions'])}"
+    )
+
+
+def render_history(data: dict[str, Any]) -> RenderableType:
+    """Rounds and applied changes in time order."""
+    from rich.console import Group
+    from rich.text import Text
+
+    events: list[tuple[str, list[str]]] = []
+    for r in data["rounds"]:
+        hqs = f"{r['mean_hqs']:.3f}" if r["mean_hqs"] is not None else "—"
+        lines = [
+            f"{r['created_at'][:19]}  round {r['id']}  {r['status']}  HQS {hqs} over "
+            f"{r['runs']} runs of {r['spec_hash'][:12]}"
+        ]
+        if r["verification"] is not None:
+            lines.append(f"  {_verification_line(r['verification'])}")
+        for p in r["proposals"]:
+            change = "; ".join(change_label(SpecChange(**c)) for c in p["changes"])
+            lines.append(
+                f"  {p['id']}  {p['verdict']} ({p['status']})  ΔHQS {p['delta']:+.3f}  {change}"
+            )
+            lines.append(
+                f"    predicts fixed: {_codes(p['predicted_fixes'])}; may regress: "
+                f"{_codes(p['predicted_regressions'])}"
+            )
+        events.append((r["created_at"], lines))
+    for a in data["applied"]:
+        events.append(
+            (
+                a["applied_at"],
+                [
+                    f"{a['applied_at'][:19]}  applied {a['proposal_id']} to {a['path']} "
+                    f"(spec_hash {a['base_spec_hash'][:12]} → {a['spec_hash'][:12]})"
+                ],
+            )
+        )
+    events.sort(key=lambda e: e[0])
+    title = Text(f"improvement history of {data['spec_name']}", style="bold")
+    return Group(title, *(Text("\n".join(lines)) for _, lines in events))

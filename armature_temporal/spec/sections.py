@@ -158,11 +158,12 @@ class SelfImprovement(_Model):
     target_hqs: float = Field(0.9, ge=0, le=1, description="HQS at which it stops proposing.")
     min_traces: int = Field(20, ge=1, description="Runs needed before it proposes anything.")
     schedule: str = Field("0 3 * * *", description="Cron schedule of the improvement loop.")
-    drift_threshold: float | None = Field(
-        None,
+    drift_threshold: float = Field(
+        0.2,
         ge=0,
         le=1,
-        description="0.7.0 field, accepted with a warning until drift scoring lands.",
+        description="A round runs even at target_hqs when the drift score (share of the "
+        "current failures that an applied change had been verified to fix) is above this.",
     )
     verify_runs: int = Field(
         10,

@@ -218,13 +218,6 @@ def spec_warnings(spec: Spec) -> list[Problem]:
                         "descriptions and model_tiers (and stage.temperature / stage.max_tokens)",
                     )
                 )
-        if si.drift_threshold is not None:
-            warnings.append(
-                (
-                    ("self_improvement", "drift_threshold"),
-                    "accepted but not used yet: drift scoring is not implemented",
-                )
-            )
     for key, skill in spec.skill_library.items():
         if skill.adapter is not None:
             warnings.append(

@@ -341,6 +341,42 @@ def _v10_cache(conn: Connection) -> None:
     meta.create_all(conn)
 
 
+def _v11_predictions(conn: Connection) -> None:
+    """Falsifiable improvement: each proposal's predicted fixes and regressions (and the
+    failures of the version it was made from), the proposals applied to spec files
+    (``improve_applied``) and every round with its verification and drift score
+    (``improve_rounds``)."""
+    for column in ("predicted_fixes", "predicted_regressions", "base_failures"):
+        conn.execute(text(f"ALTER TABLE improvement_proposals ADD COLUMN {column} JSON"))
+    meta = MetaData()
+    Table(
+        "improve_applied",
+        meta,
+        Column("proposal_id", String(200), primary_key=True),
+        Column("spec_name", String(100), nullable=False),
+        Column("spec_hash", String(64), nullable=False),
+        Column("base_spec_hash", String(64), nullable=False),
+        Column("applied_at", String(40), nullable=False),
+        Column("path", Text, nullable=False),
+        Index("ix_improve_applied_spec", "spec_name", "applied_at"),
+    )
+    Table(
+        "improve_rounds",
+        meta,
+        Column("id", String(200), primary_key=True),
+        Column("spec_name", String(100), nullable=False),
+        Column("spec_hash", String(64), nullable=False),
+        Column("created_at", String(40), nullable=False),
+        Column("status", String(20), nullable=False),
+        Column("mean_hqs", Float),
+        Column("runs", Integer, nullable=False),
+        Column("verification", JSON),
+        Column("drift", Float),
+        Index("ix_improve_rounds_spec", "spec_name", "created_at"),
+    )
+    meta.create_all(conn)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "initial", _v1_initial),
     (2, "run_quality", _v2_run_quality),
@@ -352,6 +388,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (8, "record_anchors", _v8_record_anchors),
     (9, "heuristics", _v9_heuristics),
     (10, "cache", _v10_cache),
+    (11, "predictions", _v11_predictions),
 ]
 
 

@@ -116,5 +116,12 @@ class ProposalStore(StoreBase):
         raise ProposalError(message, proposal_id=proposal_id, status=current, changed_at=since)
 
 
+_LISTS = ("predicted_fixes", "predicted_regressions", "base_failures")
+
+
 def _to_proposal(values: Any) -> Proposal:
-    return Proposal.model_validate({f: values[f] for f in _PROPOSAL_FIELDS})
+    data = {f: values[f] for f in _PROPOSAL_FIELDS}
+    for f in _LISTS:  # rows from before migration 11 have none
+        if data[f] is None:
+            data[f] = []
+    return Proposal.model_validate(data)

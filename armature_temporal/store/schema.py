@@ -172,8 +172,45 @@ class ProposalRow(Base):
     base_spec_text: Mapped[str | None] = mapped_column(Text)
     status: Mapped[str] = mapped_column(String(20), default="proposed", server_default="proposed")
     status_changed_at: Mapped[str | None] = mapped_column(String(40))
+    predicted_fixes: Mapped[Any] = mapped_column(JSON, nullable=True)
+    predicted_regressions: Mapped[Any] = mapped_column(JSON, nullable=True)
+    base_failures: Mapped[Any] = mapped_column(JSON, nullable=True)
 
     __table_args__ = (Index("ix_proposals_spec_created", "spec_name", "created_at"),)
+
+
+class AppliedChangeRow(Base):
+    """A proposal written to a spec file
+    (:class:`~armature_temporal.improve.models.AppliedChange`)."""
+
+    __tablename__ = "improve_applied"
+
+    proposal_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    spec_name: Mapped[str] = mapped_column(String(100))
+    spec_hash: Mapped[str] = mapped_column(String(64))
+    base_spec_hash: Mapped[str] = mapped_column(String(64))
+    applied_at: Mapped[str] = mapped_column(String(40))
+    path: Mapped[str] = mapped_column(Text)
+
+    __table_args__ = (Index("ix_improve_applied_spec", "spec_name", "applied_at"),)
+
+
+class ImproveRoundRow(Base):
+    """One improvement round (:class:`~armature_temporal.improve.models.ImproveRound`)."""
+
+    __tablename__ = "improve_rounds"
+
+    id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    spec_name: Mapped[str] = mapped_column(String(100))
+    spec_hash: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[str] = mapped_column(String(40))
+    status: Mapped[str] = mapped_column(String(20))
+    mean_hqs: Mapped[float | None] = mapped_column(Float)
+    runs: Mapped[int] = mapped_column(Integer)
+    verification: Mapped[Any] = mapped_column(JSON, nullable=True)
+    drift: Mapped[float | None] = mapped_column(Float)
+
+    __table_args__ = (Index("ix_improve_rounds_spec", "spec_name", "created_at"),)
 
 
 class AdapterRow(Base):

@@ -32,6 +32,7 @@ from armature_temporal.store.ledger import LedgerEvent
 from armature_temporal.store.memory import MemoryStore
 from armature_temporal.store.migrations import migrate
 from armature_temporal.store.proposals import ProposalError, ProposalStore
+from armature_temporal.store.rounds import RoundStore
 from armature_temporal.store.schema import GateDecisionRow, RunRow, TraceRow
 from armature_temporal.store.tamper import (
     LEDGER_SUMMARY_FIELDS,
@@ -50,7 +51,7 @@ LATENCY_WINDOW = 50
 _RECORD_FIELDS = [name for name in TraceRecord.model_fields]
 
 
-class TraceStore(ProposalStore, AdapterStore, MemoryStore, HeuristicStore, CacheStore):
+class TraceStore(ProposalStore, AdapterStore, MemoryStore, HeuristicStore, CacheStore, RoundStore):
     """Open (and migrate) the store at ``url`` (default: ``$ARMATURE_DB_URL`` or SQLite)."""
 
     def __init__(self, url: str | None = None, *, key: Path | None = None) -> None:

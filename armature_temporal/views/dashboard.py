@@ -22,6 +22,7 @@ from armature_temporal.views.calibration import StageCalibration, build_calibrat
 from armature_temporal.views.report import RunTrace, _trace, _View
 
 if TYPE_CHECKING:
+    from armature_temporal.improve.models import ImproveRound
     from armature_temporal.store import TraceStore
 
 __all__ = [
@@ -91,6 +92,8 @@ class VersionStats(_View):
     cache: CacheUsage | None = None
     #: Per LLM stage: confidence against outcomes (reliability table, Brier score, hedging).
     calibration: list[StageCalibration] = Field(default_factory=list)
+    #: The drift score of the newest improvement round on this version (None: no round).
+    drift: float | None = None
 
 
 class SpecDashboard(_View):
@@ -221,9 +224,16 @@ def _by_version(runs: Iterable[RunTrace]) -> list[list[RunTrace]]:
     return list(groups.values())
 
 
-def build_dashboard(spec_name: str, runs: Sequence[RunTrace]) -> SpecDashboard:
-    """The dashboard of one spec from its runs (any order), one section per spec version."""
-    versions = [_version_stats(group) for group in _by_version(runs)]
+def build_dashboard(
+    spec_name: str, runs: Sequence[RunTrace], rounds: Sequence[ImproveRound] = ()
+) -> SpecDashboard:
+    """The dashboard of one spec from its runs (any order), one section per spec version;
+    ``rounds`` (its improvement rounds, oldest first) give each version's drift score."""
+    drift = {r.spec_hash: r.drift for r in rounds if r.drift is not None}
+    versions = [
+        _version_stats(group).model_copy(update={"drift": drift.get(group[0].spec_hash)})
+        for group in _by_version(runs)
+    ]
     total: Counter[str] = Counter()
     for v in versions:
         total.update(v.taxonomy)

@@ -238,7 +238,7 @@ def render_dashboard(board: SpecDashboard, *, columns: int = 3) -> RenderableTyp
     )
     if not board.versions:
         return Group(title, Text("no runs of this spec in the trace store yet"))
-    hqs = _table("version", "runs", "completed", "failed", "HQS mean", "last", "trend")
+    hqs = _table("version", "runs", "completed", "failed", "HQS mean", "last", "drift", "trend")
     spend = _table("version", "p50", "p95", "prompt tokens", "completion tokens", "cost")
     for v in board.versions:
         hqs.add_row(
@@ -248,6 +248,7 @@ def render_dashboard(board: SpecDashboard, *, columns: int = 3) -> RenderableTyp
             str(v.failed),
             _num(v.hqs.mean),
             _num(v.hqs.last),
+            _num(v.drift),
             Text(v.hqs.sparkline, style="cyan"),
         )
         spend.add_row(

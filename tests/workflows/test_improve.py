@@ -230,3 +230,61 @@ async def test_improve_cli_refuses_a_spec_without_the_block() -> None:
     assert "has no self_improvement block" in done.stderr
     assert "editable_surfaces" in done.stderr
     assert "started the local Temporal dev server" not in done.stderr
+
+
+PREDICTY = SPEC.replace("name: drafty", "name: predicty").replace(
+    "[draft.model_tier, draft.description]", "[draft.model_tier]"
+)
+
+
+async def _runs_of(client: Client, task_queue: str, text: str, prefix: str, n: int) -> None:
+    plan = plan_from(text)
+    for i in range(n):
+        handle = await start(
+            client, plan, task_queue, {"topic": f"topic {i}"}, run_id=f"{prefix}-{i}"
+        )
+        await handle.result()
+
+
+async def test_the_round_after_an_applied_change_verifies_its_predicted_fix(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "predicty.yaml"
+    path.write_text(PREDICTY)
+    async with build_worker(client, task_queue):
+        await _runs_of(client, task_queue, PREDICTY, "predicty-v1", 10)
+        first = await _improve(client, task_queue, PREDICTY, path, "improve-predicty-1")
+        assert first.status == "proposed", first.detail
+        (tier,) = first.proposals
+        assert tier.verdict == "verified", tier.detail
+        # The low valid_rate shows as invalid output on draft; the tier change predicts its fix.
+        assert "output_invalid:draft" in tier.base_failures
+        assert "output_invalid:draft" in tier.predicted_fixes
+        assert first.verification is not None and first.verification.proposal_id is None
+
+        applied = await run_armature("proposals", "apply", tier.id, str(path))
+        assert applied.returncode == 0, applied.stderr
+        new_text = path.read_text()
+        await _runs_of(client, task_queue, new_text, "predicty-v2", 10)
+        second = await _improve(client, task_queue, new_text, path, "improve-predicty-2")
+
+    check = second.verification
+    assert check is not None, second.detail
+    assert check.proposal_id == tier.id and check.spec_hash == tier.candidate_spec_hash
+    assert "output_invalid:draft" in check.verified_fixes
+    assert "output_invalid:draft" not in check.current_failures
+    assert check.unexpected_regressions == [] and check.drift == 0.0
+
+    shown = await run_armature("improve", "history", str(path), "--json")
+    assert shown.returncode == 0, shown.stderr
+    history = json.loads(shown.stdout)
+    assert [r["id"] for r in history["rounds"]] == ["improve-predicty-1", "improve-predicty-2"]
+    assert history["rounds"][0]["proposals"][0]["predicted_fixes"] == tier.predicted_fixes
+    assert history["rounds"][0]["mean_hqs"] is not None
+    assert "output_invalid:draft" in history["rounds"][1]["verification"]["verified_fixes"]
+    assert [a["proposal_id"] for a in history["applied"]] == [tier.id]
+    text_view = await run_armature("improve", "history", "predicty")
+    assert text_view.returncode == 0, text_view.stderr
+    assert f"applied {tier.id}" in text_view.stdout
+    (line,) = [ln for ln in text_view.stdout.splitlines() if f"applied {tier.id}:" in ln]
+    assert "verified fixes" in line and "output_invalid:draft" in line.split("; missed")[0]
