@@ -19,6 +19,7 @@ from activities.traces import store_for
 from armature_temporal.errors import SpecError
 from armature_temporal.improve.diagnose import diagnose
 from armature_temporal.improve.edit import EditError, apply_changes, unified_diff
+from armature_temporal.improve.lanes import classify
 from armature_temporal.improve.models import (
     Candidate,
     ImproveInput,
@@ -26,7 +27,10 @@ from armature_temporal.improve.models import (
     Prepared,
     Proposal,
     RecordInput,
+    Settled,
+    SettleInput,
 )
+from armature_temporal.improve.pending import settle
 from armature_temporal.improve.propose import MIN_GAIN, candidates, paired_verdict
 from armature_temporal.runtime.hqs import run_hqs
 from armature_temporal.spec.compiler import compile_spec
@@ -35,7 +39,7 @@ from armature_temporal.spec.models import Spec
 from armature_temporal.store.engine import database_url
 from armature_temporal.views import load_runs
 
-__all__ = ["improve_prepare", "improve_record", "written_role_values"]
+__all__ = ["improve_prepare", "improve_record", "improve_settle", "written_role_values"]
 
 #: Runs of the spec read from the store for a diagnosis (newest first).
 HISTORY = 500
@@ -200,6 +204,12 @@ def _record(inp: RecordInput) -> list[Proposal]:
             )
         if missing and verdict != "failed":
             detail += f" ({missing} pairs without a score left out)"
+        lane, reasons = classify(
+            inp.spec_text,
+            candidate.spec_text,
+            filename=inp.spec_path or "<spec>",
+            base_dir=Path(inp.spec_path).parent if inp.spec_path else None,
+        )
         digest = hashlib.sha256(f"{inp.improve_run_id}/{k}".encode()).hexdigest()[:10]
         proposals.append(
             Proposal(
@@ -220,6 +230,8 @@ def _record(inp: RecordInput) -> list[Proposal]:
                 diff=candidate.diff,
                 spec_text=candidate.spec_text,
                 base_spec_text=inp.spec_text,
+                lane=lane,
+                lane_reasons=reasons,
             )
         )
     store_for(database_url()).save_proposals(proposals)
@@ -230,3 +242,15 @@ def _record(inp: RecordInput) -> list[Proposal]:
 async def improve_record(inp: RecordInput) -> list[Proposal]:
     """Score the verification runs from the store, decide each candidate, keep proposals."""
     return await asyncio.to_thread(_record, inp)
+
+
+def _settle(inp: SettleInput) -> Settled:
+    store = store_for(database_url())
+    return settle(Path(inp.spec_path), inp.spec_text, inp.proposals, store)
+
+
+@activity.defn(name="improve_settle")
+async def improve_settle(inp: SettleInput) -> Settled:
+    """Apply the best verified auto-lane change (under auto_apply) or write the best verified
+    review-lane one to ``<spec>.pending.yaml``; never the live spec for the review lane."""
+    return await asyncio.to_thread(_settle, inp)

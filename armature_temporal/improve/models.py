@@ -21,6 +21,8 @@ __all__ = [
     "Prepared",
     "Proposal",
     "RecordInput",
+    "SettleInput",
+    "Settled",
     "SpecChange",
     "StageStats",
 ]
@@ -98,6 +100,19 @@ class Proposal(_Model):
     spec_text: str  # the improved spec text, to write back with `armature proposals apply`
     base_spec_text: str  # the text it was made from (apply refuses if the file differs)
     status: Literal["proposed", "applied", "dismissed"] = "proposed"
+    #: ``auto``: only known-safe fields change (it may apply itself under
+    #: ``self_improvement.auto_apply``); ``review``: a person applies it (improve/lanes.py).
+    lane: Literal["auto", "review"] = "review"
+    lane_reasons: list[str] = Field(default_factory=list)  # one per changed field
+
+
+class Settled(_Model):
+    """What the end of a round did with its verified proposals (``improve_settle``)."""
+
+    applied: str | None = None  # the auto-lane proposal written to the spec file
+    pending: str | None = None  # the review-lane proposal written to <spec>.pending.yaml
+    pending_path: str | None = None
+    notes: list[str] = Field(default_factory=list)  # why something was not written
 
 
 class ImproveResult(_Model):
@@ -105,6 +120,15 @@ class ImproveResult(_Model):
     detail: str
     diagnosis: Diagnosis | None = None
     proposals: list[Proposal] = Field(default_factory=list)
+    settled: Settled | None = None  # None: a round from before review lanes
+
+
+class SettleInput(_Model):
+    """``improve_settle``: the round's proposals, and the spec file they were made from."""
+
+    spec_path: str
+    spec_text: str
+    proposals: list[Proposal]
 
 
 class ImproveInput(_Model):
@@ -142,5 +166,6 @@ class RecordInput(_Model):
     created_at: str
     spec_text: str
     prepared: Prepared
+    spec_path: str = ""  # for classifying changes (subagent paths resolve beside it)
     baseline_runs: list[str]
     candidate_runs: list[list[str]]  # per candidate, aligned with baseline_runs

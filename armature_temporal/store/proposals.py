@@ -117,4 +117,6 @@ class ProposalStore(StoreBase):
 
 
 def _to_proposal(values: Any) -> Proposal:
-    return Proposal.model_validate({f: values[f] for f in _PROPOSAL_FIELDS})
+    found = {f: values[f] for f in _PROPOSAL_FIELDS}
+    found["lane_reasons"] = found["lane_reasons"] or []  # rows from before migration 12
+    return Proposal.model_validate(found)
