@@ -154,8 +154,9 @@ def settle(spec: Path, base_text: str, proposals: list[Proposal], store: object)
     if current != base_text:
         return Settled(
             notes=[
-                f"{spec} changed while the round ran; nothing written (the next round "
-                "starts from it)"
+                f"{spec} is not the text this round started from (it changed while the round "
+                "ran, or a schedule carries an older text: `armature schedule` it again); "
+                "nothing written"
             ]
         )
     result = Settled()
@@ -176,6 +177,10 @@ def settle(spec: Path, base_text: str, proposals: list[Proposal], store: object)
                 notes.append(f"{best.id} not applied: {exc}; {spec} left as it was")
             else:
                 result = result.model_copy(update={"applied": best.id})
+                notes.append(
+                    f"{best.id} written to {spec}: runs from the file are a new version; "
+                    "schedules keep the text they were given until `armature schedule` runs"
+                )
     elif autos:
         notes.append(
             f"{len(autos)} verified auto-lane change(s) left as proposals "

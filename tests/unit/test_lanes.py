@@ -300,4 +300,4 @@ def test_settle_writes_nothing_when_the_spec_changed_during_the_round(tmp_path: 
     finally:
         store.close()
     assert done.applied is None and spec.read_text() == text + "# edited\n"
-    assert any("changed while the round ran" in n for n in done.notes)
+    assert any("not the text this round started from" in n for n in done.notes)
