@@ -25,7 +25,7 @@ from activities.bandit import bandit_maintenance, bandit_reward, bandit_select
 from activities.cache import cache_hit, cache_keep, cache_lookup, cache_settle
 from activities.experience import load_lessons, reward_lessons
 from activities.finetune import finetune_prepare, finetune_record, finetune_train
-from activities.improve import improve_prepare, improve_record
+from activities.improve import improve_prepare, improve_record, improve_settle
 from activities.learn import critique, learn_prepare, learn_record
 from activities.llm import llm_call
 from activities.memory import capture_memory, load_memory
@@ -77,6 +77,7 @@ ACTIVITIES: list[Any] = [
     bandit_maintenance,
     improve_prepare,
     improve_record,
+    improve_settle,
     finetune_prepare,
     finetune_train,
     finetune_record,

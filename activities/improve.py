@@ -20,6 +20,7 @@ from activities.traces import store_for
 from armature_temporal.errors import SpecError
 from armature_temporal.improve.diagnose import diagnose
 from armature_temporal.improve.edit import EditError, apply_changes, unified_diff
+from armature_temporal.improve.lanes import classify
 from armature_temporal.improve.models import (
     Candidate,
     Diagnosis,
@@ -29,8 +30,11 @@ from armature_temporal.improve.models import (
     Prepared,
     Proposal,
     RecordInput,
+    Settled,
+    SettleInput,
     Verification,
 )
+from armature_temporal.improve.pending import settle
 from armature_temporal.improve.predict import failures, predictions, verify
 from armature_temporal.improve.propose import MIN_GAIN, candidates, paired_verdict
 from armature_temporal.runtime.hqs import run_hqs
@@ -41,7 +45,7 @@ from armature_temporal.store import TraceStore
 from armature_temporal.store.engine import database_url
 from armature_temporal.views import load_runs
 
-__all__ = ["improve_prepare", "improve_record", "written_role_values"]
+__all__ = ["improve_prepare", "improve_record", "improve_settle", "written_role_values"]
 
 #: Runs of the spec read from the store for a diagnosis (newest first).
 HISTORY = 500
@@ -274,6 +278,12 @@ def _record(inp: RecordInput) -> list[Proposal]:
         if missing and verdict != "failed":
             detail += f" ({missing} pairs without a score left out)"
         fixes, risks = predictions(candidate.change, prepared.diagnosis)
+        lane, reasons = classify(
+            inp.spec_text,
+            candidate.spec_text,
+            filename=inp.spec_path or "<spec>",
+            base_dir=Path(inp.spec_path).parent if inp.spec_path else None,
+        )
         digest = hashlib.sha256(f"{inp.improve_run_id}/{k}".encode()).hexdigest()[:10]
         proposals.append(
             Proposal(
@@ -297,6 +307,8 @@ def _record(inp: RecordInput) -> list[Proposal]:
                 predicted_fixes=fixes,
                 predicted_regressions=risks,
                 base_failures=before,
+                lane=lane,
+                lane_reasons=reasons,
             )
         )
     store = store_for(database_url())
@@ -310,3 +322,15 @@ def _record(inp: RecordInput) -> list[Proposal]:
 async def improve_record(inp: RecordInput) -> list[Proposal]:
     """Score the verification runs from the store, decide each candidate, keep proposals."""
     return await asyncio.to_thread(_record, inp)
+
+
+def _settle(inp: SettleInput) -> Settled:
+    store = store_for(database_url())
+    return settle(Path(inp.spec_path), inp.spec_text, inp.proposals, store)
+
+
+@activity.defn(name="improve_settle")
+async def improve_settle(inp: SettleInput) -> Settled:
+    """Apply the best verified auto-lane change (under auto_apply) or write the best verified
+    review-lane one to ``<spec>.pending.yaml``; never the live spec for the review lane."""
+    return await asyncio.to_thread(_settle, inp)

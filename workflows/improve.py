@@ -3,8 +3,10 @@ its editable surfaces, verify each by running it and the current spec on the sam
 inputs (child runs of the interpreter, in verification mode), and keep the proposals.
 
 Run on demand (``armature improve SPEC``) or by the Temporal Schedule that ``armature schedule
-SPEC`` creates from ``self_improvement.schedule``. Nothing is applied to the spec file here: a
-person reads a proposal's evidence and diff and runs ``armature proposals apply``.
+SPEC`` creates from ``self_improvement.schedule``. At the end, ``improve_settle`` writes the best
+verified auto-lane change into the spec file when ``self_improvement.auto_apply`` is true, and
+the best verified review-lane change to ``<spec>.pending.yaml`` (never over the spec); other
+verified changes stay proposals for ``armature proposals apply``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ with workflow.unsafe.imports_passed_through():
         Prepared,
         Proposal,
         RecordInput,
+        Settled,
+        SettleInput,
     )
     from armature_temporal.runtime.models import RunInput, RunResult
     from armature_temporal.spec.compiler import Plan
@@ -31,6 +35,8 @@ __all__ = ["IMPROVE_WORKFLOW", "ImproveWorkflow"]
 
 IMPROVE_WORKFLOW = "Improve"
 RUN_SPEC = "RunSpec"
+#: workflow.patched id: a round ends by settling its verified proposals (auto lane / pending).
+LANES_PATCH = "improve-review-lanes"
 STORE_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=2))
 
 
@@ -104,6 +110,7 @@ class ImproveWorkflow:
                 created_at=workflow.now().isoformat(),
                 spec_text=inp.spec_text,
                 prepared=prepared,
+                spec_path=inp.spec_path,
                 baseline_runs=list(ids[:n]),
                 candidate_runs=[
                     list(ids[(k + 1) * n : (k + 2) * n]) for k in range(len(versions) - 1)
@@ -114,8 +121,19 @@ class ImproveWorkflow:
             retry_policy=STORE_RETRY,
             summary="score the verification runs; keep the proposals",
         )
-        self.phase = "done"
         verified = [p for p in proposals if p.verdict == "verified"]
+        settled: Settled | None = None
+        if verified and workflow.patched(LANES_PATCH):
+            self.phase = "settling"
+            settled = await workflow.execute_activity(
+                "improve_settle",
+                SettleInput(spec_path=inp.spec_path, spec_text=inp.spec_text, proposals=verified),
+                result_type=Settled,
+                start_to_close_timeout=timedelta(minutes=2),
+                retry_policy=STORE_RETRY,
+                summary="auto lane: apply under auto_apply; review lane: write <spec>.pending.yaml",
+            )
+        self.phase = "done"
         if verified:
             detail = (
                 f"{len(verified)} of {len(proposals)} candidate changes verified on {n} paired "
@@ -130,4 +148,5 @@ class ImproveWorkflow:
             proposals=proposals,
             # Only the result's value: no command changes, so no patch is needed.
             verification=prepared.verification,
+            settled=settled,
         )

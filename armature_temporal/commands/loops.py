@@ -3,6 +3,7 @@ start a loop workflow and, by default, wait for it, showing its phases."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -38,6 +39,17 @@ def improve(
     wait: Annotated[
         bool, typer.Option("--wait/--no-wait", help="Wait for the round and print it.")
     ] = True,
+    apply_pending: Annotated[
+        bool,
+        typer.Option(
+            "--apply-pending",
+            help="Run no round: show the diff of SPEC's reviewed <spec>.pending.yaml and write "
+            "it over SPEC (refused if SPEC changed since it was made).",
+        ),
+    ] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="With --apply-pending: do not ask first.")
+    ] = False,
     address: AddressOpt = None,
     queue: QueueOpt = None,
     as_json: JsonFlag = False,
@@ -55,6 +67,11 @@ def improve(
     approve themselves, tool approvals are refused, bandits are not rewarded). Verified
     changes are kept as proposals: nothing is written to the spec until you run
     `armature proposals apply`. `armature schedule SPEC` runs rounds on the block's schedule.
+    Review lanes: a verified change to anything but a role's description, temperature,
+    max_tokens, a timeout_s or a retry limit (stages, gates, safety, schemas, tools,
+    depends_on, tiers) goes to <spec>.pending.yaml, never over SPEC; `--apply-pending`
+    promotes it. With self_improvement.auto_apply: true the best verified auto-lane change is
+    written to SPEC at the end of the round.
     Exits 0 when the round finished (whatever it found), 1 when it failed, 2 on a spec
     without a self_improvement block.
 
@@ -68,6 +85,9 @@ def improve(
         return _history(target, as_json)
     if target is not None:
         raise fail(f"error: unexpected argument {target!r}; `armature improve SPEC`", 2)
+    if apply_pending:
+        _apply_pending(spec, yes=yes)
+        return
 
     compiled = load_or_exit(spec)
     if compiled.self_improvement is None:
@@ -188,3 +208,56 @@ def _history(target: str | None, as_json: bool) -> None:
         )
         return
     out.print(render_history(data))
+
+
+def _apply_pending(spec: Path, *, yes: bool) -> None:
+    """``armature improve SPEC --apply-pending``: promote the reviewed pending file."""
+    from armature_temporal.commands._common import open_store
+    from armature_temporal.errors import ArmatureError, SpecError
+    from armature_temporal.improve.edit import unified_diff
+    from armature_temporal.improve.pending import (
+        PendingError,
+        check_fresh,
+        read_pending,
+        write_atomically,
+    )
+    from armature_temporal.spec.compiler import compile_spec
+    from armature_temporal.spec.loader import load_spec_text
+
+    try:
+        current = spec.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise fail(f"error: cannot read {spec}: {exc.strerror}", 2) from None
+    try:
+        pending = read_pending(spec)
+        check_fresh(spec, pending, current)
+    except PendingError as exc:
+        raise fail(f"error: {exc}", 2) from None
+    try:  # it may have been edited during review: it must still be a valid spec
+        plan = compile_spec(load_spec_text(pending.text, str(spec), base_dir=spec.parent))
+    except SpecError as exc:
+        raise fail(f"error: {pending.path} is not a valid spec: {exc}; nothing written", 2) from (
+            None
+        )
+    out.print(unified_diff(current, pending.text, str(spec)), markup=False, highlight=False)
+    if not yes and not typer.confirm(f"write this over {spec}?", default=False):
+        raise fail(f"not applied; {spec} and {pending.path.name} left as they were", 1)
+    write_atomically(spec, pending.text)
+    pending.path.unlink()
+    note = ""
+    store, _ = open_store()
+    try:
+        found = store.proposal(pending.proposal_id)
+        if found is not None and found.status == "proposed":
+            store.set_proposal_status(pending.proposal_id, "applied")
+        elif found is None:
+            note = f" (proposal {pending.proposal_id} is not in this store)"
+    except ArmatureError as exc:
+        note = f" (its proposal was not marked applied: {exc})"
+    finally:
+        store.close()
+    out.print(
+        f"applied {pending.proposal_id} from {pending.path.name} to {spec}{note}; spec_hash "
+        f"{plan.spec_hash[:12]}: runs started from this file are a new version",
+        markup=False,
+    )

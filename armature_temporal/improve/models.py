@@ -23,6 +23,8 @@ __all__ = [
     "Prepared",
     "Proposal",
     "RecordInput",
+    "SettleInput",
+    "Settled",
     "SpecChange",
     "StageStats",
     "Verification",
@@ -107,6 +109,10 @@ class Proposal(_Model):
     predicted_fixes: list[str] = Field(default_factory=list)
     predicted_regressions: list[str] = Field(default_factory=list)
     base_failures: list[str] = Field(default_factory=list)
+    #: ``auto``: only known-safe fields change (it may apply itself under
+    #: ``self_improvement.auto_apply``); ``review``: a person applies it (improve/lanes.py).
+    lane: Literal["auto", "review"] = "review"
+    lane_reasons: list[str] = Field(default_factory=list)  # one per changed field
 
 
 class Verification(_Model):
@@ -134,12 +140,22 @@ class AppliedChange(_Model):
     path: str
 
 
+class Settled(_Model):
+    """What the end of a round did with its verified proposals (``improve_settle``)."""
+
+    applied: str | None = None  # the auto-lane proposal written to the spec file
+    pending: str | None = None  # the review-lane proposal written to <spec>.pending.yaml
+    pending_path: str | None = None
+    notes: list[str] = Field(default_factory=list)  # why something was not written
+
+
 class ImproveResult(_Model):
     status: Literal["proposed", "nothing_better", "at_target", "too_few_traces", "no_candidates"]
     detail: str
     diagnosis: Diagnosis | None = None
     proposals: list[Proposal] = Field(default_factory=list)
     verification: Verification | None = None
+    settled: Settled | None = None  # None: a round from before review lanes
 
 
 class ImproveRound(_Model):
@@ -154,6 +170,14 @@ class ImproveRound(_Model):
     runs: int = 0
     verification: Verification | None = None
     drift: float | None = None
+
+
+class SettleInput(_Model):
+    """``improve_settle``: the round's proposals, and the spec file they were made from."""
+
+    spec_path: str
+    spec_text: str
+    proposals: list[Proposal]
 
 
 class ImproveInput(_Model):
@@ -192,5 +216,6 @@ class RecordInput(_Model):
     created_at: str
     spec_text: str
     prepared: Prepared
+    spec_path: str = ""  # for classifying changes (subagent paths resolve beside it)
     baseline_runs: list[str]
     candidate_runs: list[list[str]]  # per candidate, aligned with baseline_runs

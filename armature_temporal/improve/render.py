@@ -82,7 +82,7 @@ def render_proposals(proposals: Sequence[Proposal]) -> RenderableType:
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False)
-    for col in ("id", "verdict", "ΔHQS", "95% interval", "change"):
+    for col in ("id", "verdict", "lane", "ΔHQS", "95% interval", "change"):
         # Ids and figures are copied or compared: never wrapped; the change text may wrap.
         table.add_column(col, no_wrap=col != "change", overflow="fold")
     for p in proposals:
@@ -91,6 +91,7 @@ def render_proposals(proposals: Sequence[Proposal]) -> RenderableType:
         table.add_row(
             p.id,
             f"[{colour}]{p.verdict}[/{colour}]{status}",
+            p.lane,
             f"{p.delta:+.3f}",
             f"[{p.ci_low:+.3f}, {p.ci_high:+.3f}]",
             "; ".join(change_label(c) for c in p.changes),
@@ -113,6 +114,18 @@ def render_result(result: ImproveResult) -> RenderableType:
         for p in result.proposals:
             for c in p.changes:
                 parts.append(Text(f"  {p.id}: {c.why}"))
+        settled = result.settled
+        if settled is not None and settled.applied:
+            parts.append(Text(f"auto-applied {settled.applied} to the spec (auto lane)"))
+        if settled is not None and settled.pending_path:
+            parts.append(
+                Text(
+                    f"{settled.pending} needs review (review lane): written to "
+                    f"{settled.pending_path}; apply with `armature improve SPEC --apply-pending`"
+                )
+            )
+        for note in settled.notes if settled is not None else []:
+            parts.append(Text(f"note: {note}"))
         if any(p.verdict == "verified" for p in result.proposals):
             parts.append(
                 Text(
@@ -132,6 +145,7 @@ def render_proposal(p: Proposal) -> RenderableType:
         f"proposal {p.id} · spec {p.spec_name} · {p.status} · {p.verdict}",
         f"made by {p.improve_run_id} at {p.created_at[:19]} from spec_hash {p.base_spec_hash[:12]}",
         f"verdict: {p.detail}",
+        f"lane: {p.lane}" + "".join(f"\n  {r}" for r in p.lane_reasons),
     ]
     for c in p.changes:
         lines.append(f"change: {change_label(c)}")

@@ -172,6 +172,14 @@ class SelfImprovement(_Model):
         description="Recent inputs each candidate and the current spec are run on to verify "
         "a change (paired HQS).",
     )
+    auto_apply: bool = Field(
+        False,
+        description="At the end of a round, write the best verified auto-lane change (a "
+        "role's description, temperature or max_tokens, a timeout_s, a retry limit) into the "
+        "spec file by itself. Review-lane changes (stages, gates, safety, schemas, tools, "
+        "depends_on, tiers, anything else) never apply themselves: they go to "
+        "<spec>.pending.yaml for `armature improve SPEC --apply-pending`.",
+    )
 
 
 class FinetuneConfig(_Model):

@@ -377,6 +377,17 @@ def _v11_predictions(conn: Connection) -> None:
     meta.create_all(conn)
 
 
+def _v12_proposal_lanes(conn: Connection) -> None:
+    """Proposals remember their review lane (auto or review) and why."""
+    conn.execute(
+        text(
+            "ALTER TABLE improvement_proposals "
+            "ADD COLUMN lane VARCHAR(10) NOT NULL DEFAULT 'review'"
+        )
+    )
+    conn.execute(text("ALTER TABLE improvement_proposals ADD COLUMN lane_reasons JSON"))
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "initial", _v1_initial),
     (2, "run_quality", _v2_run_quality),
@@ -389,6 +400,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (9, "heuristics", _v9_heuristics),
     (10, "cache", _v10_cache),
     (11, "predictions", _v11_predictions),
+    (12, "proposal_lanes", _v12_proposal_lanes),
 ]
 
 

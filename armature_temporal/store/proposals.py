@@ -124,4 +124,5 @@ def _to_proposal(values: Any) -> Proposal:
     for f in _LISTS:  # rows from before migration 11 have none
         if data[f] is None:
             data[f] = []
+    data["lane_reasons"] = data["lane_reasons"] or []  # rows from before migration 12
     return Proposal.model_validate(data)

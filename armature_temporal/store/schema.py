@@ -175,6 +175,8 @@ class ProposalRow(Base):
     predicted_fixes: Mapped[Any] = mapped_column(JSON, nullable=True)
     predicted_regressions: Mapped[Any] = mapped_column(JSON, nullable=True)
     base_failures: Mapped[Any] = mapped_column(JSON, nullable=True)
+    lane: Mapped[str] = mapped_column(String(10), default="review", server_default="review")
+    lane_reasons: Mapped[Any] = mapped_column(JSON, nullable=True)
 
     __table_args__ = (Index("ix_proposals_spec_created", "spec_name", "created_at"),)
 
