@@ -171,6 +171,14 @@ class SelfImprovement(_Model):
         description="Recent inputs each candidate and the current spec are run on to verify "
         "a change (paired HQS).",
     )
+    noninferiority_margin: float = Field(
+        0.02,
+        ge=0,
+        le=0.5,
+        description="HQS a cost-saving change (a tier down the ladder, a smaller max_tokens) "
+        "may lose: it verifies when the Holm-adjusted interval's low end is above minus this "
+        "and its paired cost per run falls.",
+    )
 
 
 class FinetuneConfig(_Model):

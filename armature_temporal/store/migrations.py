@@ -341,6 +341,12 @@ def _v10_cache(conn: Connection) -> None:
     meta.create_all(conn)
 
 
+def _v13_proposal_test(conn: Connection) -> None:
+    """Which statistical test decided a proposal (superiority or non-inferiority) and its Holm
+    figures; older proposals keep NULL."""
+    conn.execute(text("ALTER TABLE improvement_proposals ADD COLUMN test JSON"))
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "initial", _v1_initial),
     (2, "run_quality", _v2_run_quality),
@@ -352,6 +358,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (8, "record_anchors", _v8_record_anchors),
     (9, "heuristics", _v9_heuristics),
     (10, "cache", _v10_cache),
+    (13, "proposal_test", _v13_proposal_test),
 ]
 
 

@@ -172,6 +172,7 @@ class ProposalRow(Base):
     base_spec_text: Mapped[str | None] = mapped_column(Text)
     status: Mapped[str] = mapped_column(String(20), default="proposed", server_default="proposed")
     status_changed_at: Mapped[str | None] = mapped_column(String(40))
+    test: Mapped[Any] = mapped_column(JSON, nullable=True)
 
     __table_args__ = (Index("ix_proposals_spec_created", "spec_name", "created_at"),)
 

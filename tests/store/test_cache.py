@@ -115,7 +115,7 @@ def test_migration_10_adds_the_cache_tables_to_an_old_store(db_url: str) -> None
     engine = make_engine(db_url)
     assert migrate(engine, upto=9) == [1, 2, 3, 4, 5, 6, 7, 8, 9]
     assert not inspect(engine).has_table("cache_entries")
-    assert migrate(engine) == [10]
+    assert migrate(engine, upto=10) == [10]
     assert {"cache_entries", "cache_hits"} <= set(inspect(engine).get_table_names())
     engine.dispose()
     store = TraceStore(db_url)
