@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from armature_temporal.improve.models import SpecChange, VerificationTest
-from armature_temporal.improve.propose import cost_saving, paired_verdict
+from armature_temporal.improve.propose import MIN_GAIN, cost_saving, paired_verdict
 from armature_temporal.improve.stats import holm
 from armature_temporal.spec.compiler import Plan
 
@@ -84,7 +84,7 @@ def decide_round(
         )
     results = holm(
         [[c - b for b, c in zip(bs, cs, strict=True)] for _, bs, cs, *_ in rows],  # type: ignore[operator]
-        [-margin if saving else 0.0 for *_, saving, _, _, _ in rows],
+        [-margin if saving else MIN_GAIN for *_, saving, _, _, _ in rows],
     )
     judged: list[Judged] = []
     for (keep, bs, cs, saving, unit, b_mean, c_mean), h in zip(rows, results, strict=True):

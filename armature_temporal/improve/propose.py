@@ -49,8 +49,8 @@ JSON_INSTRUCTION = (
     "Your answer is parsed as JSON: give one JSON object that matches the schema, with no "
     "text around it."
 )
-#: A candidate verifies when the lower end of the 95% interval of its mean paired HQS gain
-#: is above this.
+#: A change judged by superiority verifies when the low end of its Holm-adjusted interval of
+#: the mean paired HQS gain is above this (see improve/decide.py).
 MIN_GAIN = 0.0
 
 
