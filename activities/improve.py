@@ -11,13 +11,13 @@ import asyncio
 import hashlib
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.traces import store_for
 from armature_temporal.errors import SpecError
+from armature_temporal.improve.decide import Scored, decide_round
 from armature_temporal.improve.diagnose import diagnose
 from armature_temporal.improve.edit import EditError, apply_changes, unified_diff
 from armature_temporal.improve.lanes import classify
@@ -36,7 +36,7 @@ from armature_temporal.improve.models import (
 )
 from armature_temporal.improve.pending import settle
 from armature_temporal.improve.predict import failures, predictions, verify
-from armature_temporal.improve.propose import MIN_GAIN, candidates, paired_verdict
+from armature_temporal.improve.propose import candidates
 from armature_temporal.runtime.hqs import run_hqs
 from armature_temporal.spec.compiler import compile_spec
 from armature_temporal.spec.loader import load_spec_text
@@ -226,57 +226,51 @@ async def improve_prepare(inp: ImproveInput) -> Prepared:
 
 
 def _score(run_ids: list[str]) -> list[float | None]:
-    """HQS of each verification run from its records, without the latency component: that
-    one compares a run with its own version's median, and the two sides' medians come from
-    different populations (production history vs. the candidate's own concurrent runs)."""
+    """Each run's HQS without its latency part (see :func:`_scored`); memory CI uses it."""
+    return _scored(run_ids, {}).hqs
+
+
+def _scored(run_ids: list[str], ladder: dict[str, int]) -> Scored:
+    """Each verification run's HQS from its records (None: it did not finish), without the
+    latency component: that one compares a run with its own version's median, and the two
+    sides' medians come from different populations (production history vs. the candidate's
+    own concurrent runs). Also each run's cost in USD and in tier units (each model attempt
+    counts its tier's 1-based position on ``ladder``).
+    """
     store = store_for(database_url())
     scores: list[float | None] = []
+    usd: list[float] = []
+    units: list[float] = []
     for run_id in run_ids:
         records = store.records(run_id)
+        attempts = [r for r in records if r.kind == "attempt"]
+        usd.append(sum(r.cost_usd for r in attempts))
+        units.append(float(sum(ladder.get(r.tier or "", 1) for r in attempts)))
         if not any(r.kind == "run_end" for r in records):
             scores.append(None)
             continue
         scores.append(run_hqs(records, None).hqs)
-    return scores
+    return Scored(hqs=scores, usd=usd, units=units)
 
 
 def _record(inp: RecordInput) -> list[Proposal]:
+    """Score the runs, decide the round (:func:`~armature_temporal.improve.decide.decide_round`)
+    and keep a proposal per candidate, with its predictions and its review lane."""
     prepared = inp.prepared
-    assert prepared.plan is not None
+    plan = prepared.plan
+    assert plan is not None
     assert prepared.diagnosis is not None
-    base = _score(inp.baseline_runs)
+    ladder = {t: i + 1 for i, t in enumerate(plan.tier_ladder)}
+    base = _scored(inp.baseline_runs, ladder)
+    judged = decide_round(
+        plan,
+        [c.change for c in prepared.candidates],
+        base,
+        [_scored(runs, ladder) for runs in inp.candidate_runs],
+    )
     before = sorted(failures(prepared.diagnosis))
     proposals: list[Proposal] = []
-    for k, (candidate, runs) in enumerate(
-        zip(prepared.candidates, inp.candidate_runs, strict=True)
-    ):
-        cand = _score(runs)
-        pairs = [(b, c) for b, c in zip(base, cand, strict=True) if b is not None and c is not None]
-        b_scores = [b for b, _ in pairs]
-        c_scores = [c for _, c in pairs]
-        delta, lo, hi = paired_verdict(b_scores, c_scores)
-        missing = len(base) - len(pairs)
-        verdict: Any
-        if len(pairs) < 2:
-            verdict = "failed"
-            detail = (
-                f"only {len(pairs)} of {len(base)} verification pairs have scores; the runs "
-                "did not reach the trace store"
-            )
-        elif lo > MIN_GAIN:
-            verdict = "verified"
-            detail = (
-                f"HQS +{delta:.3f} on average over {len(pairs)} paired runs, 95% interval "
-                f"[{lo:+.3f}, {hi:+.3f}] above 0"
-            )
-        else:
-            verdict = "not_better"
-            detail = (
-                f"HQS {delta:+.3f} on average over {len(pairs)} paired runs, 95% interval "
-                f"[{lo:+.3f}, {hi:+.3f}] includes 0 or less: not shown to help"
-            )
-        if missing and verdict != "failed":
-            detail += f" ({missing} pairs without a score left out)"
+    for k, (candidate, j) in enumerate(zip(prepared.candidates, judged, strict=True)):
         fixes, risks = predictions(candidate.change, prepared.diagnosis)
         lane, reasons = classify(
             inp.spec_text,
@@ -287,23 +281,24 @@ def _record(inp: RecordInput) -> list[Proposal]:
         digest = hashlib.sha256(f"{inp.improve_run_id}/{k}".encode()).hexdigest()[:10]
         proposals.append(
             Proposal(
-                id=f"{prepared.plan.name}-p{digest}",
-                spec_name=prepared.plan.name,
+                id=f"{plan.name}-p{digest}",
+                spec_name=plan.name,
                 improve_run_id=inp.improve_run_id,
                 created_at=inp.created_at,
-                base_spec_hash=prepared.plan.spec_hash,
+                base_spec_hash=plan.spec_hash,
                 candidate_spec_hash=candidate.plan.spec_hash,
                 changes=[candidate.change],
-                baseline_hqs=b_scores,
-                candidate_hqs=c_scores,
-                delta=delta,
-                ci_low=lo,
-                ci_high=hi,
-                verdict=verdict,
-                detail=detail,
+                baseline_hqs=j.baseline_hqs,
+                candidate_hqs=j.candidate_hqs,
+                delta=j.delta,
+                ci_low=j.ci_low,
+                ci_high=j.ci_high,
+                verdict=j.verdict,
+                detail=j.detail,
                 diff=candidate.diff,
                 spec_text=candidate.spec_text,
                 base_spec_text=inp.spec_text,
+                test=j.test,
                 predicted_fixes=fixes,
                 predicted_regressions=risks,
                 base_failures=before,

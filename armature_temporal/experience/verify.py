@@ -13,21 +13,15 @@ chance of promoting any useless heuristic stays at or under 5%.
 
 from __future__ import annotations
 
-import math
-import random
 from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from armature_temporal.improve.propose import paired_verdict
+from armature_temporal.improve.stats import FAMILY_ALPHA, RESAMPLES, holm
 
 __all__ = ["FAMILY_ALPHA", "RESAMPLES", "Decision", "PairedScores", "decide"]
-
-#: Family-wise error rate of one round's promotions (two-sided, as the 95% intervals).
-FAMILY_ALPHA = 0.05
-#: Bootstrap resamples, as paired_verdict's default.
-RESAMPLES = 4000
 
 
 class PairedScores(BaseModel):
@@ -55,18 +49,6 @@ class Decision(BaseModel):
     figures: dict[str, Any]
 
 
-def _means(diffs: Sequence[float], seed: int) -> list[float]:
-    rng = random.Random(seed)
-    n = len(diffs)
-    return sorted(sum(rng.choice(diffs) for _ in range(n)) / n for _ in range(RESAMPLES))
-
-
-def _interval(means: Sequence[float], alpha: float) -> tuple[float, float]:
-    lo = means[math.floor(alpha / 2 * (len(means) - 1))]
-    hi = means[math.ceil((1 - alpha / 2) * (len(means) - 1))]
-    return round(lo, 4), round(hi, 4)
-
-
 def decide(tests: Sequence[PairedScores], *, seed: int = 0) -> list[Decision]:
     """Decide every heuristic tested in one round (in the order given), Holm-adjusted.
 
@@ -74,38 +56,33 @@ def decide(tests: Sequence[PairedScores], *, seed: int = 0) -> list[Decision]:
     counts in ``m`` (it was tested).
     """
     m = len(tests)
-    prepared: list[tuple[PairedScores, list[float], list[float], float, list[float]]] = []
+    prepared: list[tuple[PairedScores, list[float], list[float]]] = []
     for t in tests:
         pairs = [
             (b, c)
             for b, c in zip(t.baseline, t.candidate, strict=True)
             if b is not None and c is not None
         ]
-        base = [b for b, _ in pairs]
-        cand = [c for _, c in pairs]
-        diffs = [c - b for b, c in pairs]
-        means = _means(diffs, seed) if len(diffs) >= 2 else []
-        # One-sided: the share of resampled mean gains at or below 0 (+1 smoothing).
-        p = (sum(1 for x in means if x <= 0) + 1) / (len(means) + 1) if means else 1.0
-        prepared.append((t, base, cand, p, means))
-    order = sorted(range(m), key=lambda i: (prepared[i][3], i))
-    decided: dict[int, Decision] = {}
-    still_rejecting = False
-    for rank, i in enumerate(order):
-        t, base, cand, p, means = prepared[i]
+        prepared.append((t, [b for b, _ in pairs], [c for _, c in pairs]))
+    results = holm(
+        [[c - b for b, c in zip(base, cand, strict=True)] for _, base, cand in prepared],
+        [0.0] * m,
+        seed=seed,
+    )
+    decided: list[Decision] = []
+    for (t, base, cand), h in zip(prepared, results, strict=True):
         delta, lo95, hi95 = paired_verdict(base, cand, seed=seed)
-        alpha_adj = FAMILY_ALPHA / (m - rank)
-        lo, hi = _interval(means, alpha_adj) if means else (-1.0, 1.0)
+        lo, hi, rank, alpha_adj = h.adj_ci_low, h.adj_ci_high, h.rank - 1, h.alpha_adj
         figures: dict[str, Any] = {
             "delta": delta,
             "ci_low": lo95,
             "ci_high": hi95,
             "n": len(base),
             "pairs_missing": len(t.baseline) - len(base),
-            "p_one_sided": round(p, 4),
+            "p_one_sided": h.p_one_sided,
             "m": m,
-            "holm_rank": rank + 1,
-            "alpha_adj": round(alpha_adj, 5),
+            "holm_rank": h.rank,
+            "alpha_adj": alpha_adj,
             "adj_ci_low": lo,
             "adj_ci_high": hi,
             "baseline_hqs": base,
@@ -120,14 +97,14 @@ def decide(tests: Sequence[PairedScores], *, seed: int = 0) -> list[Decision]:
                 f"only {len(base)} of {len(t.baseline)} replay pairs have scores; the runs did "
                 "not reach the trace store"
             )
-        elif still_rejecting or lo <= 0:
+        elif not h.passed:
             verdict = "rejected"
             reason = (
                 f"HQS {delta:+.3f} on average over {len(base)} paired replays; Holm-adjusted "
                 f"{level} interval [{lo:+.3f}, {hi:+.3f}] (rank {rank + 1} of {m}) does not "
                 "lie above 0: not shown to help"
             )
-            if still_rejecting and lo > 0:
+            if h.blocked:
                 reason += " (Holm: a heuristic with a smaller p-value already failed)"
         else:
             verdict = "promoted"
@@ -135,9 +112,7 @@ def decide(tests: Sequence[PairedScores], *, seed: int = 0) -> list[Decision]:
                 f"HQS +{delta:.3f} on average over {len(base)} paired replays; Holm-adjusted "
                 f"{level} interval [{lo:+.3f}, {hi:+.3f}] (rank {rank + 1} of {m}) above 0"
             )
-        if verdict == "rejected":
-            still_rejecting = True
-        decided[i] = Decision(
-            heuristic_id=t.heuristic_id, verdict=verdict, reason=reason, figures=figures
+        decided.append(
+            Decision(heuristic_id=t.heuristic_id, verdict=verdict, reason=reason, figures=figures)
         )
-    return [decided[i] for i in range(m)]
+    return decided

@@ -28,6 +28,7 @@ __all__ = [
     "SpecChange",
     "StageStats",
     "Verification",
+    "VerificationTest",
 ]
 
 EditableField = Literal["description", "model_tier", "temperature", "max_tokens"]
@@ -82,6 +83,27 @@ class Diagnosis(_Model):
     sample_inputs: list[dict[str, Any]]  # recent runs' inputs, newest first, deduplicated
 
 
+class VerificationTest(_Model):
+    """Which test decided a proposal, with its Holm figures (one family per round).
+
+    ``superiority``: verified when the Holm-adjusted interval of the mean paired HQS gain lies
+    above 0. ``non_inferiority`` (cost-saving changes only): verified when its low end is above
+    ``-margin`` and the mean paired cost per run falls.
+    """
+
+    kind: Literal["superiority", "non_inferiority"]
+    margin: float = 0.0  # HQS a non-inferiority test may lose; 0 for superiority
+    m: int  # candidates tested in the round (the Holm family)
+    holm_rank: int  # 1-based, by one-sided p-value
+    alpha_adj: float  # 0.05 / (m - rank + 1)
+    p_one_sided: float
+    adj_ci_low: float  # the (1 - alpha_adj) interval of the mean paired HQS difference
+    adj_ci_high: float
+    baseline_cost: float | None = None  # mean cost per verification run, in cost_unit
+    candidate_cost: float | None = None
+    cost_unit: str = ""  # "usd", or "tier units" (see activities/improve.py)
+
+
 class Proposal(_Model):
     """A spec change set, verified by running both versions on the same inputs."""
 
@@ -113,6 +135,7 @@ class Proposal(_Model):
     #: ``self_improvement.auto_apply``); ``review``: a person applies it (improve/lanes.py).
     lane: Literal["auto", "review"] = "review"
     lane_reasons: list[str] = Field(default_factory=list)  # one per changed field
+    test: VerificationTest | None = None  # None: stored before Holm / non-inferiority
 
 
 class Verification(_Model):

@@ -12,8 +12,10 @@ offered (within a rule, the stage with the stronger evidence first):
 | invalid output ≥ 20% at temperature > 0.3 | ``temperature`` halved |
 | invalid output ≥ 20% on a JSON stage | ``description`` + an explicit output instruction |
 | judges score it below 0.7 | ``model_tier`` up (†), if not already proposed |
+| easy: every run done at its first try, no low judge | ``model_tier`` one down (‡) |
 
 (†) to the tier that most often finished the stage after escalating, else the next one up.
+(‡) a cost-saving change (:func:`cost_saving`): verified by non-inferiority, not superiority.
 
 New description text passes the prompt-input scanner first (it enters prompts); a flagged
 text is never proposed. Nothing here claims a change helps: :func:`paired_verdict` decides
@@ -34,6 +36,7 @@ __all__ = [
     "JSON_INSTRUCTION",
     "MIN_GAIN",
     "candidates",
+    "cost_saving",
     "paired_verdict",
 ]
 
@@ -46,8 +49,8 @@ JSON_INSTRUCTION = (
     "Your answer is parsed as JSON: give one JSON object that matches the schema, with no "
     "text around it."
 )
-#: A candidate verifies when the lower end of the 95% interval of its mean paired HQS gain
-#: is above this.
+#: A change judged by superiority verifies when the low end of its Holm-adjusted interval of
+#: the mean paired HQS gain is above this (see improve/decide.py).
 MIN_GAIN = 0.0
 
 
@@ -197,9 +200,46 @@ def candidates(
                 up[0],
                 f"judges scored it {judged:.2f} on average (below {LOW_JUDGE}); {up[1]}",
             )
+        easy = (
+            stats.first_try_rate >= 1.0
+            and stats.invalid_rate == stats.escalation_rate == stats.failure_rate == 0
+            and not stats.truncated
+            and stats.low_confidence_rate < LOW_CONFIDENCE_RATE
+            and (stats.judge_score is None or stats.judge_score >= LOW_JUDGE)
+        )
+        ladder = plan.tier_ladder
+        tier_now = stage.role.model_tier
+        if easy and tier_now in ladder and ladder.index(tier_now) > 0:
+            down = ladder[ladder.index(tier_now) - 1]
+            add(
+                1 + stats.runs / 1000,
+                stage.id,
+                "model_tier",
+                down,
+                f"on {tier_now} it finished at its first try in all {stats.runs} runs; {down} is "
+                "the next tier down (cheaper; verified by non-inferiority)",
+            )
     # Rule order first (the table above), then the strength of the evidence within a rule.
     found.sort(key=lambda wc: -wc[0])
     return [c for _, c in found[:limit]]
+
+
+def cost_saving(plan: Plan, change: SpecChange) -> bool:
+    """True when ``change`` can only cut cost: a ``model_tier`` lower on the tier ladder, or a
+    ``max_tokens`` below the stage's effective one. Descriptions and temperatures never are."""
+    stage = plan.stage(change.stage)
+    if stage.role is None:
+        return False
+    if change.field == "model_tier":
+        ladder = plan.tier_ladder
+        now = stage.role.model_tier
+        return (
+            now in ladder and change.new in ladder and ladder.index(change.new) < ladder.index(now)
+        )
+    if change.field == "max_tokens":
+        now = _effective(plan, stage, "max_tokens")
+        return now is not None and isinstance(change.new, int) and change.new < now
+    return False
 
 
 def paired_verdict(

@@ -147,6 +147,22 @@ def render_proposal(p: Proposal) -> RenderableType:
         f"verdict: {p.detail}",
         f"lane: {p.lane}" + "".join(f"\n  {r}" for r in p.lane_reasons),
     ]
+    if p.test is not None:
+        t = p.test
+        test = (
+            f"test: non-inferiority, margin {t.margin:g} HQS"
+            if t.kind == "non_inferiority"
+            else "test: superiority (gain above 0)"
+        )
+        lines.append(
+            f"{test}; Holm rank {t.holm_rank} of {t.m}, alpha {t.alpha_adj:g}, adjusted "
+            f"interval [{t.adj_ci_low:+.3f}, {t.adj_ci_high:+.3f}]"
+        )
+        if t.baseline_cost is not None and t.candidate_cost is not None:
+            lines.append(
+                f"cost per run (current → changed): {t.baseline_cost:g} → {t.candidate_cost:g} "
+                f"{t.cost_unit}"
+            )
     for c in p.changes:
         lines.append(f"change: {change_label(c)}")
         lines.append(f"  why: {c.why}")

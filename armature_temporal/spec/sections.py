@@ -180,6 +180,14 @@ class SelfImprovement(_Model):
         "depends_on, tiers, anything else) never apply themselves: they go to "
         "<spec>.pending.yaml for `armature improve SPEC --apply-pending`.",
     )
+    noninferiority_margin: float = Field(
+        0.02,
+        ge=0,
+        le=0.5,
+        description="HQS a cost-saving change (a tier down the ladder, a smaller max_tokens) "
+        "may lose: it verifies when the Holm-adjusted interval's low end is above minus this "
+        "and its paired cost per run falls.",
+    )
 
 
 class FinetuneConfig(_Model):

@@ -388,6 +388,12 @@ def _v12_proposal_lanes(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE improvement_proposals ADD COLUMN lane_reasons JSON"))
 
 
+def _v13_proposal_test(conn: Connection) -> None:
+    """Which statistical test decided a proposal (superiority or non-inferiority) and its Holm
+    figures; older proposals keep NULL."""
+    conn.execute(text("ALTER TABLE improvement_proposals ADD COLUMN test JSON"))
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "initial", _v1_initial),
     (2, "run_quality", _v2_run_quality),
@@ -401,6 +407,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (10, "cache", _v10_cache),
     (11, "predictions", _v11_predictions),
     (12, "proposal_lanes", _v12_proposal_lanes),
+    (13, "proposal_test", _v13_proposal_test),
 ]
 
 

@@ -177,6 +177,7 @@ class ProposalRow(Base):
     base_failures: Mapped[Any] = mapped_column(JSON, nullable=True)
     lane: Mapped[str] = mapped_column(String(10), default="review", server_default="review")
     lane_reasons: Mapped[Any] = mapped_column(JSON, nullable=True)
+    test: Mapped[Any] = mapped_column(JSON, nullable=True)
 
     __table_args__ = (Index("ix_proposals_spec_created", "spec_name", "created_at"),)
 

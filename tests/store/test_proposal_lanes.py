@@ -17,7 +17,8 @@ def test_a_v10_proposal_reads_as_review_and_new_ones_keep_their_lane(db_url: str
     assert migrate(engine, upto=10)[-1] == 10
     old = _temperature(base(), pid="lanes-pold")
     assert old.lane == "auto"  # what it would be classified now; the old row has no lane
-    row = old.model_dump(mode="json", exclude={"lane", "lane_reasons"})
+    later = {"lane", "lane_reasons", "predicted_fixes", "predicted_regressions", "base_failures"}
+    row = old.model_dump(mode="json", exclude=later | {"test"})  # columns of migrations 11-13
     with engine.begin() as conn:
         cols, marks = ", ".join(row), ", ".join(":" + c for c in row)
         conn.execute(

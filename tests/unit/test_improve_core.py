@@ -802,7 +802,7 @@ def test_no_tier_up_from_the_top_tier() -> None:
     [
         stats(invalid_rate=0.1, escalation_rate=0.1, failure_rate=0.05, judge_score=0.9),
         stats(invalid_rate=0.19, escalation_rate=0.19, failure_rate=0.09, judge_score=0.7),
-        stats(),
+        stats(first_try_rate=0.9),  # (all at the first try: a tier down, see test_improve_stats)
         # nothing is read off a stage that never finished
         stats(runs=0, truncated=3, invalid_rate=1.0, failure_rate=1.0, judge_score=0.0),
     ],
@@ -822,7 +822,7 @@ def test_below_the_thresholds_nothing_is_proposed(quiet: StageStats) -> None:
         ({"failure_rate": 0.1}, ["model_tier"]),
         ({"failure_rate": 0.09}, []),
         ({"judge_score": 0.69}, ["model_tier"]),
-        ({"judge_score": 0.7}, []),
+        ({"judge_score": 0.7, "first_try_rate": 0.9}, []),
         ({"truncated": 1}, ["max_tokens"]),
     ],
 )
