@@ -95,7 +95,8 @@ def test_migration_11_adds_predictions_to_an_old_store(db_url: str) -> None:
     row = old.model_dump(
         mode="json",
         exclude={
-            "predicted_fixes", "predicted_regressions", "base_failures", "lane", "lane_reasons"
+            "predicted_fixes", "predicted_regressions", "base_failures", "lane", "lane_reasons",
+            "test",
         },
     )  # fmt: skip
     with engine.begin() as conn:
@@ -104,7 +105,7 @@ def test_migration_11_adds_predictions_to_an_old_store(db_url: str) -> None:
         table = Table("improvement_proposals", MetaData(), autoload_with=conn)
         conn.execute(table.insert().values(**row))
     assert not inspect(engine).has_table("improve_rounds")
-    assert migrate(engine) == [11, 12]
+    assert migrate(engine) == [11, 12, 13]
     assert {"improve_rounds", "improve_applied"} <= set(inspect(engine).get_table_names())
     engine.dispose()
     store = TraceStore(db_url)
