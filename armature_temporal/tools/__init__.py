@@ -15,6 +15,7 @@ tools' ``_resolved_path``), which the call then gets as ``ctx.checked``.
 This package does I/O; it never imports temporalio.
 """
 
+from armature_temporal.tools._call import call_tool
 from armature_temporal.tools._errors import ToolError
 from armature_temporal.tools._models import (
     Reversibility,
@@ -25,7 +26,6 @@ from armature_temporal.tools._models import (
 )
 from armature_temporal.tools._registry import (
     ToolRegistry,
-    call_tool,
     get_tool_spec,
     load_tool_modules,
     policy_args,

@@ -1,4 +1,4 @@
-"""Finding tools by name and calling them: the registry, ``register_tool`` and ``call_tool``.
+"""Finding tools by name: the registry and ``register_tool`` (``call_tool`` is in ``_call``).
 
 A name resolves, in order, to a built-in (:data:`BUILTIN_NAMES`), a tool registered in the
 registry (by ``register_tool``, or by a tool module's ``register(registry)``), or
@@ -15,7 +15,6 @@ takes a 0.7.0 ``ToolDescriptor`` (see :mod:`armature_temporal.tools.compat`).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import importlib
 import inspect
@@ -24,17 +23,16 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar, overload
 
-from jsonschema import Draft202012Validator
 from pydantic import ValidationError
 
 from armature_temporal.errors import did_you_mean
 from armature_temporal.runtime.policy import REVERSIBILITY_FIELD
 from armature_temporal.tools._base import Postcondition, ToolImpl
-from armature_temporal.tools._errors import ToolError, ToolFailure
+from armature_temporal.tools._errors import ToolError
 from armature_temporal.tools._files import FILE_TOOLS
 from armature_temporal.tools._http import HTTP_TOOL
 from armature_temporal.tools._legacy import descriptor_tool, is_descriptor
-from armature_temporal.tools._models import Reversibility, ToolContext, ToolResult, ToolSpec
+from armature_temporal.tools._models import Reversibility, ToolContext, ToolSpec
 from armature_temporal.tools._python import function_tool
 from armature_temporal.tools._resolved import resolving
 from armature_temporal.tools._shell import SHELL_TOOL
@@ -42,7 +40,6 @@ from armature_temporal.tools._shell import SHELL_TOOL
 __all__ = [
     "BUILTIN_NAMES",
     "ToolRegistry",
-    "call_tool",
     "get_tool_spec",
     "load_tool_modules",
     "policy_args",
@@ -485,93 +482,6 @@ def _import_failure(module_name: str, exc: ImportError) -> str:
     )
 
 
-def _schema_errors(schema: dict[str, Any], args: Mapping[str, Any]) -> list[str]:
-    errors = sorted(Draft202012Validator(schema).iter_errors(args), key=lambda e: list(e.path))
-    return [f"{'.'.join(map(str, e.path)) or '(args)'}: {e.message}" for e in errors]
-
-
-def _pydantic_errors(exc: ValidationError) -> list[str]:
-    return [f"{'.'.join(map(str, e['loc'])) or '(args)'}: {e['msg']}" for e in exc.errors()]
-
-
-async def call_tool(
-    name: str,
-    args: Mapping[str, Any],
-    ctx: ToolContext,
-    *,
-    registry: ToolRegistry | None = None,
-) -> ToolResult:
-    """Validate ``args`` against the tool's parameters, run it in ``ctx``, check its
-    postcondition.
-
-    Never raises for a failing tool: the result says ``ok=False`` with an ``error_type``
-    (``unknown_tool``, ``invalid_args``, ``policy_blocked`` for sandbox refusals, ``timeout``,
-    ``tool_error``, ``postcondition_failed``) and a message meant for the model and the trace.
-    Safety rules are not checked here; check
-    :func:`armature_temporal.runtime.policy.evaluate_policy` first, with
-    :func:`resolved_fields`, and pass those fields as ``ctx.checked`` so the tool runs what was
-    checked (shell runs the checked ``_executable``, never a program looked up again).
-    """
-    target = registry or ToolRegistry.default()
-    impl = target.cached(name)
-    if impl is None:
-        try:  # importing a module:function tool's module is blocking I/O
-            impl = await asyncio.to_thread(target.resolve, name)
-        except ToolError as exc:
-            return ToolResult.failure("unknown_tool", str(exc))
-    if not isinstance(args, Mapping):
-        return ToolResult.failure(
-            "invalid_args", f"tool {name!r} takes an object of arguments, got {args!r}"
-        )
-    problems = _schema_errors(impl.spec.parameters, args) if impl.check_schema else []
-    if problems:
-        return _invalid(name, problems)
-    try:
-        parsed = impl.args_model.model_validate(dict(args))
-    except ValidationError as exc:
-        return _invalid(name, _pydantic_errors(exc))
-    try:
-        output = await impl.run(parsed, ctx)
-    except ToolFailure as failure:
-        return ToolResult.failure(failure.error_type, failure.message, failure.output)
-    except TimeoutError:
-        return ToolResult.failure(
-            "timeout", f"tool {name!r} did not finish within {ctx.timeout_s:g}s"
-        )
-    except Exception as exc:  # the tool's own failure: reported, not raised (see docstring)
-        return ToolResult.failure("tool_error", f"tool {name!r} raised {type(exc).__name__}: {exc}")
-    if impl.postcondition is not None:
-        call_args = parsed.model_dump(mode="json", by_alias=True)
-        try:
-            held = bool(impl.postcondition(call_args, output))
-        except Exception as exc:
-            return ToolResult.failure(
-                "postcondition_failed",
-                f"tool {name!r}: postcondition raised {type(exc).__name__}: {exc}",
-                output,
-            )
-        if not held:
-            return ToolResult.failure(
-                "postcondition_failed",
-                f"tool {name!r}: postcondition {_describe(impl.postcondition)} does not hold "
-                "for this output",
-                output,
-            )
-    return ToolResult.success(output)
-
-
-def _invalid(name: str, problems: list[str]) -> ToolResult:
-    return ToolResult.failure(
-        "invalid_args", f"invalid arguments for tool {name!r}: {'; '.join(problems)}"
-    )
-
-
-def _describe(fn: Callable[..., Any]) -> str:
-    name = getattr(fn, "__name__", None)
-    return repr(name) if name and name != "<lambda>" else "(a lambda)"
-
-
-#: The 0.7.0 modules a tool module imports its names from, and what stands in for them here.
 _OLDER_MODULES = (
     "armature",
     "armature.registry",
