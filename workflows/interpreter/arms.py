@@ -12,8 +12,8 @@ from armature_temporal.runtime.models import (
     BanditSelectInput,
     BanditSelectResult,
 )
-from armature_temporal.runtime.outputs import judge_score
 from armature_temporal.spec.compiler import PlanArm, PlanStage
+from workflows.interpreter.evidence import stage_evidence
 from workflows.interpreter.state import RunContext
 
 __all__ = ["Arms"]
@@ -74,31 +74,7 @@ class Arms:
     async def after_stage(self, stage: PlanStage) -> None:
         """Reward arms when the evidence arrives: a judge's score for the stages it judged,
         else the stage's own gate decision, else its output quality."""
-        run = self.run
-        result = run.results[stage.id]
-        if stage.role is not None and stage.role.type == "judge":
-            score = judge_score(result.output)
-            if score is not None:
-                for dep in stage.depends_on:
-                    if run.plan.stage(dep).reward == "auto":
-                        await self.reward(dep, float(score), f"judge {stage.id}")
-        if not stage.arms or stage.reward != "auto" or result.status == "running":
-            return
-        judged = any(
-            stage.id in s.depends_on and s.role is not None and s.role.type == "judge"
-            for s in run.plan.stages
-        )
-        if judged and result.status == "completed":
-            return  # the judge's score will reward it
-        if result.gate is not None:
-            await self.reward(stage.id, 1.0 if result.gate.decision == "approve" else 0.0, "gate")
-        elif result.status == "completed":
-            quality = run.last_quality.get(stage.id)
-            first_try = result.attempts <= 1 and not result.escalated
-            await self.reward(
-                stage.id,
-                quality if quality is not None else (1.0 if first_try else 0.5),
-                "simulated quality" if quality is not None else "validity",
-            )
-        elif result.status in ("failed", "rejected"):
-            await self.reward(stage.id, 0.0, result.error_type or result.status)
+        for stage_id, reward, why in stage_evidence(self.run, stage):
+            if stage_id == stage.id and not stage.arms:
+                continue  # nothing was chosen for the stage itself
+            await self.reward(stage_id, reward, why)
