@@ -33,6 +33,8 @@ __all__ = ["HTTPRunHandle", "ServiceClient", "ServiceError", "StreamEvent"]
 FINAL_EVENTS = ("run_complete", "run_failed")
 #: The server sends a keepalive comment every 15 s; a stream silent for longer is dropped.
 STREAM_READ_TIMEOUT_S = 45.0
+#: Answers to an events request that mean "try again" (a restarting server, Temporal down).
+RETRY_STATUSES = (502, 503, 504)
 #: Reconnects in a row that bring no new event before :meth:`HTTPRunHandle.events` gives up.
 MAX_RECONNECTS = 5
 
@@ -301,7 +303,8 @@ class HTTPRunHandle:
     async def events(self, after: int = 0) -> AsyncIterator[StreamEvent]:
         """The run's events with seq above ``after``, live, ending after ``run_complete`` or
         ``run_failed``. A dropped connection is reopened with ``Last-Event-ID`` (the last seq
-        received), so every event arrives once, in order.
+        received), so every event arrives once, in order; so is a stream the server
+        answers 502/503/504 (restarting, or Temporal unreachable for a moment).
 
         Raises:
             ServiceError: the server refused, or :data:`MAX_RECONNECTS` reconnects in a row
@@ -321,6 +324,10 @@ class HTTPRunHandle:
                         return
             except (httpx.TransportError, httpx.StreamError):
                 pass  # dropped: reconnect below from ``last``
+            except ServiceError as exc:
+                if exc.status not in RETRY_STATUSES:
+                    raise
+                # The server is restarting or cannot reach Temporal for now: try again.
             fruitless = 0 if last > before else fruitless + 1
             if fruitless > MAX_RECONNECTS:
                 raise ServiceError(

@@ -7,7 +7,8 @@ testing the HTTP client without Temporal. Runs are scripted by spec name:
 - ``breaks`` fails at stage ``s`` with error ``boom``.
 
 ``FakeServiceState.drop_after`` makes the first ``GET /run/{id}/events`` connection break
-(the server aborts it mid-stream) after that many events, as a lost connection would.
+(the server aborts it mid-stream) after that many events, as a lost connection would;
+``unavailable`` answers that many events requests 503 first, as a restarting server would.
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ class FakeServiceState:
     started: list[str] = field(default_factory=list)
     decisions: list[dict[str, Any]] = field(default_factory=list)
     drop_after: int | None = None
+    #: How many events requests to answer 503 temporal_unreachable (a restart) first.
+    unavailable: int = 0
     #: Last-Event-ID (or None) of each events connection, in order.
     resumed_from: list[str | None] = field(default_factory=list)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -242,6 +245,9 @@ def fake_service(state: FakeServiceState) -> FastAPI:
         caller(request, "read")
         run = run_of(run_id)
         resume = request.headers.get("last-event-id")
+        if state.unavailable > 0:
+            state.unavailable -= 1
+            raise FakeRefusal(503, "temporal_unreachable", "Temporal is down", "retry")
         state.resumed_from.append(resume)
         after = int(resume or request.query_params.get("after") or 0)
         drop = state.drop_after if len(state.resumed_from) == 1 else None

@@ -219,3 +219,16 @@ async def test_events_after_k_give_exactly_the_rest() -> None:
         rest = [(e.seq, e.type, e.stage) async for e in handle.events(after=1)]
     assert rest == [(2, "stage_complete", "s"), (3, "run_failed", None)]
     assert state.resumed_from == ["1"]
+
+
+async def test_events_retry_a_server_that_answers_503_and_stop_on_other_refusals() -> None:
+    state = tokened()
+    state.drop_after, state.unavailable = 1, 2
+    async with served(state) as url, ServiceClient(url, TOKEN) as service:
+        handle = await service.start("quick", {})
+        seqs = [event.seq async for event in handle.events()]
+        with pytest.raises(ServiceError) as caught:
+            async for _ in service.handle("no-such-run").events():
+                pass
+    assert seqs == [1, 2, 3] and state.resumed_from == ["0", "1"]
+    assert (caught.value.code, caught.value.status) == ("unknown_run", 404)
