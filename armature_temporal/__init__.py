@@ -1,6 +1,7 @@
 """Armature: durable LLM agent workflows on Temporal that get better the more they run.
 
-The bandit functions and the hook API are re-exported lazily, so ``import armature_temporal``
+The library call (``await run("spec.yaml", inputs)``, ``start`` -> :class:`RunHandle`), the
+bandit functions and the hook API are re-exported lazily, so ``import armature_temporal``
 stays light. The layers live in subpackages: ``spec`` (the spec language), ``runtime`` (what the
 interpreter and the activities share), ``service`` (the Temporal side), and ``bandit``,
 ``store``, ``tools``, ``scanner``, ``improve``, ``finetune``, ``views``.
@@ -21,6 +22,8 @@ __all__ = [
     "HookResult",
     "LoadedSpec",
     "Plan",
+    "RunFailed",
+    "RunHandle",
     "Spec",
     "SpecError",
     "SpecIssue",
@@ -31,13 +34,16 @@ __all__ = [
     "load_spec",
     "load_spec_text",
     "register_hook",
+    "run",
     "runtime_arms",
     "runtime_select",
     "runtime_update",
+    "start",
 ]
 
 _BANDIT = ("configure_runtime", "runtime_arms", "runtime_select", "runtime_update")
 _HOOKS = ("HookContext", "HookResult", "register_hook")
+_LIBRARY = ("RunFailed", "RunHandle", "run", "start")
 
 
 def __getattr__(name: str) -> Any:
@@ -49,4 +55,8 @@ def __getattr__(name: str) -> Any:
         from armature_temporal.runtime import hooks
 
         return getattr(hooks, name)
+    if name in _LIBRARY:
+        from armature_temporal import library
+
+        return getattr(library, name)
     raise AttributeError(f"module 'armature_temporal' has no attribute {name!r}")

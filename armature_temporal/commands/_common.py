@@ -162,16 +162,15 @@ async def temporal_client(address: str | None, *, start_local: bool = False) -> 
     server). With ``start_local``, the local stack is started when needed, saying so on
     stderr."""
     from armature_temporal.service.client import connect
-    from armature_temporal.service.devstack import ensure_local_stack
+    from armature_temporal.service.devstack import stack_client
     from armature_temporal.settings import configured_address, dev_port
 
     if start_local:
-        addr, said = await ensure_local_stack(address)
+        client, said = await stack_client(address)
         for line in said:
             err.print(line, markup=False, highlight=False)
-    else:
-        addr = configured_address(address) or f"127.0.0.1:{dev_port()}"
-    return await connect(addr)
+        return client
+    return await connect(configured_address(address) or f"127.0.0.1:{dev_port()}")
 
 
 async def queue_pollers(client: Any, queue: str, *, activities: bool = False) -> int:

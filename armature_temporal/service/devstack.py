@@ -20,16 +20,21 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from armature_temporal.errors import ArmatureError
 from armature_temporal.runtime.search_attributes import dev_server_flags
 from armature_temporal.service.temporal_bin import temporal_binary
 from armature_temporal.settings import armature_home, dev_port, dev_ui_port, task_queue
 
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
 __all__ = [
     "StackState",
     "ensure_local_stack",
     "is_listening",
+    "stack_client",
     "stack_state",
     "start_dev_server",
     "start_worker",
@@ -296,3 +301,17 @@ async def ensure_local_stack(cli_address: str | None = None) -> tuple[str, list[
             f"{home / 'logs' / 'worker.log'}); `armature dev stop` stops the local stack"
         )
     return address, said
+
+
+async def stack_client(address: str | None = None) -> tuple[Client, list[str]]:
+    """A connected client for ``address`` (else ``$TEMPORAL_ADDRESS``, else the embedded
+    stack, started when needed: :func:`ensure_local_stack`), plus what was started, in
+    sentences for the caller to show. ``armature submit`` and the library call this.
+
+    Raises:
+        ConnectionFailed: the server cannot be reached.
+    """
+    from armature_temporal.service.client import connect
+
+    addr, said = await ensure_local_stack(address)
+    return await connect(addr), said

@@ -169,6 +169,8 @@ def test_public_api_is_pinned() -> None:
             "HookResult",
             "LoadedSpec",
             "Plan",
+            "RunFailed",
+            "RunHandle",
             "Spec",
             "SpecError",
             "SpecIssue",
@@ -179,9 +181,11 @@ def test_public_api_is_pinned() -> None:
             "load_spec",
             "load_spec_text",
             "register_hook",
+            "run",
             "runtime_arms",
             "runtime_select",
             "runtime_update",
+            "start",
         ]
     )
     for name in armature_temporal.__all__:
