@@ -23,23 +23,24 @@ from armature_temporal.commands._common import (
 
 app = typer.Typer()
 
+VerifyRunsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--verify-runs",
+        min=2,
+        max=100,
+        help="Recent inputs to run each version on (default: the spec's "
+        "self_improvement.verify_runs).",
+    ),
+]
+WaitOpt = Annotated[bool, typer.Option("--wait/--no-wait", help="Wait for the round and print it.")]
+
 
 @app.command(rich_help_panel=LEARN)
 def improve(
     spec: SpecArg,
-    verify_runs: Annotated[
-        int | None,
-        typer.Option(
-            "--verify-runs",
-            min=2,
-            max=100,
-            help="Recent inputs to run each version on (default: the spec's "
-            "self_improvement.verify_runs).",
-        ),
-    ] = None,
-    wait: Annotated[
-        bool, typer.Option("--wait/--no-wait", help="Wait for the round and print it.")
-    ] = True,
+    verify_runs: VerifyRunsOpt = None,
+    wait: WaitOpt = True,
     apply_pending: Annotated[
         bool,
         typer.Option(
@@ -135,19 +136,8 @@ def optimize(
             help="LLM-proposed changes to verify in the round.",
         ),
     ] = 1,
-    verify_runs: Annotated[
-        int | None,
-        typer.Option(
-            "--verify-runs",
-            min=2,
-            max=100,
-            help="Recent inputs to run each version on (default: the spec's "
-            "self_improvement.verify_runs).",
-        ),
-    ] = None,
-    wait: Annotated[
-        bool, typer.Option("--wait/--no-wait", help="Wait for the round and print it.")
-    ] = True,
+    verify_runs: VerifyRunsOpt = None,
+    wait: WaitOpt = True,
     address: AddressOpt = None,
     queue: QueueOpt = None,
     as_json: JsonFlag = False,
@@ -207,9 +197,7 @@ def optimize(
 @app.command(rich_help_panel=LEARN)
 def finetune(
     spec: SpecArg,
-    wait: Annotated[
-        bool, typer.Option("--wait/--no-wait", help="Wait for the round and print it.")
-    ] = True,
+    wait: WaitOpt = True,
     address: AddressOpt = None,
     queue: QueueOpt = None,
     as_json: JsonFlag = False,

@@ -92,12 +92,8 @@ def _diagnosis(plan: Plan) -> Diagnosis:
 
 
 def _p(stage: str, surface: str, value: Any, **kw: Any) -> RefinerProposal:
-    return RefinerProposal(
-        stage=stage,
-        surface=surface,
-        value=value,
-        rationale="because",
-        **kw,  # type: ignore[arg-type]
+    return RefinerProposal.model_validate(
+        {"stage": stage, "surface": surface, "value": value, "rationale": "because", **kw}
     )
 
 
