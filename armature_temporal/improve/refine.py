@@ -71,6 +71,7 @@ FAILURE_KINDS = (
 WORST_RUNS = 5  # runs whose transcripts the prompt shows
 FIELD_CHARS = 300  # of each stage output or error shown
 MAX_DESCRIPTION = 8000  # characters a proposed description may have
+AVOID_SHOWN = 50  # rejected changes the prompt lists
 SYSTEM = (
     f"{REFINER_MARKER} You improve an agent workflow spec. From the diagnosis, the transcripts "
     "of failing runs and the improvement history, propose single changes to the editable "
@@ -199,7 +200,8 @@ def refiner_messages(
             for s in diagnosis.stages
         ],
         "failures": sorted(failures(diagnosis)),
-        "avoid": [[c.stage, c.field, c.new] for c in [*history.rejected, *taken]],
+        # The newest rejections (the screen checks them all), and the rules' candidates.
+        "avoid": [[c.stage, c.field, c.new] for c in [*history.rejected[:AVOID_SHOWN], *taken]],
     }
     user = "\n\n".join(
         [

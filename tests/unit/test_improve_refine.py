@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -397,3 +398,49 @@ def test_refiner_tier_must_be_a_defined_tier() -> None:
         load_spec_text(SPEC.replace("refiner_tier: frontier", "refiner_tier: frontir"), "x.yaml")
     assert "self_improvement.refiner_tier" in str(info.value)
     assert "did you mean 'frontier'" in str(info.value)
+
+
+# --- the activity's use of it ------------------------------------------------------------------
+
+
+def test_a_failing_refiner_provider_drops_only_the_refiners_part(
+    plan: Plan, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from activities.improve import _refined
+    from armature_temporal.improve.models import ImproveInput
+    from armature_temporal.store import TraceStore
+
+    monkeypatch.delenv("REFINE_TEST_KEY", raising=False)
+    text = SPEC.replace(
+        "  frontier: {provider: simulate, valid_rate: 1.0, quality: 0.95}\n",
+        "  frontier: {provider: simulate, valid_rate: 1.0, quality: 0.95}\n"
+        "  remote: {provider: openai, model: gpt-4o-mini, api_key_env: REFINE_TEST_KEY}\n",
+    ).replace("refiner_tier: frontier", "refiner_tier: remote")
+    remote = plan_from(text)
+    store = TraceStore(f"sqlite:///{tmp_path / 'traces.db'}")
+    try:
+        kept, notes = _refined(
+            ImproveInput(spec_text=text, spec_path=str(tmp_path / "r.yaml")),
+            remote,
+            _diagnosis(remote),
+            [],
+            store,
+            CURRENT,
+            [],
+        )
+        assert kept == []
+        assert len(notes) == 1 and "the refiner (tier 'remote') failed" in notes[0]
+        assert "REFINE_TEST_KEY" in notes[0]
+        # The same round on the simulate tier gets candidates from it.
+        ok, _ = _refined(
+            ImproveInput(spec_text=SPEC, spec_path=str(tmp_path / "r.yaml")),
+            plan,
+            _diagnosis(plan),
+            [],
+            store,
+            CURRENT,
+            [],
+        )
+        assert ok and all(c.change.origin == "refiner" for c in ok)
+    finally:
+        store.close()
