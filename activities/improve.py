@@ -37,13 +37,16 @@ from armature_temporal.improve.models import (
 from armature_temporal.improve.pending import settle
 from armature_temporal.improve.predict import failures, predictions, verify
 from armature_temporal.improve.propose import candidates
+from armature_temporal.improve.refine import history_of, parse_reply, refiner_messages, screen
 from armature_temporal.runtime.hqs import run_hqs
-from armature_temporal.spec.compiler import compile_spec
+from armature_temporal.runtime.llm import ProviderError, complete
+from armature_temporal.spec.compiler import Plan, compile_spec
 from armature_temporal.spec.loader import load_spec_text
 from armature_temporal.spec.models import Spec
 from armature_temporal.store import TraceStore
 from armature_temporal.store.engine import database_url
 from armature_temporal.views import load_runs
+from armature_temporal.views.report import RunTrace
 
 __all__ = ["improve_prepare", "improve_record", "improve_settle", "written_role_values"]
 
@@ -167,12 +170,11 @@ def _prepare_round(inp: ImproveInput) -> Prepared:
             ),
             verification=check,
         )
-    changes = candidates(
-        plan,
-        diag,
-        si.editable_surfaces,
-        current=written_role_values(loaded.spec),
-        limit=inp.max_candidates,
+    current = written_role_values(loaded.spec)
+    changes = (
+        []
+        if inp.refiner == "only"
+        else candidates(plan, diag, si.editable_surfaces, current=current, limit=inp.max_candidates)
     )
     found: list[Candidate] = []
     for change in changes:
@@ -190,17 +192,23 @@ def _prepare_round(inp: ImproveInput) -> Prepared:
                 diff=unified_diff(inp.spec_text, text, inp.spec_path),
             )
         )
+    notes: list[str] = []
+    if inp.refiner == "only" or si.refiner_tier is not None:
+        refined, notes = _refined(inp, plan, diag, runs, store, current, found)
+        found += refined
     if not found:
         return Prepared(
             stop=ImproveResult(
                 status="no_candidates",
                 detail=f"mean HQS {diag.mean_hqs if diag.mean_hqs is not None else '—'} over "
-                f"{diag.runs} runs, but the traces point at no change on the editable surfaces "
-                f"{si.editable_surfaces}",
+                f"{diag.runs} runs, but the {_proposers(inp, si.refiner_tier)} point at no "
+                f"change on the editable surfaces {si.editable_surfaces}",
                 diagnosis=diag,
                 verification=check,
+                notes=notes,
             ),
             verification=check,
+            notes=notes,
         )
     if len(diag.sample_inputs) < 2:
         return Prepared(
@@ -216,7 +224,74 @@ def _prepare_round(inp: ImproveInput) -> Prepared:
     pool = diag.sample_inputs
     wanted = inp.verify_runs or si.verify_runs
     inputs = [pool[i % len(pool)] for i in range(wanted)]
-    return Prepared(plan=plan, diagnosis=diag, candidates=found, inputs=inputs, verification=check)
+    return Prepared(
+        plan=plan,
+        diagnosis=diag,
+        candidates=found,
+        inputs=inputs,
+        verification=check,
+        notes=notes,
+    )
+
+
+def _proposers(inp: ImproveInput, refiner_tier: str | None) -> str:
+    if inp.refiner == "only":
+        return "refiner's proposals"
+    return "traces and the refiner" if refiner_tier is not None else "traces"
+
+
+def _refined(
+    inp: ImproveInput,
+    plan: Plan,
+    diag: Diagnosis,
+    runs: list[RunTrace],
+    store: TraceStore,
+    current: dict[str, dict[str, object]],
+    taken: list[Candidate],
+) -> tuple[list[Candidate], list[str]]:
+    """The LLM refiner's candidates (improve/refine.py) and notes on what it dropped. A
+    provider failure drops the refiner's part of the round, not the round."""
+    si = plan.self_improvement
+    assert si is not None
+    name = si.refiner_tier or plan.tier_ladder[-1]
+    k = inp.refiner_proposals or si.refiner_proposals
+    rounds = store.rounds(plan.name)
+    history = history_of(
+        store.proposals(spec=plan.name, limit=1000),
+        [c for r in rounds if r.verification for c in r.verification.verified_fixes],
+        [c for r in rounds if r.verification for c in r.verification.missed_predictions],
+    )
+    rules = [c.change for c in taken]
+    messages = refiner_messages(plan, diag, si.editable_surfaces, runs, history, rules, k)
+    try:
+        answer = asyncio.run(
+            complete(
+                plan.tiers[name],
+                messages,
+                seed=f"refiner/{plan.spec_hash}",
+                role_type="worker",
+                output_mode="json",
+                output_schema=None,
+                temperature=0.2,
+            )
+        )
+    except ProviderError as exc:
+        return [], [f"the refiner (tier {name!r}) failed, so only the rules proposed: {exc}"]
+    parsed, notes = parse_reply(answer.text)
+    kept, dropped = screen(
+        parsed,
+        spec_text=inp.spec_text,
+        spec_path=inp.spec_path,
+        plan=plan,
+        surfaces=si.editable_surfaces,
+        current=current,
+        history=history,
+        taken=rules,
+        k=k,
+    )
+    for note in notes + dropped:
+        activity.logger.info("%s", note)
+    return kept, notes + dropped
 
 
 @activity.defn(name="improve_prepare")
@@ -272,6 +347,9 @@ def _record(inp: RecordInput) -> list[Proposal]:
     proposals: list[Proposal] = []
     for k, (candidate, j) in enumerate(zip(prepared.candidates, judged, strict=True)):
         fixes, risks = predictions(candidate.change, prepared.diagnosis)
+        if candidate.predicted_fixes is not None:  # the refiner's own, falsifiable as well
+            fixes = candidate.predicted_fixes
+            risks = candidate.predicted_regressions or []
         lane, reasons = classify(
             inp.spec_text,
             candidate.spec_text,

@@ -149,4 +149,5 @@ class ImproveWorkflow:
             # Only the result's value: no command changes, so no patch is needed.
             verification=prepared.verification,
             settled=settled,
+            notes=prepared.notes,
         )

@@ -1,5 +1,6 @@
-"""One round of a learning loop, now: ``armature improve`` and ``armature finetune``. Both
-start a loop workflow and, by default, wait for it, showing its phases."""
+"""One round of a learning loop, now: ``armature improve``, ``armature optimize`` (a round of
+LLM-proposed changes only) and ``armature finetune``. Each starts a loop workflow and, by
+default, waits for it, showing its phases."""
 
 from __future__ import annotations
 
@@ -22,23 +23,24 @@ from armature_temporal.commands._common import (
 
 app = typer.Typer()
 
+VerifyRunsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--verify-runs",
+        min=2,
+        max=100,
+        help="Recent inputs to run each version on (default: the spec's "
+        "self_improvement.verify_runs).",
+    ),
+]
+WaitOpt = Annotated[bool, typer.Option("--wait/--no-wait", help="Wait for the round and print it.")]
+
 
 @app.command(rich_help_panel=LEARN)
 def improve(
     spec: SpecArg,
-    verify_runs: Annotated[
-        int | None,
-        typer.Option(
-            "--verify-runs",
-            min=2,
-            max=100,
-            help="Recent inputs to run each version on (default: the spec's "
-            "self_improvement.verify_runs).",
-        ),
-    ] = None,
-    wait: Annotated[
-        bool, typer.Option("--wait/--no-wait", help="Wait for the round and print it.")
-    ] = True,
+    verify_runs: VerifyRunsOpt = None,
+    wait: WaitOpt = True,
     apply_pending: Annotated[
         bool,
         typer.Option(
@@ -122,11 +124,80 @@ def improve(
 
 
 @app.command(rich_help_panel=LEARN)
+def optimize(
+    spec: SpecArg,
+    proposals: Annotated[
+        int,
+        typer.Option(
+            "--proposals",
+            "-k",
+            min=1,
+            max=10,
+            help="LLM-proposed changes to verify in the round.",
+        ),
+    ] = 1,
+    verify_runs: VerifyRunsOpt = None,
+    wait: WaitOpt = True,
+    address: AddressOpt = None,
+    queue: QueueOpt = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """One A/B round of LLM-proposed changes only (the 0.7.0 command), verified like `armature
+    improve`'s.
+
+    The refiner (self_improvement.refiner_tier; default: the spec's highest tier, and a
+    simulate tier works offline) reads the spec's diagnosis, the transcripts of its worst
+    runs and the improvement history, and proposes --proposals changes on the editable
+    surfaces (each scanned, validated and compiled; never one the history rejected). Each is
+    run against the current spec on the same recent inputs and accepted only when the
+    paired interval verifies it. The round is kept in the same history as `armature improve`
+    (`armature improve history SPEC`); verified changes are proposals (`armature proposals
+    apply ID`), or apply / go to <spec>.pending.yaml by the same review lanes and
+    self_improvement.auto_apply. Exits 0 when the round finished, 1 when it failed, 2 on a
+    spec without a self_improvement block.
+
+    Example: `armature optimize specs/triage.yaml --proposals 2 --json`
+    """
+    import uuid
+
+    compiled = load_or_exit(spec)
+    if compiled.self_improvement is None:
+        raise fail(
+            f"error: {spec}: spec {compiled.name!r} has no self_improvement block, so the "
+            "refiner may change nothing; add one, e.g.\n  self_improvement:\n    "
+            f"editable_surfaces: [{compiled.stages[0].id}.description]",
+            2,
+        )
+    from armature_temporal.improve.models import ImproveInput, ImproveResult
+
+    result = run_round(
+        "Improve",
+        ImproveInput(
+            spec_text=spec.read_text(encoding="utf-8"),
+            spec_path=str(spec.resolve()),
+            verify_runs=verify_runs,
+            refiner="only",
+            refiner_proposals=proposals,
+        ),
+        ImproveResult,
+        f"improve-{compiled.name}-opt-{uuid.uuid4().hex[:8]}",
+        f"optimize round (LLM-proposed changes) for spec {compiled.name!r}",
+        wait=wait,
+        address=address,
+        queue=queue,
+        as_json=as_json,
+    )
+    if result is None:
+        return
+    from armature_temporal.improve.render import render_result
+
+    out.print(render_result(result))
+
+
+@app.command(rich_help_panel=LEARN)
 def finetune(
     spec: SpecArg,
-    wait: Annotated[
-        bool, typer.Option("--wait/--no-wait", help="Wait for the round and print it.")
-    ] = True,
+    wait: WaitOpt = True,
     address: AddressOpt = None,
     queue: QueueOpt = None,
     as_json: JsonFlag = False,

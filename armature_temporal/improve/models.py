@@ -46,6 +46,9 @@ class SpecChange(_Model):
     old: Any = None  # the value in the spec text now (None: not set there)
     new: Any
     why: str  # the evidence from the traces, in one sentence
+    #: ``rules``: read off the diagnosis by improve/propose.py; ``refiner``: proposed by the
+    #: LLM refiner (improve/refine.py), ``why`` is its rationale.
+    origin: Literal["rules", "refiner"] = "rules"
 
     @property
     def surface(self) -> str:
@@ -179,6 +182,7 @@ class ImproveResult(_Model):
     proposals: list[Proposal] = Field(default_factory=list)
     verification: Verification | None = None
     settled: Settled | None = None  # None: a round from before review lanes
+    notes: list[str] = Field(default_factory=list)  # e.g. refiner proposals dropped, and why
 
 
 class ImproveRound(_Model):
@@ -210,6 +214,10 @@ class ImproveInput(_Model):
     spec_path: str  # for messages and subagent paths; the workflow itself never reads it
     verify_runs: int | None = None  # None: the spec's self_improvement.verify_runs
     max_candidates: int = 3
+    #: ``spec``: the LLM refiner proposes too when self_improvement.refiner_tier is set;
+    #: ``only``: the refiner alone (``armature optimize``), on the highest tier if none is set.
+    refiner: Literal["spec", "only"] = "spec"
+    refiner_proposals: int | None = None  # None: self_improvement.refiner_proposals
 
 
 class Candidate(_Model):
@@ -219,6 +227,9 @@ class Candidate(_Model):
     spec_text: str
     plan: Plan
     diff: str
+    # The refiner's own predictions (failure codes); None: read them off the change's field.
+    predicted_fixes: list[str] | None = None
+    predicted_regressions: list[str] | None = None
 
 
 class Prepared(_Model):
@@ -230,6 +241,7 @@ class Prepared(_Model):
     candidates: list[Candidate] = Field(default_factory=list)
     inputs: list[dict[str, Any]] = Field(default_factory=list)  # one verification run each
     verification: Verification | None = None
+    notes: list[str] = Field(default_factory=list)
 
 
 class RecordInput(_Model):

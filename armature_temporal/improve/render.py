@@ -113,7 +113,8 @@ def render_result(result: ImproveResult) -> RenderableType:
         parts.append(render_proposals(result.proposals))
         for p in result.proposals:
             for c in p.changes:
-                parts.append(Text(f"  {p.id}: {c.why}"))
+                by = " (LLM refiner)" if c.origin == "refiner" else ""
+                parts.append(Text(f"  {p.id}{by}: {c.why}"))
         settled = result.settled
         if settled is not None and settled.applied:
             parts.append(Text(f"auto-applied {settled.applied} to the spec (auto lane)"))
@@ -126,13 +127,15 @@ def render_result(result: ImproveResult) -> RenderableType:
             )
         for note in settled.notes if settled is not None else []:
             parts.append(Text(f"note: {note}"))
-        if any(p.verdict == "verified" for p in result.proposals):
-            parts.append(
-                Text(
-                    "review: armature proposals show <id>; apply: armature proposals apply <id> "
-                    "<spec file>"
-                )
+    for note in result.notes:
+        parts.append(Text(f"note: {note}"))
+    if any(p.verdict == "verified" for p in result.proposals):
+        parts.append(
+            Text(
+                "review: armature proposals show <id>; apply: armature proposals apply <id> "
+                "<spec file>"
             )
+        )
     return Group(*parts)
 
 

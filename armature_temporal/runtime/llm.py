@@ -154,6 +154,17 @@ async def _simulate(
     if tier.latency_ms:
         await asyncio.sleep(tier.latency_ms / 1000)
     prompt = "\n".join(str(m.get("content", "")) for m in messages)
+    from armature_temporal.runtime.simulate import REFINER_MARKER, simulate_refiner
+
+    if REFINER_MARKER in prompt:  # the improvement loop's refiner (improve/refine.py)
+        text = simulate_refiner(seed=seed, prompt=prompt, quality=quality)
+        return Completion(
+            text=text,
+            model="simulate",
+            prompt_tokens=max(1, len(prompt) // 4),
+            completion_tokens=max(1, len(text) // 4),
+            latency_ms=tier.latency_ms,
+        )
     if tools:
         calls = simulate_tool_turn(seed=seed, turn=turn, max_turns=max_turns, tools=tools)
         if calls:

@@ -438,6 +438,13 @@ def _check_top_level_refs(spec: Spec) -> Iterator[Problem]:
         si = spec.self_improvement
         if msg := cron_problem(si.schedule):
             yield ("self_improvement", "schedule"), msg
+        tiers = tier_names(spec)
+        if si.refiner_tier is not None and si.refiner_tier not in tiers:
+            yield (
+                ("self_improvement", "refiner_tier"),
+                f"unknown tier {si.refiner_tier!r}; defined tiers: {tiers}"
+                + did_you_mean(si.refiner_tier, tiers),
+            )
         for k, surface in enumerate(si.editable_surfaces):
             sid, _, field = surface.partition(".")
             path = ("self_improvement", "editable_surfaces", k)

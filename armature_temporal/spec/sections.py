@@ -188,6 +188,20 @@ class SelfImprovement(_Model):
         "may lose: it verifies when the Holm-adjusted interval's low end is above minus this "
         "and its paired cost per run falls.",
     )
+    refiner_tier: str | None = Field(
+        None,
+        description="Tier of the LLM refiner, which reads the diagnosis, the worst runs' "
+        "transcripts and the improvement history and proposes changes beside the rule-based "
+        "ones (a simulate tier works offline). Unset: improve rounds use the rules only, and "
+        "`armature optimize` uses the spec's highest tier.",
+    )
+    refiner_proposals: int = Field(
+        3,
+        ge=1,
+        le=10,
+        description="Most refiner proposals verified per round, at most one per stage field "
+        "and distinct fields first.",
+    )
 
 
 class FinetuneConfig(_Model):

@@ -91,6 +91,7 @@ def test_all_is_pinned() -> None:
         "simulate_completion",
         "simulate_critique",
         "simulate_lessons",
+        "simulate_refiner",
         "simulate_tool_turn",
     ]
 

@@ -18,7 +18,8 @@ Its declared world, the ground truth that Armature's learning loops are proved a
 - A stage's **pitfalls** (spec ``simulate: {pitfalls: [...]}``): each one whose ``lesson`` the
   prompt lacks is fallen into at its ``rate``; it costs its ``penalty`` and its ``symptom``
   shows in the output. :func:`simulate_lessons` and :func:`simulate_critique` are the
-  distiller and critic of this world.
+  distiller and critic of this world, and :func:`simulate_refiner` its improvement-loop
+  refiner (a prompt carrying ``REFINER_MARKER``: proposals read off the diagnosis it holds).
 - **Hedging and confidence** (:mod:`._confidence`): a tier's ``hedge_rate`` is the chance an
   output hedges (its own coin); a hedged output loses :data:`HEDGE_PENALTY` of latent quality
   and carries a hedging sentence. A ``confidence``/``certainty`` number in the schema states
@@ -59,6 +60,8 @@ from armature_temporal.runtime.simulate._learning import (
 )
 from armature_temporal.runtime.simulate._output import DRESSED_SHARE as DRESSED_SHARE
 from armature_temporal.runtime.simulate._pitfalls import judge_noise_sd as judge_noise_sd
+from armature_temporal.runtime.simulate._refiner import REFINER_MARKER as REFINER_MARKER
+from armature_temporal.runtime.simulate._refiner import simulate_refiner
 from armature_temporal.runtime.simulate._tools import simulate_tool_turn
 
 __all__ = [
@@ -68,5 +71,6 @@ __all__ = [
     "simulate_completion",
     "simulate_critique",
     "simulate_lessons",
+    "simulate_refiner",
     "simulate_tool_turn",
 ]

@@ -1,0 +1,209 @@
+"""The simulator's refiner: what a ``simulate`` tier answers to the improvement loop's refiner
+prompt (``armature_temporal/improve/refine.py``).
+
+A prompt is a refiner prompt when it carries :data:`REFINER_MARKER`; its facts are the JSON
+object between :data:`FACTS_OPEN` and :data:`FACTS_CLOSE`::
+
+    {"k": 3, "ladder": ["small", "frontier"],
+     "surfaces": {"draft.model_tier": "small", "draft.temperature": 0.7, ...},
+     "stages": [{"stage": "draft", "output_mode": "json", "invalid_rate": 0.4, ...}],
+     "failures": ["output_invalid:draft", ...],
+     "avoid": [["draft", "model_tier", "frontier"], ...]}
+
+The declared behaviour, read off those facts (nothing is tuned to a test): per stage, in the
+order given, with the proposer's thresholds (invalid >= 20%, escalated >= 20%, failed >= 10%,
+judged below 0.7, any truncation):
+
+- judged low: ``model_tier`` one step up the ladder;
+- invalid, escalated or failed: ``model_tier`` one step up, ``temperature`` to 0 (when above 0)
+  and, on a JSON stage, ``description`` plus a JSON-only sentence (:data:`JSON_ONLY`);
+- truncated: ``max_tokens`` doubled (4096 when unset);
+- easy (every run done at its first try, nothing failing on it): ``model_tier`` one step down.
+
+Options on surfaces not listed, equal to the current value or listed in ``avoid`` are left out.
+The remaining ones are ranked by how bad the evidence is (ties broken by a draw seeded from the
+prompt), and each of the ``k`` answers is, with probability ``1 - quality``, replaced by a guess:
+a random listed ``model_tier`` or ``temperature`` surface set to a random value (a weak refiner
+proposes plausible changes that the traces do not support; verification rejects them). The
+reply is one JSON object ``{"proposals": [...]}``; the same prompt and seed give the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from armature_temporal.runtime.simulate._words import rng_for
+
+__all__ = ["FACTS_CLOSE", "FACTS_OPEN", "JSON_ONLY", "REFINER_MARKER", "simulate_refiner"]
+
+REFINER_MARKER = "[armature-refiner v1]"
+FACTS_OPEN = "<refiner-facts>"
+FACTS_CLOSE = "</refiner-facts>"
+JSON_ONLY = "Reply with the JSON object alone: no prose, no code fence, every required field."
+
+
+def _facts(prompt: str) -> dict[str, Any]:
+    start = prompt.find(FACTS_OPEN)
+    end = prompt.find(FACTS_CLOSE, start + 1)
+    if start < 0 or end < 0:
+        return {}
+    try:
+        value = json.loads(prompt[start + len(FACTS_OPEN) : end])
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _step(ladder: list[str], tier: Any, by: int) -> str | None:
+    if tier not in ladder:
+        return None
+    k = ladder.index(tier) + by
+    return ladder[k] if 0 <= k < len(ladder) else None
+
+
+def _options(facts: dict[str, Any]) -> list[tuple[float, dict[str, Any]]]:
+    ladder = [str(t) for t in facts.get("ladder", [])]
+    surfaces: dict[str, Any] = facts.get("surfaces", {}) or {}
+    failing = set(facts.get("failures", []) or [])
+    found: list[tuple[float, dict[str, Any]]] = []
+
+    def add(
+        weight: float, stage: str, field: str, value: Any, why: str, kinds: tuple[str, ...]
+    ) -> None:
+        surface = f"{stage}.{field}"
+        if surface not in surfaces or value is None or surfaces[surface] == value:
+            return
+        fixes = sorted(c for k in kinds if (c := f"{k}:{stage}") in failing)
+        risks = [f"low_judge:{stage}"] if field in ("temperature", "description") else []
+        if field == "model_tier" and not kinds:
+            risks = [f"low_judge:{stage}"]
+        found.append(
+            (
+                weight,
+                {
+                    "surface": field,
+                    "stage": stage,
+                    "value": value,
+                    "rationale": f"[simulated] {why}",
+                    "predicted_fixes": fixes,
+                    "predicted_regressions": [r for r in risks if r not in failing],
+                },
+            )
+        )
+
+    for s in facts.get("stages", []) or []:
+        if not isinstance(s, dict) or not s.get("runs"):
+            continue
+        stage = str(s.get("stage"))
+        tier = surfaces.get(f"{stage}.model_tier", s.get("tier"))
+        scored = s.get("judge_score")
+        judge = float(scored) if isinstance(scored, int | float) else 1.0
+        low_judge = judge < 0.7
+        invalid = float(s.get("invalid_rate", 0))
+        struggling = (
+            invalid >= 0.2
+            or float(s.get("escalation_rate", 0)) >= 0.2
+            or float(s.get("failure_rate", 0)) >= 0.1
+        )
+        trouble = ("output_invalid", "escalated", "stage_failed")
+        if low_judge:
+            add(
+                3 + (0.7 - judge),
+                stage,
+                "model_tier",
+                _step(ladder, tier, 1),
+                f"judges scored {stage} {judge:.2f}; a stronger tier writes better",
+                ("low_judge",),
+            )
+        if struggling:
+            add(
+                2 + invalid,
+                stage,
+                "model_tier",
+                _step(ladder, tier, 1),
+                f"{stage} is often invalid, escalated or failed on {tier}",
+                (*trouble, "low_confidence"),
+            )
+            temperature = surfaces.get(f"{stage}.temperature", s.get("temperature"))
+            if isinstance(temperature, int | float) and temperature > 0:
+                add(
+                    1.5 + invalid,
+                    stage,
+                    "temperature",
+                    0.0,
+                    f"{stage} is invalid in {invalid:.0%} of attempts; sample without noise",
+                    trouble,
+                )
+            text = surfaces.get(f"{stage}.description")
+            if s.get("output_mode") != "text" and isinstance(text, str) and JSON_ONLY not in text:
+                add(
+                    1 + invalid,
+                    stage,
+                    "description",
+                    text.rstrip("\n") + "\n" + JSON_ONLY + "\n",
+                    f"{stage}'s replies often miss the schema; say what the reply must be",
+                    trouble,
+                )
+        if s.get("truncated"):
+            tokens = surfaces.get(f"{stage}.max_tokens", s.get("max_tokens"))
+            new = int(tokens) * 2 if isinstance(tokens, int) and tokens > 0 else 4096
+            add(
+                2.5,
+                stage,
+                "max_tokens",
+                new,
+                f"{stage}'s replies were cut off at the limit",
+                ("truncated", "output_invalid", "stage_failed"),
+            )
+        easy = (
+            float(s.get("first_try_rate", 0)) >= 1.0
+            and not struggling
+            and not low_judge
+            and not s.get("truncated")
+        )
+        if easy:
+            add(
+                0.5,
+                stage,
+                "model_tier",
+                _step(ladder, tier, -1),
+                f"{stage} is done at its first try in every run; a cheaper tier may do",
+                (),
+            )
+    return found
+
+
+def simulate_refiner(*, seed: str, prompt: str, quality: float) -> str:
+    """The simulated refiner's reply to ``prompt`` (see the module docstring), as JSON text."""
+    facts = _facts(prompt)
+    rng = rng_for(f"{seed}/refiner/{prompt}")
+    avoid = {json.dumps(a, sort_keys=True) for a in facts.get("avoid", []) or []}
+    options = [
+        (w, rng.random(), o)
+        for w, o in _options(facts)
+        if json.dumps([o["stage"], o["surface"], o["value"]], sort_keys=True) not in avoid
+    ]
+    options.sort(key=lambda x: (-x[0], x[1]))
+    k = int(facts.get("k", 3) or 3)
+    ladder = [str(t) for t in facts.get("ladder", [])]
+    guessable = [
+        s for s in facts.get("surfaces", {}) or {} if s.endswith((".model_tier", ".temperature"))
+    ]
+    answers: list[dict[str, Any]] = []
+    for _, _, option in options[:k]:
+        if guessable and rng.random() >= quality:
+            stage, _, field = rng.choice(sorted(guessable)).rpartition(".")
+            value: Any = (
+                rng.choice(ladder) if field == "model_tier" and ladder else round(rng.random(), 1)
+            )
+            option = {
+                "surface": field,
+                "stage": stage,
+                "value": value,
+                "rationale": "[simulated] a guess the traces do not support",
+                "predicted_fixes": [],
+                "predicted_regressions": [],
+            }
+        answers.append(option)
+    return json.dumps({"proposals": answers})
