@@ -72,3 +72,52 @@ def csrf_of(html: str) -> str:
 
 def gate_sections(html: str) -> list[str]:
     return re.findall(r'<section class="card gate".*?</section>', html, flags=re.S)
+
+
+def png_pixels(data: bytes) -> tuple[int, int, int, bytes]:
+    """Width, height, channels and raw 8-bit samples of a PNG (no Pillow in the dev extra:
+    chromium writes 8-bit RGB or RGBA, non-interlaced, which is all this reads)."""
+    import struct
+    import zlib
+
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, idat, header = 8, b"", b""
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            header = body
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", header)
+    channels = {2: 3, 6: 4}.get(color)
+    assert depth == 8 and channels and not interlace, f"unsupported PNG: {header!r}"
+    raw, stride = zlib.decompress(idat), width * channels
+    out = bytearray(height * stride)
+    prev = bytearray(stride)
+    for y in range(height):
+        kind, row = (
+            raw[y * (stride + 1)],
+            bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)]),
+        )
+        if kind == 1:
+            for i in range(channels, stride):
+                row[i] = (row[i] + row[i - channels]) & 0xFF
+        elif kind == 2:
+            row = bytearray((a + b) & 0xFF for a, b in zip(row, prev, strict=True))
+        elif kind == 3:
+            for i in range(stride):
+                left = row[i - channels] if i >= channels else 0
+                row[i] = (row[i] + ((left + prev[i]) >> 1)) & 0xFF
+        elif kind == 4:
+            for i in range(stride):
+                a = row[i - channels] if i >= channels else 0
+                b, c = prev[i], prev[i - channels] if i >= channels else 0
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                pred = a if pa <= pb and pa <= pc else (b if pb <= pc else c)
+                row[i] = (row[i] + pred) & 0xFF
+        out[y * stride : (y + 1) * stride] = row
+        prev = row
+    return width, height, channels, bytes(out)

@@ -257,6 +257,11 @@ def _problem(
     )
 
 
+def _unreachable(request: Request, exc: Exception, then: str, session: UiSession) -> HTMLResponse:
+    fix = f"start the Temporal server (or `armature dev`) and {then}; nothing was done"
+    return _problem(request, 503, "Temporal is unreachable", str(exc), fix, session)
+
+
 async def _form(request: Request) -> dict[str, str]:
     """An ``application/x-www-form-urlencoded`` body (the only kind these forms send)."""
     body = (await request.body()).decode("utf-8", errors="replace")
@@ -308,14 +313,7 @@ async def inbox_page(request: Request) -> Response:
     try:
         client = await state.client()
     except ConnectionFailed as exc:
-        return _problem(
-            request,
-            503,
-            "Temporal is unreachable",
-            str(exc),
-            "start the Temporal server (or `armature dev`) and reload",
-            session,
-        )
+        return _unreachable(request, exc, "reload", session)
     (cards, unknown), (decisions, store_problem) = await asyncio.gather(
         inbox(client, state), recent_decisions(state)
     )
@@ -453,19 +451,12 @@ async def decide(request: Request, run_id: str, stage: str) -> Response:
             client,
             run_id,
             stage,
-            decision,
+            "approve" if decision == "approve" else "reject",
             comment=comment,
-            by=principal.name,  # type: ignore[arg-type]
+            by=principal.name,
         )
     except ConnectionFailed as exc:
-        return _problem(
-            request,
-            503,
-            "Temporal is unreachable",
-            str(exc),
-            "start the Temporal server and submit again",
-            session,
-        )
+        return _unreachable(request, exc, "submit again", session)
     except RunNotFound as exc:
         return _problem(request, 404, "Unknown run", str(exc), "go back to /ui", session)
     except GateError as exc:
