@@ -94,6 +94,9 @@ async def test_login_then_approve_records_the_token_name_and_the_run_completes(
         assert (gate.decision, gate.by, gate.comment) == ("approve", "alice", "fine by me")
         after = await http.get(done.headers["location"])
         assert "approve_reply: approved" in after.text
+        # the line is the session's, not the URL's: a link cannot put words on the inbox
+        spoof = await http.get("/ui?done=your+token+expired")
+        assert "your token expired" not in spoof.text and 'id="done"' not in spoof.text
         assert f'data-run="{handle.id}"' not in after.text
         assert '<td class="by">alice</td>' in after.text  # recent decisions, from the store
 

@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, quote, urlencode
+from urllib.parse import parse_qs, quote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -327,7 +327,7 @@ async def inbox_page(request: Request) -> Response:
         decisions=decisions,
         store_problem=store_problem,
         can_decide=principal.allows("approve"),
-        done=request.query_params.get("done"),
+        done=sessions.take_note(session),
         open=state.auth.open,
     )
     if fresh is not None:
@@ -468,4 +468,5 @@ async def decide(request: Request, run_id: str, stage: str) -> Response:
             "reload /ui: someone may have decided already",
             session,
         )
-    return RedirectResponse("/ui?" + urlencode({"done": f"{run_id} {answer}"}), status_code=303)
+    ui_sessions(state).note(session, f"{run_id} {answer}")
+    return RedirectResponse("/ui", status_code=303)

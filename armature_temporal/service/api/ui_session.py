@@ -60,6 +60,7 @@ class UiSessions:
         self._max_sessions = max_sessions
         self._clock = clock
         self._sessions: OrderedDict[str, UiSession] = OrderedDict()
+        self._notes: dict[str, str] = {}
 
     def new(
         self, kind: Literal["anonymous", "token", "open"], token: str | None = None
@@ -67,7 +68,7 @@ class UiSessions:
         session = UiSession(secrets.token_urlsafe(32), kind, token, self._clock())
         self._sessions[session.sid] = session
         while len(self._sessions) > self._max_sessions:
-            self._sessions.popitem(last=False)
+            self.drop(next(iter(self._sessions)))
         return session
 
     def get(self, sid: str | None) -> UiSession | None:
@@ -87,6 +88,15 @@ class UiSessions:
 
     def drop(self, sid: str) -> None:
         self._sessions.pop(sid, None)
+        self._notes.pop(sid, None)
+
+    def note(self, session: UiSession, text: str) -> None:
+        """A line for the session's next page ("RUN approve_reply: approved"), kept here rather
+        than in the redirect's URL so a link cannot put words on the inbox."""
+        self._notes[session.sid] = text
+
+    def take_note(self, session: UiSession) -> str | None:
+        return self._notes.pop(session.sid, None)
 
     def csrf(self, session: UiSession) -> str:
         """The CSRF token of ``session``'s forms."""
