@@ -268,15 +268,15 @@ async def _form(request: Request) -> dict[str, str]:
     return {k: v[0] for k, v in parse_qs(body, keep_blank_values=True).items()}
 
 
-def _checked_post(
-    request: Request, form: dict[str, str]
-) -> tuple[UiSession | None, HTMLResponse | None]:
-    """The session of a POST that carries its CSRF token from this site; else a 403 page."""
+async def _posted(request: Request) -> tuple[dict[str, str], UiSession] | HTMLResponse:
+    """The form and session of a POST that carries its CSRF token from this site; else a 403
+    page (nothing done)."""
+    form = await _form(request)
     sessions = ui_sessions(service_state(request))
     session = sessions.of(request)
     if not same_origin(request):
         sender = request.headers.get("origin") or request.headers.get("referer")
-        return None, _problem(
+        return _problem(
             request,
             403,
             "Refused: another site",
@@ -284,7 +284,7 @@ def _checked_post(
             "open the inbox at this server's /ui and use its buttons",
         )
     if session is None or not sessions.csrf_ok(session, form.get("csrf")):
-        return None, _problem(
+        return _problem(
             request,
             403,
             "Refused: no valid form token",
@@ -292,7 +292,7 @@ def _checked_post(
             "(or the session expired); nothing was done",
             "reload /ui and submit the form again",
         )
-    return session, None
+    return form, session
 
 
 @router.get("", response_class=HTMLResponse)
@@ -353,11 +353,10 @@ async def login_page(request: Request) -> Response:
 
 @router.post("/login", response_class=HTMLResponse)
 async def login(request: Request) -> Response:
-    form = await _form(request)
-    session, refused = _checked_post(request, form)
-    if refused is not None:
-        return refused
-    assert session is not None
+    posted = await _posted(request)
+    if isinstance(posted, Response):
+        return posted
+    form, session = posted
     state = service_state(request)
     sessions = ui_sessions(state)
     token = form.get("token", "").strip()
@@ -378,11 +377,10 @@ async def login(request: Request) -> Response:
 
 @router.post("/logout")
 async def logout(request: Request) -> Response:
-    form = await _form(request)
-    session, refused = _checked_post(request, form)
-    if refused is not None:
-        return refused
-    assert session is not None
+    posted = await _posted(request)
+    if isinstance(posted, Response):
+        return posted
+    _, session = posted
     ui_sessions(service_state(request)).drop(session.sid)
     response = RedirectResponse("/ui/login", status_code=303)
     response.delete_cookie(COOKIE, path="/ui")
@@ -391,11 +389,10 @@ async def logout(request: Request) -> Response:
 
 @router.post("/runs/{run_id}/gates/{stage}", response_class=HTMLResponse)
 async def decide(request: Request, run_id: str, stage: str) -> Response:
-    form = await _form(request)
-    session, refused = _checked_post(request, form)
-    if refused is not None:
-        return refused
-    assert session is not None
+    posted = await _posted(request)
+    if isinstance(posted, Response):
+        return posted
+    form, session = posted
     state = service_state(request)
     principal: Principal | None = ui_sessions(state).principal(session, state.auth)
     if principal is None:
