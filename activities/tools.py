@@ -118,6 +118,8 @@ class _Checked(NamedTuple):
     reversibility: Reversibility
     resolved: dict[str, str]
     decision: PolicyDecision
+    #: The safety rule that decided, as the spec wrote it (None: no rule matched).
+    rule: dict[str, Any] | None = None
 
 
 async def _check(inp: ToolCallInput, args: dict[str, Any], ctx: ToolContext) -> _Checked:
@@ -130,7 +132,12 @@ async def _check(inp: ToolCallInput, args: dict[str, Any], ctx: ToolContext) -> 
     spec, reversibility, seen, resolved = await asyncio.to_thread(
         _resolve, inp.tool, args, inp.tool_modules, ctx
     )
-    decision = strictest(
+    # A subagent runs under every enclosing run's policy too: it can only tighten them.
+    levels = [
+        *inp.outer_policies,
+        PolicySet(safety_mode=inp.safety_mode, safety_rules=inp.safety_rules),
+    ]
+    decisions = [
         evaluate_policy(
             rules=[SafetyRule.model_validate(r) for r in level.safety_rules],
             mode=level.safety_mode,
@@ -139,17 +146,22 @@ async def _check(inp: ToolCallInput, args: dict[str, Any], ctx: ToolContext) -> 
             reversibility=reversibility,
             resolved=resolved,
         )
-        # A subagent runs under every enclosing run's policy too: it can only tighten them.
-        for level in [
-            *inp.outer_policies,
-            PolicySet(safety_mode=inp.safety_mode, safety_rules=inp.safety_rules),
-        ]
+        for level in levels
+    ]
+    decision = strictest(decisions)
+    deciding = levels[decisions.index(decision)]
+    rule = (
+        SafetyRule.model_validate(deciding.safety_rules[decision.rule_index]).model_dump(
+            mode="json", exclude_none=True
+        )
+        if decision.rule_index is not None
+        else None
     )
     if inp.tool == "http_request":
         narrowed = _outer_host_block(args, inp.outer_policies)
         if narrowed is not None:
             decision = PolicyDecision(action="block", rule_index=None, message=narrowed)
-    return _Checked(spec, reversibility, resolved, _destructive_floor(decision, spec))
+    return _Checked(spec, reversibility, resolved, _destructive_floor(decision, spec), rule)
 
 
 def _unattended_refusal(inp: ToolCallInput, checked: _Checked) -> str | None:
@@ -287,7 +299,15 @@ async def tool_call(inp: ToolCallInput) -> ToolCallResult:
                 "hooks": hooks,
                 "error_type": "policy_blocked",
                 "error": "waiting for approval",
-                "output": {"args": args},
+                # What the approver sees (GateInfo.tool_call): the call, not only its args.
+                "output": {
+                    "args": args,
+                    "reversibility": checked.reversibility,
+                    # the rule that asked (not an allow rule the destructive floor overrode)
+                    "rule": checked.rule
+                    if (checked.rule or {}).get("action") == "require_approval"
+                    else None,
+                },
             }
         )
     if decision.action in ("warn", "log"):

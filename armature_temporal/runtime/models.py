@@ -36,6 +36,7 @@ __all__ = [
     "RunStatus",
     "StageResult",
     "StageStatus",
+    "ToolApproval",
     "ToolCallInput",
     "ToolCallResult",
 ]
@@ -99,12 +100,32 @@ class RunInput(_Model):
     lessons: list[str] | None = None
 
 
+class ToolApproval(_Model):
+    """The exact tool call a mid-stage approval asks about, so an approver (``/ui``, the API's
+    gates) sees what will run: the tool, its arguments, how far it can be undone, and what
+    asked for a person (a safety rule, a hook, or a tool registered as destructive)."""
+
+    tool: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    #: ``full``, ``partial`` or ``none``; None in runs started before it was recorded.
+    reversibility: str | None = None
+    #: The safety rule that asked, as the spec wrote it (None: a hook or the destructive floor).
+    rule: dict[str, Any] | None = None
+    rule_index: int | None = None
+    #: Why a person is asked: the rule's message, the hook's reason, or the destructive floor.
+    reason: str = ""
+    #: The pre_tool hook that asked, when one did.
+    hook: str | None = None
+
+
 class GateInfo(_Model):
     stage: str
     message: str | None = None
     since: str
     timeout_s: float | None = None
     on_timeout: str = "fail"
+    #: For a tool call's approval (gate id ``stage`` or ``stage#n``): the call itself.
+    tool_call: ToolApproval | None = None
 
 
 class GateDecision(_Model):

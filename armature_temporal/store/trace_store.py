@@ -315,6 +315,20 @@ class TraceStore(ProposalStore, AdapterStore, MemoryStore, HeuristicStore, Cache
                 session.expunge(row)
             return rows
 
+    def recent_gate_decisions(self, limit: int = 20) -> list[GateDecisionRow]:
+        """The newest gate decisions of every run (the approval inbox's "recent decisions")."""
+        with Session(self.engine) as session:
+            rows = list(
+                session.execute(
+                    select(GateDecisionRow).order_by(GateDecisionRow.id.desc()).limit(limit)
+                )
+                .scalars()
+                .all()
+            )
+            for row in rows:
+                session.expunge(row)
+            return rows
+
     def run_ids(self) -> list[str]:
         with self.engine.connect() as conn:
             return list(

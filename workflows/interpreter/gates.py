@@ -9,7 +9,7 @@ from typing import Any, Literal
 from temporalio import workflow
 
 from armature_temporal.errors import did_you_mean
-from armature_temporal.runtime.models import GateDecision, GateInfo
+from armature_temporal.runtime.models import GateDecision, GateInfo, ToolApproval
 from armature_temporal.runtime.search_attributes import WAITING_GATE
 from armature_temporal.spec.compiler import PlanStage
 from armature_temporal.spec.templating import render
@@ -65,9 +65,11 @@ class Gates:
         on_timeout: str,
         *,
         unattended: Literal["approve", "reject"] = "reject",
+        tool_call: ToolApproval | None = None,
     ) -> GateDecision:
         """Wait durably for a person's decision on ``gate_id``. In a verification run nobody
-        is asked: the gate takes its ``unattended`` decision at once."""
+        is asked: the gate takes its ``unattended`` decision at once. ``tool_call`` is the
+        exact call a tool approval asks about (shown by the status query)."""
         run = self.run
         if run.verification:
             run.decisions[gate_id] = GateDecision(
@@ -85,6 +87,7 @@ class Gates:
             since=workflow.now().isoformat(),
             timeout_s=timeout_s,
             on_timeout=on_timeout,
+            tool_call=tool_call,
         )
         self._mark_waiting()
         evicted = False

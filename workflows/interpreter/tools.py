@@ -10,7 +10,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
-from armature_temporal.runtime.models import ToolCallInput, ToolCallResult
+from armature_temporal.runtime.models import ToolApproval, ToolCallInput, ToolCallResult
 from armature_temporal.runtime.prompts import needed_variables, template_strings
 from armature_temporal.spec.compiler import PlanStage
 from workflows.interpreter.failures import TOOL_ERROR_TYPES, StageFailure
@@ -106,6 +106,7 @@ class ToolCalls:
                 f"{json.dumps(result.output.get('args', args), default=str)[:500]}",
                 None,
                 "fail",
+                tool_call=_approval(tool, args, result),
             )
             if decision.decision == "reject":
                 return ToolCallResult(
@@ -116,3 +117,20 @@ class ToolCalls:
                     policy_action="require_approval",
                 )
             approved = True
+
+
+def _approval(tool: str, args: dict[str, Any], result: ToolCallResult) -> ToolApproval:
+    """What the approver is asked about: the exact call the activity checked (state only, so
+    the status query shows it; no command is issued)."""
+    out = result.output
+    pre = result.hooks.get("pre_tool") or {}
+    rule = out.get("rule")
+    return ToolApproval(
+        tool=tool,
+        args=out.get("args", args),
+        reversibility=out.get("reversibility"),
+        rule=rule if isinstance(rule, dict) else None,
+        rule_index=result.policy_rule,
+        reason=result.policy_message,
+        hook=pre.get("hook") if pre.get("action") == "require_approval" else None,
+    )
