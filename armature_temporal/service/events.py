@@ -26,12 +26,12 @@ from temporalio.service import RPCError
 from armature_temporal.errors import ArmatureError
 from armature_temporal.runtime.events import FINAL_EVENTS, inline_output
 from armature_temporal.runtime.models import RunEvent, RunResult
-from armature_temporal.service.client import RunNotFound, run_outcome, run_status
+from armature_temporal.service.client import describe_run, run_outcome, run_status
 
 if TYPE_CHECKING:
-    from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHandle
+    from temporalio.client import Client, WorkflowHandle
 
-__all__ = ["EventHub", "EventsUnavailable", "derived_events", "describe_run", "follow_events"]
+__all__ = ["EventHub", "EventsUnavailable", "derived_events", "follow_events"]
 
 #: How long one ``events`` query waits for a worker to answer.
 QUERY_TIMEOUT_S = 5.0
@@ -42,23 +42,6 @@ REQUERY_S = 15.0
 class EventsUnavailable(ArmatureError):
     """The run cannot answer the ``events`` query (not an Armature run, or its worker runs an
     Armature from before run events)."""
-
-
-async def describe_run(client: Client, run_id: str) -> WorkflowExecutionDescription:
-    """The run's description.
-
-    Raises:
-        RunNotFound: no run ``run_id`` on this server.
-    """
-    handle = client.get_workflow_handle(run_id)
-    try:
-        return await handle.describe()
-    except RPCError as exc:
-        if "not found" in str(exc).lower():
-            raise RunNotFound(
-                f"no run {run_id!r} on this server; list runs with `armature runs list`"
-            ) from None
-        raise
 
 
 async def follow_events(

@@ -34,6 +34,11 @@ async def _collect(events: Any, until: str | None = None) -> list[RunEvent]:
     return got
 
 
+async def _until_gate(client: Client, run_id: str) -> list[RunEvent]:
+    """The run's events up to its first gate_waiting (a reader that then leaves)."""
+    return await asyncio.wait_for(_collect(follow_events(client, run_id), until="gate_waiting"), 30)
+
+
 def _dump(events: list[RunEvent], *, at: bool = True) -> list[dict[str, Any]]:
     """The events as JSON; without ``at`` where a worker without a workflow cache may have
     answered a query from a speculative replay (see RunEvent)."""
@@ -47,9 +52,7 @@ async def test_a_gated_run_is_followed_in_order_and_a_reconnect_gets_exactly_the
     async with build_worker(client, task_queue, max_cached_workflows=cache_size):
         handle = await start(client, plan, task_queue)
         follower = asyncio.create_task(_collect(follow_events(client, handle.id)))
-        before_gate = await asyncio.wait_for(
-            _collect(follow_events(client, handle.id), until="gate_waiting"), 30
-        )
+        before_gate = await _until_gate(client, handle.id)
         assert before_gate[-1].stage == "approve_reply"
         assert (
             before_gate[-1].data["message"]
@@ -90,7 +93,7 @@ async def test_the_log_of_a_closed_run_is_the_same_on_a_worker_that_replays_it(
     async with build_worker(client, task_queue):
         handle = await start(client, plan, task_queue)
         first = asyncio.create_task(_collect(follow_events(client, handle.id)))
-        await asyncio.wait_for(_collect(follow_events(client, handle.id), until="gate_waiting"), 30)
+        await _until_gate(client, handle.id)
         await decide_gate(client, handle.id, "approve_reply", "approve")
         live = await asyncio.wait_for(first, 60)
     # A new worker with no cache answers the closed run's query from a replay of its history.
@@ -129,7 +132,7 @@ async def test_many_readers_of_one_run_share_one_follower(client: Client, task_q
         hub = EventHub(client)
         readers = [asyncio.create_task(_collect(hub.subscribe(handle.id))) for _ in range(50)]
         late = asyncio.create_task(_collect(hub.subscribe(handle.id, after=2)))
-        await asyncio.wait_for(_collect(follow_events(client, handle.id), until="gate_waiting"), 30)
+        await _until_gate(client, handle.id)
         await decide_gate(client, handle.id, "approve_reply", "approve")
         got = await asyncio.wait_for(asyncio.gather(*readers), 60)
         tail = await asyncio.wait_for(late, 30)
@@ -149,7 +152,7 @@ stages:
 """)
     async with build_worker(client, task_queue):
         handle = await start(client, plan, task_queue)
-        await asyncio.wait_for(_collect(follow_events(client, handle.id), until="gate_waiting"), 30)
+        await _until_gate(client, handle.id)
         await decide_gate(client, handle.id, "ok", "reject", comment="no", by="bo")
         events = await asyncio.wait_for(_collect(follow_events(client, handle.id)), 30)
     assert [(e.type, e.stage) for e in events] == [
@@ -169,9 +172,7 @@ async def test_a_terminated_run_ends_with_a_run_failed_after_its_last_event(
     plan = load_plan(SPECS / "customer-triage.yaml")
     async with build_worker(client, task_queue):
         handle = await start(client, plan, task_queue)
-        seen = await asyncio.wait_for(
-            _collect(follow_events(client, handle.id), until="gate_waiting"), 30
-        )
+        seen = await _until_gate(client, handle.id)
         await handle.terminate("test")
         events = await asyncio.wait_for(_collect(follow_events(client, handle.id)), 30)
     assert _dump(events[:-1]) == _dump(seen)

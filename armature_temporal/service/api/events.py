@@ -24,8 +24,8 @@ from armature_temporal.errors import ArmatureError
 from armature_temporal.service.api.deps import require, service_state, temporal
 from armature_temporal.service.api.errors import ApiError, error_body
 from armature_temporal.service.api.principal import Principal
-from armature_temporal.service.client import RunNotFound
-from armature_temporal.service.events import EventHub, describe_run
+from armature_temporal.service.client import RunNotFound, describe_run
+from armature_temporal.service.events import EventHub
 
 if TYPE_CHECKING:
     from armature_temporal.runtime.models import RunEvent
