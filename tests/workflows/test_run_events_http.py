@@ -59,7 +59,7 @@ class fake_authorizer:
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def served(client: Client, task_queue: str) -> AsyncIterator[str]:
+async def served(client: Client, task_queue: str) -> AsyncIterator[tuple[str, FastAPI]]:
     async def connected() -> Client:
         return client
 
@@ -73,13 +73,14 @@ async def served(client: Client, task_queue: str) -> AsyncIterator[str]:
         return app
 
     port = free_port()
+    app = make_app()
     server = uvicorn.Server(
-        uvicorn.Config(make_app(), host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
     )
     task = asyncio.create_task(server.serve())
     while not server.started:
         await asyncio.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
+    yield f"http://127.0.0.1:{port}", app
     server.should_exit = True
     await asyncio.wait_for(task, 10)
 
@@ -119,15 +120,23 @@ async def _read(
 
 
 async def test_a_reader_that_drops_and_reconnects_with_last_event_id_misses_nothing(
-    client: Client, task_queue: str, served: str, monkeypatch: pytest.MonkeyPatch
+    client: Client, task_queue: str, served: tuple[str, FastAPI], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(events_api, "KEEPALIVE_S", 0.2)
+    base, app = served
     plan = load_plan(SPECS / "customer-triage.yaml")
     auth = {"Authorization": f"Bearer {READER}"}
     async with build_worker(client, task_queue), httpx.AsyncClient(timeout=30) as http:
         handle = await start(client, plan, task_queue)
-        url = f"{served}/run/{handle.id}/events"
+        url = f"{base}/run/{handle.id}/events"
         first = await asyncio.wait_for(_read(http, url, auth, until="gate_waiting"), 30)
+        # The dropped reader was the run's only one: the server stops following it.
+        hub = app.state.armature.extra[events_api.HUB_KEY]
+        for _ in range(200):
+            if hub.followers() == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert hub.followers() == 0 and hub.followers_started == 1
         # While the run waits on its gate, the stream stays open with keepalive comments.
         comments: list[str] = []
         waiting = asyncio.create_task(
@@ -149,18 +158,19 @@ async def test_a_reader_that_drops_and_reconnects_with_last_event_id_misses_noth
 
 
 async def test_the_events_route_refuses_without_read_and_names_unknown_runs(
-    client: Client, served: str
+    client: Client, served: tuple[str, FastAPI]
 ) -> None:
+    served_at = served[0]
     async with httpx.AsyncClient(timeout=10) as http:
-        none = await http.get(f"{served}/run/whatever/events")
+        none = await http.get(f"{served_at}/run/whatever/events")
         approver = await http.get(
-            f"{served}/run/whatever/events", headers={"Authorization": f"Bearer {APPROVER}"}
+            f"{served_at}/run/whatever/events", headers={"Authorization": f"Bearer {APPROVER}"}
         )
         unknown = await http.get(
-            f"{served}/run/nope-1/events", headers={"Authorization": f"Bearer {READER}"}
+            f"{served_at}/run/nope-1/events", headers={"Authorization": f"Bearer {READER}"}
         )
         bad_id = await http.get(
-            f"{served}/run/nope-1/events",
+            f"{served_at}/run/nope-1/events",
             headers={"Authorization": f"Bearer {READER}", "Last-Event-ID": "x"},
         )
     assert none.status_code == 401 and none.json()["error"]["code"] == "unauthorized"
