@@ -76,6 +76,10 @@ for room in (
 ):
     app.add_typer(room.app)
 
+# `armature runs watch` lives in its own module (commands/runs.py is near its size limit).
+_watch = importlib.import_module("armature_temporal.commands.runs_watch").runs_watch
+commands.runs.runs_app.command("watch")(_watch)
+
 # `armature cache eval` lives in its own module (the semantic rule's scoring); mounted here.
 try:
     _eval = importlib.import_module("armature_temporal.commands.cache_eval").cache_eval

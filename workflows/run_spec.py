@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         PriorRunQuery,
         PriorRunResult,
         RefusedSignal,
+        RunEvent,
         RunInput,
         RunResult,
         RunStatus,
@@ -76,7 +77,7 @@ REJECTED_RUN_FAILS = "rejected-run-fails"
 @workflow.defn(name=WORKFLOW_NAME)
 class RunSpecWorkflow:
     """Runs one Plan. Update ``resolve_gate`` / signal ``gate`` decide human gates; query
-    ``status`` shows progress and pending gates."""
+    ``status`` shows progress and pending gates, query ``events`` what happened so far."""
 
     @workflow.init
     def __init__(self, inp: RunInput) -> None:
@@ -156,6 +157,13 @@ class RunSpecWorkflow:
             refused_signals=list(run.refused_signals),
         )
 
+    @workflow.query(name="events")
+    def events(self, after: int = 0) -> list[RunEvent]:
+        """The run's events with ``seq`` greater than ``after``, oldest first (see
+        ``RunEvent``). The log ends with ``run_complete`` or ``run_failed``; a closed run
+        answers too, from a worker's replay of its history."""
+        return self.ctx.events.after(after)
+
     # --- the run ---------------------------------------------------------------------------------
 
     @workflow.run
@@ -171,6 +179,7 @@ class RunSpecWorkflow:
             run.state = "cancelled"
             self.tracer.end("run cancelled")
             await self.tracer.flush(final=True)
+            run.events.run_end("cancelled", "run cancelled", {})
             raise
         if reason is None:
             reason = self._missing_outputs()
@@ -196,6 +205,8 @@ class RunSpecWorkflow:
         )
         self.tracer.end(reason)
         await self.tracer.flush(final=True)
+        # Last, so a follower told the run ended finds its result (nothing awaits after this).
+        run.events.run_end(run.state, reason, run.outputs)
         if run.state == "failed":
             raise ApplicationError(
                 reason or "run failed",
@@ -299,6 +310,7 @@ class RunSpecWorkflow:
     async def _run_stage(self, stage: PlanStage, post_run: bool) -> None:
         result = self.ctx.results[stage.id]
         result.started_at = workflow.now().isoformat()
+        self.ctx.events.stage_start(stage.id, stage.kind)
         variables = self._variables(stage, post_run)
         evicted = False
         try:
@@ -370,6 +382,7 @@ class RunSpecWorkflow:
                 result.finished_at = workflow.now().isoformat()
                 if result.status != "running":
                     self.tracer.stage(stage)
+                    self.ctx.events.stage_complete(stage.id, result)
         if self.plan.memory is not None and result.status == "completed":
             await self.memory.capture(stage.id, result.output)
         if self.arms.wanted(stage):

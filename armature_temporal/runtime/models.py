@@ -31,6 +31,8 @@ __all__ = [
     "PriorRunQuery",
     "PriorRunResult",
     "RefusedSignal",
+    "RunEvent",
+    "RunEventType",
     "RunInput",
     "RunResult",
     "RunStatus",
@@ -176,6 +178,38 @@ class RunStatus(_Model):
     stages: dict[str, StageResult]
     pending_gates: list[GateInfo] = Field(default_factory=list)
     refused_signals: list[RefusedSignal] = Field(default_factory=list)
+
+
+#: What a run's event log records (``GET /run/{id}/events``, ``armature runs watch``).
+RunEventType = Literal[
+    "stage_start", "stage_complete", "gate_waiting", "gate_decided", "run_complete", "run_failed"
+]
+
+
+class RunEvent(_Model):
+    """One entry of a run's own event log (the interpreter's ``events`` query).
+
+    ``seq`` counts from 1 without gaps; the workflow appends in the order its code runs, so a
+    replay gives every event the same ``seq`` and a follower that reconnects with the last
+    ``seq`` it saw gets exactly the rest. ``stage`` is the stage (or, for a gate, the gate id
+    a decision names) or None for run events; ``at`` is workflow time, ISO 8601. (A worker
+    without a workflow cache answers a query by replaying the history, which can run the
+    next step ahead of its workflow task with a provisional time: a later answer then gives
+    the same event — same ``seq``, type, stage and data — a slightly later ``at``.)
+
+    ``data`` by type: stage_start ``{kind}``; stage_complete ``{status, output | output_ref,
+    error?, error_type?, tier?, attempts?}``; gate_waiting ``{message, timeout_s,
+    on_timeout}``; gate_decided ``{decision, by, comment}``; run_complete ``{status, outputs |
+    output_ref}``; run_failed ``{status, reason}``. Outputs over 8 KiB of JSON travel as
+    ``output_ref`` (``/run/<id>``, where ``GET`` shows them whole).
+    """
+
+    seq: int = Field(ge=1)
+    type: RunEventType
+    run_id: str
+    stage: str | None = None
+    at: str
+    data: dict[str, Any] = Field(default_factory=dict)
 
 
 class RunResult(_Model):

@@ -19,6 +19,7 @@ from temporalio.api.operatorservice.v1 import (
 from temporalio.client import (
     Client,
     TLSConfig,
+    WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
@@ -57,6 +58,7 @@ __all__ = [
     "coerce_input",
     "connect",
     "decide_gate",
+    "describe_run",
     "ensure_search_attributes",
     "list_runs",
     "prepare_inputs",
@@ -268,17 +270,26 @@ async def query_status(handle: WorkflowHandle[Any, Any], timeout_s: float) -> Ru
     return status
 
 
-async def show_run(client: Client, run_id: str) -> RunView:
-    """Status, stages and outputs of one run (from the result when closed, else the query)."""
-    handle = client.get_workflow_handle(run_id, result_type=RunResult)
+async def describe_run(client: Client, run_id: str) -> WorkflowExecutionDescription:
+    """The run's Temporal description.
+
+    Raises:
+        RunNotFound: no run ``run_id`` on this server.
+    """
     try:
-        desc = await handle.describe()
+        return await client.get_workflow_handle(run_id).describe()
     except RPCError as exc:
         if "not found" in str(exc).lower():
             raise RunNotFound(
                 f"no run {run_id!r} on this server; list runs with `armature runs list`"
             ) from None
         raise
+
+
+async def show_run(client: Client, run_id: str) -> RunView:
+    """Status, stages and outputs of one run (from the result when closed, else the query)."""
+    handle = client.get_workflow_handle(run_id, result_type=RunResult)
+    desc = await describe_run(client, run_id)
     status = run_status(desc.status)
     view = RunView(
         run_id=run_id,

@@ -89,6 +89,7 @@ class Gates:
             on_timeout=on_timeout,
             tool_call=tool_call,
         )
+        run.events.gate_waiting(run.pending[gate_id])
         self._mark_waiting()
         evicted = False
         try:
@@ -129,6 +130,7 @@ class Gates:
         decided = run.decisions.get(gate_id)
         if decided is not None:
             self.tracer.gate(gate_id, decided)
+            run.events.gate_decided(decided)
         if gate_id in run.results and run.results[gate_id].status == "waiting_gate":
             run.results[gate_id].status = "running"
         self._mark_waiting()

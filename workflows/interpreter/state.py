@@ -15,6 +15,7 @@ from armature_temporal.runtime.models import (
     StageResult,
 )
 from armature_temporal.spec.compiler import Plan
+from workflows.interpreter.events import EventLog
 from workflows.interpreter.failures import StageFailure
 
 __all__ = ["RunContext"]
@@ -44,6 +45,8 @@ class RunContext:
         #: ``gate`` signals the run refused, with the reason (a signal cannot answer back).
         self.refused_signals: list[RefusedSignal] = []
         self.state: RunState = "running"
+        #: What happened so far, for followers (the ``events`` query).
+        self.events = EventLog(run_id)
         self.approval_seq: dict[str, int] = {}
         self.started = started
         #: Per stage: the run input names and upstream stage ids of its context (before

@@ -8,11 +8,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+# At run time, not only for type checkers: FastAPI reads the dependencies' annotations
+# (``request: Request``) to know what to pass them; under TYPE_CHECKING it cannot resolve
+# them and asks the client for a query parameter called ``request``.
+from starlette.requests import Request
+
 from armature_temporal.service.api.errors import ApiError
 from armature_temporal.service.api.principal import Authorizer, Principal
 
 if TYPE_CHECKING:
-    from starlette.requests import Request
     from temporalio.client import Client
 
     from armature_temporal.spec.compiler import Plan
