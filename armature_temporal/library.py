@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
-import importlib
 import logging
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
@@ -183,14 +182,9 @@ class RunHandle:
         """The run's events (``RunEvent``: stage_start, stage_complete, gate_waiting,
         gate_decided, run_complete / run_failed) with seq above ``after``, live, ending after
         the last one; what ``GET /run/{id}/events`` streams."""
-        try:
-            events = importlib.import_module("armature_temporal.service.events")
-        except ImportError as exc:
-            raise ArmatureError(
-                f"run events need armature_temporal.service.events, which this install "
-                f"lacks ({exc}); upgrade Armature, or poll `status()` instead"
-            ) from None
-        async for event in events.follow_events(self.client, self.run_id, after=after):
+        from armature_temporal.service.events import follow_events
+
+        async for event in follow_events(self.client, self.run_id, after=after):
             yield event
 
 

@@ -149,3 +149,28 @@ async def test_inputs_that_do_not_fit_are_refused_before_anything_starts(
 async def test_spec_must_be_a_path_or_a_plan() -> None:
     with pytest.raises(TypeError, match="spec file's path or a compiled Plan"):
         await start(42)  # type: ignore[arg-type]
+
+
+async def test_handle_events_follow_a_gated_run_to_its_end_and_resume_after_a_seq(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    address = address_of(temporal_env)
+    async with build_worker(temporal_env.client, task_queue):
+        handle = await start(
+            plan_from(GATED), {"topic": "tides"}, address=address, queue=task_queue
+        )
+        seen = []
+        async for event in handle.events():
+            seen.append(event)
+            if event.type == "gate_waiting":
+                await handle.approve("ok", comment="fine")
+        rest = [e async for e in handle.events(after=2)]
+    types = [e.type for e in seen]
+    assert [e.seq for e in seen] == list(range(1, len(seen) + 1))
+    assert types[0] == "stage_start" and types[-1] == "run_complete"
+    assert "gate_waiting" in types and "gate_decided" in types
+    decided = next(e for e in seen if e.type == "gate_decided")
+    assert (decided.stage, decided.data["decision"]) == ("ok", "approve")
+    assert [(e.seq, e.type, e.stage) for e in rest] == [
+        (e.seq, e.type, e.stage) for e in seen[2:]
+    ]
