@@ -8,11 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from starlette.requests import Request  # at run time: FastAPI resolves the dependencies' hints
+
 from armature_temporal.service.api.errors import ApiError
 from armature_temporal.service.api.principal import Authorizer, Principal
 
 if TYPE_CHECKING:
-    from starlette.requests import Request
     from temporalio.client import Client
 
     from armature_temporal.spec.compiler import Plan
