@@ -29,7 +29,8 @@ def test_create_token_stores_its_sha256_and_never_the_secret(store: TraceStore) 
     assert name == "ci-bot"
     assert secret_hash == hashlib.sha256(token.encode()).hexdigest()
     with store.engine.connect() as conn:
-        dump = " ".join(str(v) for row in conn.execute(text("SELECT * FROM api_tokens")) for v in row)
+        rows = conn.execute(text("SELECT * FROM api_tokens")).all()
+    dump = " ".join(str(value) for row in rows for value in row)
     assert token not in dump and token[4:] not in dump
     assert store.principal_for(token) == Principal("ci-bot", frozenset({"read", "run"}))
     listed = store.list_tokens()

@@ -89,19 +89,21 @@ def test_revoked_token_is_refused_once_the_cache_expires(store: TraceStore) -> N
 def test_the_hash_comparison_is_constant_time(
     store: TraceStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import armature_temporal.store.tokens as tokens_module
+    import hmac
+
+    from armature_temporal.store.tokens import token_hash
 
     calls: list[tuple[str, str]] = []
-    real = tokens_module.hmac.compare_digest
+    real = hmac.compare_digest
 
-    def spying_compare(a: Any, b: Any) -> bool:
+    def spying_compare(a: str, b: str) -> bool:
         calls.append((a, b))
-        return real(a, b)
+        return bool(real(a, b))
 
-    monkeypatch.setattr(tokens_module.hmac, "compare_digest", spying_compare)
+    monkeypatch.setattr(hmac, "compare_digest", spying_compare)
     token = store.create_token("alice", ["read"])
     assert store.principal_for(token) is not None
-    assert calls == [(tokens_module.token_hash(token),) * 2]
+    assert calls == [(token_hash(token),) * 2]
 
 
 async def test_scopes_over_http_403_names_the_scope_and_admin_holds_all(
@@ -146,9 +148,7 @@ async def test_scopes_over_http_403_names_the_scope_and_admin_holds_all(
         error = refused.json()["error"]
         assert error["code"] == "forbidden" and "'run'" in error["message"]
         assert "--scope run" in error["fix"]
-        gate = await http.post(
-            "/run/x/gates/s", json={"decision": "approve"}, headers=as_reader
-        )
+        gate = await http.post("/run/x/gates/s", json={"decision": "approve"}, headers=as_reader)
         assert gate.status_code == 403 and "'approve'" in gate.json()["error"]["message"]
         started = await http.post("/run/async", json={"spec": "tiny"}, headers=as_admin)
         assert started.status_code == 503
