@@ -21,7 +21,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from armature_temporal.service.client import show_run
 from armature_temporal.service.webhook_auth import sign
-from tests.fakes import free_port, run_armature
+from tests.fakes import free_port, run_armature, wait_serving
 from worker import build_worker
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -119,15 +119,7 @@ async def test_serve_refuses_setups_that_cannot_work_or_are_unsafe(
 
 
 async def wait_healthy(http: httpx.AsyncClient, proc: subprocess.Popen[str]) -> None:
-    for _ in range(300):
-        try:
-            if (await http.get("/healthz")).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        assert proc.poll() is None, proc.communicate()[1]
-        await asyncio.sleep(0.1)
-    raise AssertionError("the server did not come up")
+    await wait_serving(http, proc, "/healthz")
 
 
 async def slow_headers_closed_after(port: int) -> float:

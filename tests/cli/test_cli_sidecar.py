@@ -19,7 +19,7 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from tests.fakes import free_port, run_armature
+from tests.fakes import free_port, run_armature, wait_serving
 from worker import build_worker
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -34,18 +34,6 @@ def readme_example() -> str:
     found = re.search(r"<!-- test:http-sidecar -->\n```bash\n(.*?)```", text, re.S)
     assert found, "README.md lost its tested HTTP sidecar example"
     return found.group(1)
-
-
-async def wait_up(http: httpx.AsyncClient, proc: subprocess.Popen[str]) -> None:
-    for _ in range(300):
-        try:
-            if (await http.get("/health")).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        assert proc.poll() is None, proc.communicate()[1]
-        await asyncio.sleep(0.1)
-    raise AssertionError("the server did not come up")
 
 
 @pytest.mark.skipif(not (shutil.which("curl") and shutil.which("jq")), reason="needs curl and jq")
@@ -76,7 +64,7 @@ async def test_serve_run_api_opens_closes_with_the_first_token_and_runs_the_read
     base = f"http://127.0.0.1:{port}"
     try:
         async with httpx.AsyncClient(base_url=base, timeout=30) as http:
-            await wait_up(http, proc)
+            await wait_serving(http, proc)
             health = (await http.get("/health")).json()
             assert health == {"ok": True, "specs": 2, "temporal": "reachable"}
             # Open: no token exists and it listens on loopback.

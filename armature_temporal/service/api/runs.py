@@ -14,7 +14,9 @@ as Temporal keeps the run (the namespace's retention period).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
@@ -107,14 +109,28 @@ def _unknown_run(run_id: str) -> ApiError:
     )
 
 
-def _temporal_error(exc: Exception) -> ApiError:
-    return ApiError(
-        503,
-        "temporal_error",
-        f"the Temporal server refused the request: {exc}",
-        "retry; if it persists, check the Temporal server and the worker logs",
-        headers={"Retry-After": "5"},
-    )
+@contextlib.contextmanager
+def _answering(run_id: str | None = None) -> Iterator[None]:
+    """Turn the client's errors into answers: no such run is 404 ``unknown_run``, any other
+    refusal of the Temporal server 503 ``temporal_error``."""
+    from temporalio.service import RPCError
+
+    from armature_temporal.service.client import RunNotFound
+
+    try:
+        yield
+    except RunNotFound:
+        raise _unknown_run(run_id or "?") from None
+    except RPCError as exc:
+        if run_id is not None and "not found" in str(exc).lower():
+            raise _unknown_run(run_id) from None
+        raise ApiError(
+            503,
+            "temporal_error",
+            f"the Temporal server refused the request: {exc}",
+            "retry; if it persists, check the Temporal server and the worker logs",
+            headers={"Retry-After": "5"},
+        ) from None
 
 
 # --- looking -------------------------------------------------------------------------------
@@ -184,29 +200,19 @@ async def workflow(name: str, _: Reader, state: State) -> dict[str, Any]:
 
 @router.get("/run/{run_id}", summary="A run: status, stages, outputs, pending gates")
 async def show(run_id: str, _: Reader, client: Temporal) -> dict[str, Any]:
-    from temporalio.service import RPCError
+    from armature_temporal.service.client import show_run
 
-    from armature_temporal.service.client import RunNotFound, show_run
-
-    try:
+    with _answering(run_id):
         view = await show_run(client, run_id)
-    except RunNotFound:
-        raise _unknown_run(run_id) from None
-    except RPCError as exc:
-        raise _temporal_error(exc) from None
     return view.model_dump(mode="json")
 
 
 @router.get("/gates", summary="Every gate waiting for a decision")
 async def gates(_: Reader, client: Temporal) -> dict[str, Any]:
-    from temporalio.service import RPCError
-
     from armature_temporal.service.client import waiting_gates
 
-    try:
+    with _answering():
         waiting = await waiting_gates(client)
-    except RPCError as exc:
-        raise _temporal_error(exc) from None
     listed: list[dict[str, Any]] = []
     unknown: list[dict[str, Any]] = []
     for run, found in waiting:
@@ -243,7 +249,6 @@ async def _start(
     request with the same key started it)."""
     from temporalio.common import WorkflowIDReusePolicy
     from temporalio.exceptions import WorkflowAlreadyStartedError
-    from temporalio.service import RPCError
 
     from armature_temporal.service.client import InputError, prepare_inputs, start_run
 
@@ -258,25 +263,25 @@ async def _start(
         ) from None
     key = (key or "").strip() or None
     try:
-        handle = await start_run(
-            client,
-            plan,
-            inputs,
-            task_queue=state.task_queue,
-            run_id=api_run_id(plan, caller.name, key) if key else None,
-            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE if key else None,
-        )
+        with _answering():
+            handle = await start_run(
+                client,
+                plan,
+                inputs,
+                task_queue=state.task_queue,
+                run_id=api_run_id(plan, caller.name, key) if key else None,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE if key else None,
+            )
     except WorkflowAlreadyStartedError as exc:
         return exc.workflow_id, True
-    except RPCError as exc:
-        raise _temporal_error(exc) from None
     return handle.id, False
 
 
 async def _status_of(client: Client, run_id: str) -> str:
     from armature_temporal.service.client import run_status
 
-    desc = await client.get_workflow_handle(run_id).describe()
+    with _answering(run_id):
+        desc = await client.get_workflow_handle(run_id).describe()
     return run_status(desc.status)
 
 
@@ -322,7 +327,8 @@ async def _run_and_wait(
         return _accepted(run_id)
     except WorkflowFailureError:
         pass  # failed, rejected, cancelled: the view below says which and why
-    view = await show_run(client, run_id)
+    with _answering(run_id):
+        view = await show_run(client, run_id)
     return JSONResponse(
         {
             "run_id": run_id,
@@ -422,18 +428,10 @@ async def run_named_async(
 
 @router.delete("/run/{run_id}", summary="Cancel a run")
 async def cancel(run_id: str, _: Runner, client: Temporal) -> dict[str, Any]:
-    from temporalio.service import RPCError
+    from armature_temporal.service.client import cancel_run
 
-    from armature_temporal.service.client import RunNotFound, cancel_run
-
-    try:
+    with _answering(run_id):
         outcome = await cancel_run(client, run_id)
-    except RunNotFound:
-        raise _unknown_run(run_id) from None
-    except RPCError as exc:
-        if "not found" in str(exc).lower():
-            raise _unknown_run(run_id) from None
-        raise _temporal_error(exc) from None
     return {"run_id": run_id, "status": outcome.status, "already_ended": outcome.already_ended}
 
 
@@ -446,9 +444,7 @@ async def decide(
 ) -> dict[str, Any]:
     """The same validated update as ``armature approve|reject``: an unknown or decided gate
     is 409 and nothing is written. The decision records ``by`` = the token's name."""
-    from temporalio.service import RPCError
-
-    from armature_temporal.service.client import GateError, RunNotFound, decide_gate
+    from armature_temporal.service.client import GateError, decide_gate
 
     comment = body.reason or body.comment
     if body.decision == "reject" and not comment:
@@ -459,11 +455,10 @@ async def decide(
             'send {"decision": "reject", "reason": "why"}; the reason is kept with the decision',
         )
     try:
-        answer = await decide_gate(
-            client, run_id, stage, body.decision, comment=comment, by=caller.name
-        )
-    except RunNotFound:
-        raise _unknown_run(run_id) from None
+        with _answering(run_id):
+            answer = await decide_gate(
+                client, run_id, stage, body.decision, comment=comment, by=caller.name
+            )
     except GateError as exc:
         raise ApiError(
             409,
@@ -471,8 +466,6 @@ async def decide(
             str(exc),
             f"GET /run/{quote(run_id, safe='')} shows the gates waiting; nothing was written",
         ) from None
-    except RPCError as exc:
-        raise _temporal_error(exc) from None
     return {
         "run_id": run_id,
         "stage": stage,
