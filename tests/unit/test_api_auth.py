@@ -161,3 +161,41 @@ async def test_scopes_over_http_403_names_the_scope_and_admin_holds_all(
             "/run/async", content=b"{" + b" " * (1024 * 1024 + 1), headers=as_admin
         )
         assert big.status_code == 413 and big.json()["error"]["code"] == "body_too_large"
+
+
+def test_serve_starts_open_on_loopback_refuses_beyond_it_without_a_token(
+    store: TraceStore,
+) -> None:
+    from armature_temporal.service.api.edge import ServeRefused, token_warning
+
+    assert "anyone on this machine" in token_warning(store, "127.0.0.1", 8787, False)
+    assert "anyone on this machine" in token_warning(store, "localhost", 8787, False)
+    with pytest.raises(ServeRefused, match="armature tokens create"):
+        token_warning(store, "0.0.0.0", 8787, False)
+    # --allow-unauthenticated opens the webhooks only; the API stays closed (never open).
+    assert "opens the webhooks only" in token_warning(store, "0.0.0.0", 8787, True)
+    assert not TokenAuthorizer(store, loopback=False).open
+    store.create_token("ops", ["admin"])
+    assert token_warning(store, "0.0.0.0", 8787, False) == ""
+
+
+def test_a_webhook_may_not_claim_a_run_api_path() -> None:
+    from armature_temporal.service.api.edge import ServeRefused, api_path_clash
+    from armature_temporal.service.webhooks import collect_hooks
+    from tests.fakes import plan_from
+
+    def hooked(path: str) -> Any:
+        return collect_hooks(
+            [
+                plan_from(
+                    "name: hooked\nmodel_tiers: {small: {provider: simulate}}\n"
+                    f"triggers: [{{type: webhook, path: {path}}}]\n"
+                    "stages:\n  - {id: s, role: {name: S, description: hi}}\n"
+                )
+            ]
+        )
+
+    with pytest.raises(ServeRefused, match=r"webhook path '/run/x' is the run API's"):
+        api_path_clash(hooked("/run/x"))
+    api_path_clash(hooked("/runner"))  # a prefix of the name only: fine
+    api_path_clash(hooked("/hooks/run"))

@@ -213,6 +213,17 @@ async def test_gate_refused_without_approve_then_decided_by_the_approver(
             "comment": "fine",
             "by": "alice",
         }
+        # The trace records the decision under the token's name too.
+        traces = TraceStore()
+        try:
+            [decision] = traces.gate_decisions(run_id)
+        finally:
+            traces.close()
+        assert (decision.decision, decision.decided_by, decision.comment) == (
+            "approve",
+            "alice",
+            "fine",
+        )
         unknown = await http.post(
             "/run/no-such-run/gates/approve_reply",
             json={"decision": "approve"},
