@@ -72,6 +72,7 @@ for room in (
     commands.cache,
     commands.stack,
     commands.serve,
+    commands.tokens,
     commands.doctor,
 ):
     app.add_typer(room.app)

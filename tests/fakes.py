@@ -201,6 +201,24 @@ async def run_armature(*args: str, env: dict[str, str] | None = None, timeout: f
     )
 
 
+async def wait_serving(http: Any, proc: Any, path: str = "/health") -> None:
+    """Poll ``GET path`` with the httpx client ``http`` until it answers 200, failing with the
+    server's stderr if its process ``proc`` exits first."""
+    import asyncio
+
+    import httpx
+
+    for _ in range(300):
+        try:
+            if (await http.get(path)).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert proc.poll() is None, proc.communicate()[1]
+        await asyncio.sleep(0.1)
+    raise AssertionError("the server did not come up")
+
+
 def free_port() -> int:
     """A TCP port nothing listens on right now (127.0.0.1)."""
     import socket

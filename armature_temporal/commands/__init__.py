@@ -25,8 +25,10 @@ groups, such as ``runs`` or ``proposals``); ``cli.py`` adds every room's ``app``
   ``dashboard``, ``traces verify``, ``export-traces``. The trace store only.
 - :mod:`~armature_temporal.commands.stack` (Run the stack): ``worker``, ``dev``,
   ``dev stop``.
-- :mod:`~armature_temporal.commands.serve` (Run the stack): ``serve``, ``watch`` (the webhook
-  edge).
+- :mod:`~armature_temporal.commands.serve` (Run the stack): ``serve`` (the run API and
+  webhooks), ``watch``.
+- :mod:`~armature_temporal.commands.tokens` (Run the stack): ``tokens create|list|revoke``
+  (the run API's tokens).
 - :mod:`~armature_temporal.commands.doctor` (Run the stack): ``doctor``.
 - :mod:`~armature_temporal.commands._common`: what several rooms share (the consoles, the
   ``--json``/``--address``/``--task-queue`` options, the ``SPEC`` argument, printing JSON,
@@ -52,6 +54,7 @@ from armature_temporal.commands import (
     runs,
     serve,
     stack,
+    tokens,
 )
 
 __all__ = [
@@ -68,4 +71,5 @@ __all__ = [
     "runs",
     "serve",
     "stack",
+    "tokens",
 ]

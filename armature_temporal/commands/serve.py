@@ -1,5 +1,5 @@
-"""The webhook edge: ``armature serve`` (webhook triggers over HTTP) and ``watch`` (a spec's
-triggers, schedules and optionally a worker, in the foreground)."""
+"""The HTTP edge: ``armature serve`` (the run API and the specs' webhook triggers) and
+``watch`` (a spec's triggers, schedules and optionally a worker, in the foreground)."""
 
 from __future__ import annotations
 
@@ -78,7 +78,10 @@ def serve(
     specs: Annotated[
         list[Path],
         typer.Argument(
-            help="Spec files whose webhook triggers to serve.", show_default=False, metavar="SPEC"
+            help="Spec files to serve (by their names) on the run API, with their webhook "
+            "triggers.",
+            show_default=False,
+            metavar="SPEC",
         ),
     ],
     host: HostOpt = "127.0.0.1",
@@ -91,29 +94,46 @@ def serve(
     address: AddressOpt = None,
     queue: QueueOpt = None,
 ) -> None:
-    """Serve the specs' webhook triggers over HTTP (needs the serve extra).
+    """Serve the run API and the specs' webhook triggers over HTTP (needs the serve extra).
 
-    Each `triggers: [{type: webhook, path: /hooks/x, inputs: {...}}]` becomes `POST /hooks/x`:
-    the JSON object in the body gives run inputs (over the trigger's inputs and the spec's
-    defaults) and the answer is 202 {"run_id", "ui_url", ...}; 422 names inputs that do not
-    fit. A delivery with an `Idempotency-Key` (or `X-GitHub-Delivery`) header starts at most
-    one run however often it is retried (repeats answer 200 with "duplicate": true).
-    With $ARMATURE_WEBHOOK_SECRET set, requests need `Authorization: Bearer <secret>` or a
-    fresh signature: `X-Armature-Timestamp: <unix seconds>` and `X-Armature-Signature-256:
+    Run API (README: HTTP sidecar): GET /health, GET /workflows[/NAME], POST /run and POST
+    /run/async {"spec": NAME, "inputs": {...}} (Idempotency-Key honoured), GET|DELETE
+    /run/ID, GET /gates, POST /run/ID/gates/STAGE {"decision": "approve"|"reject",
+    "comment"|"reason"}; GET /openapi.json and /docs describe it. Requests carry
+    `Authorization: Bearer <token>` (`armature tokens create NAME --scope run`). On loopback,
+    while no token exists, anyone on this machine may use it (a warning says so); beyond
+    loopback it will not start without a token (--allow-unauthenticated opens the webhooks
+    only; the run API then refuses every request until a token exists).
+
+    Webhooks: each `triggers: [{type: webhook, path: /hooks/x, inputs: {...}}]` becomes `POST
+    /hooks/x`: the JSON body gives run inputs (over the trigger's inputs and the spec's
+    defaults); the answer is 202 {"run_id", "ui_url", ...}; 422 names inputs that do not fit;
+    a repeated `Idempotency-Key` (or `X-GitHub-Delivery`) answers 200 "duplicate": true.
+    With $ARMATURE_WEBHOOK_SECRET set, hooks need `Authorization: Bearer <secret>` or a fresh
+    signature: `X-Armature-Timestamp: <unix seconds>` and `X-Armature-Signature-256:
     sha256=<HMAC-SHA256 of '<timestamp>.<Idempotency-Key or empty>.<body>'>`, refused once
     older than --signature-tolerance. `GET /` lists the hooks.
-    Example: curl -X POST localhost:8787/hooks/triage -d '{"ticket": "refund please"}'
+
+    Example: ARMATURE_TOKEN=$(armature tokens create me --scope admin) && armature serve
+    specs/quickstart.yaml & curl -H "Authorization: Bearer $ARMATURE_TOKEN" -X POST
+    localhost:8787/run -d '{"spec": "quickstart", "inputs": {"topic": "tides"}}'
     """
     import asyncio
 
     from armature_temporal.service.webhooks import WebhookConfigError, collect_hooks, create_app
 
     plans = [load_or_exit(path) for path in specs]
+    _refuse_name_clash(specs, plans)
     try:
-        hooks = collect_hooks(plans)
+        hooks = collect_hooks(plans, required=False)
     except WebhookConfigError as exc:
         raise fail(f"error: {exc}", 2) from None
-    secret = _webhook_secret(host, port, allow_unauthenticated, accept_body_signatures)
+    secret = (
+        _webhook_secret(host, port, allow_unauthenticated, accept_body_signatures)
+        if hooks
+        else None
+    )
+    store = _token_store(host, port, allow_unauthenticated, hooks)
     _uvicorn()
     from armature_temporal.service.webserver import ServerLimits, server_config
 
@@ -136,31 +156,70 @@ def serve(
                 connected.append(await connect(target))
         return connected[0]
 
+    from armature_temporal.service.api.app import create_service_app
+    from armature_temporal.service.api.auth import TokenAuthorizer, is_loopback_host
+    from armature_temporal.service.api.deps import ServiceState
     from armature_temporal.settings import task_queue
 
-    try:
-        web = create_app(
+    tq = queue or task_queue()
+    webhooks = None
+    if hooks:
+        webhooks = create_app(
             hooks,
             client_for_requests,
-            task_queue=queue or task_queue(),
+            task_queue=tq,
             secret=secret,
             tolerance_s=signature_tolerance,
             accept_body_signatures=accept_body_signatures,
             body_timeout_s=request_timeout,
         )
-    except WebhookConfigError as exc:
-        raise fail(f"error: {exc}", 2) from None
+    state = ServiceState(
+        plans={plan.name: plan for plan in plans},
+        client=client_for_requests,
+        task_queue=tq,
+        auth=TokenAuthorizer(store, loopback=is_loopback_host(host)),
+        spec_paths={plan.name: path for plan, path in zip(plans, specs, strict=True)},
+        store_url=store.url,
+    )
+    web = create_service_app(state, webhooks=webhooks, body_timeout_s=request_timeout)
     _announce_hooks(hooks, host, port)
-    auth = "secret required" if secret else "no authentication"
-    err.print(
-        f"serving {len(hooks)} webhook(s) on Temporal {target} ({auth}); Ctrl-C stops",
-        markup=False,
-        highlight=False,
+    hook_auth = "secret required" if secret else "no authentication"
+    _say(
+        f"serving the run API at http://{host}:{port} for {len(plans)} spec(s) "
+        f"({', '.join(state.plans)}) and {len(hooks)} webhook(s)"
+        f"{f' ({hook_auth})' if hooks else ''} on Temporal {target}; Ctrl-C stops"
     )
     import uvicorn
 
     limits = ServerLimits(request_timeout_s=request_timeout, max_concurrency=max_concurrency)
-    uvicorn.Server(server_config(web, limits, host=host, port=port, log_level="info")).run()
+    try:
+        uvicorn.Server(server_config(web, limits, host=host, port=port, log_level="info")).run()
+    finally:
+        store.close()
+
+
+def _token_store(host: str, port: int, allow_unauthenticated: bool, hooks: Any) -> Any:
+    """The trace store holding the API tokens, once the edge checks pass (else exit 2);
+    prints their warning."""
+    from armature_temporal.errors import ArmatureError
+    from armature_temporal.service.api.edge import ServeRefused, api_path_clash, token_warning
+    from armature_temporal.store import TraceStore
+
+    try:
+        api_path_clash(hooks)
+        store = TraceStore()
+    except ServeRefused as exc:
+        raise fail(f"error: {exc}", 2) from None
+    except ArmatureError as exc:
+        raise fail(f"error: {exc}", 1) from None
+    try:
+        warning = token_warning(store, host, port, allow_unauthenticated)
+    except ServeRefused as exc:
+        store.close()
+        raise fail(f"error: {exc}", 2) from None
+    if warning:
+        _say(warning)
+    return store
 
 
 def _webhook_secret(
@@ -169,15 +228,12 @@ def _webhook_secret(
     """$ARMATURE_WEBHOOK_SECRET, or None; exits 2 when listening beyond loopback without one
     and without ``--allow-unauthenticated``. Warns that ``--accept-body-signatures`` is
     deprecated."""
-    import ipaddress
     import os
 
+    from armature_temporal.service.api.auth import is_loopback_host
+
     secret = os.environ.get("ARMATURE_WEBHOOK_SECRET") or None
-    try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback and not secret and not allow_unauthenticated:
+    if not is_loopback_host(host) and not secret and not allow_unauthenticated:
         raise fail(
             f"error: --host {host} would let anyone who can reach port {port} start runs; set "
             "$ARMATURE_WEBHOOK_SECRET (requests then need it), or pass "

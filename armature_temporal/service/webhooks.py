@@ -98,11 +98,12 @@ class Hook:
     trigger_index: int
 
 
-def collect_hooks(plans: Iterable[Plan]) -> dict[str, Hook]:
-    """Every webhook trigger of ``plans``, by path.
+def collect_hooks(plans: Iterable[Plan], *, required: bool = True) -> dict[str, Hook]:
+    """Every webhook trigger of ``plans``, by path (none at all is fine unless ``required``).
 
     Raises:
-        WebhookConfigError: two triggers claim one path, or no plan has a webhook trigger.
+        WebhookConfigError: two triggers claim one path, or (``required``) no plan has a
+            webhook trigger.
     """
     hooks: dict[str, Hook] = {}
     names: list[str] = []
@@ -119,7 +120,7 @@ def collect_hooks(plans: Iterable[Plan]) -> dict[str, Hook]:
                     f"{plan.name!r} (triggers[{i}]); give one of them another path"
                 )
             hooks[trigger.path] = Hook(trigger.path, plan, dict(trigger.inputs), i)
-    if not hooks:
+    if not hooks and required:
         listed = ", ".join(repr(n) for n in names) or "none"
         raise WebhookConfigError(
             f"no webhook triggers in the specs given ({listed}); add one to a spec, e.g. "

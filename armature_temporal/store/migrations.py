@@ -394,6 +394,24 @@ def _v13_proposal_test(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE improvement_proposals ADD COLUMN test JSON"))
 
 
+def _v16_api_tokens(conn: Connection) -> None:
+    """The run API's tokens: a name, the SHA-256 of the secret (the secret itself is shown
+    once and never stored), scopes, created / last used / revoked times."""
+    meta = MetaData()
+    Table(
+        "api_tokens",
+        meta,
+        Column("name", String(64), primary_key=True),
+        Column("secret_hash", String(64), nullable=False),
+        Column("scopes", JSON, nullable=False),
+        Column("created_at", String(40), nullable=False),
+        Column("revoked_at", String(40)),
+        Column("last_used_at", String(40)),
+        Index("ix_api_tokens_secret_hash", "secret_hash", unique=True),
+    )
+    meta.create_all(conn)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "initial", _v1_initial),
     (2, "run_quality", _v2_run_quality),
@@ -408,6 +426,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (11, "predictions", _v11_predictions),
     (12, "proposal_lanes", _v12_proposal_lanes),
     (13, "proposal_test", _v13_proposal_test),
+    (16, "api_tokens", _v16_api_tokens),
 ]
 
 

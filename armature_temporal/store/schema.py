@@ -10,6 +10,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
     "AdapterRow",
+    "ApiTokenRow",
     "Base",
     "CacheEntryRow",
     "CacheHitRow",
@@ -375,3 +376,20 @@ class CacheHitRow(Base):
     at: Mapped[str] = mapped_column(String(40))
 
     __table_args__ = (Index("ix_cache_hits_spec", "spec_name", "at"),)
+
+
+class ApiTokenRow(Base):
+    """One API token of the run API (:class:`~armature_temporal.store.tokens.TokenStore`): its
+    name, the SHA-256 of the secret (never the secret), its scopes, and when it was created,
+    last used and revoked."""
+
+    __tablename__ = "api_tokens"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    secret_hash: Mapped[str] = mapped_column(String(64))
+    scopes: Mapped[Any] = mapped_column(JSON)
+    created_at: Mapped[str] = mapped_column(String(40))
+    revoked_at: Mapped[str | None] = mapped_column(String(40))
+    last_used_at: Mapped[str | None] = mapped_column(String(40))
+
+    __table_args__ = (Index("ix_api_tokens_secret_hash", "secret_hash", unique=True),)

@@ -5,8 +5,9 @@ they are ignored — and safe under many concurrent workers (each run's chain is
 workflow, so writers never read-modify-write a shared row). Proposals, adapters, cross-run
 memory, the experience memory's heuristics and the answer cache are mixed in from
 :mod:`~armature_temporal.store.proposals`, :mod:`~armature_temporal.store.adapters`,
-:mod:`~armature_temporal.store.memory`, :mod:`~armature_temporal.store.heuristics` and
-:mod:`~armature_temporal.store.cache`.
+:mod:`~armature_temporal.store.memory`, :mod:`~armature_temporal.store.heuristics`,
+:mod:`~armature_temporal.store.cache` and :mod:`~armature_temporal.store.tokens` (the run
+API's tokens).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from armature_temporal.store.tamper import (
     check_run,
     run_summary,
 )
+from armature_temporal.store.tokens import TokenStore
 
 __all__ = ["LATENCY_WINDOW", "AdapterError", "ProposalError", "TraceStore", "check_run"]
 
@@ -51,7 +53,9 @@ LATENCY_WINDOW = 50
 _RECORD_FIELDS = [name for name in TraceRecord.model_fields]
 
 
-class TraceStore(ProposalStore, AdapterStore, MemoryStore, HeuristicStore, CacheStore, RoundStore):
+class TraceStore(
+    ProposalStore, AdapterStore, MemoryStore, HeuristicStore, CacheStore, RoundStore, TokenStore
+):
     """Open (and migrate) the store at ``url`` (default: ``$ARMATURE_DB_URL`` or SQLite)."""
 
     def __init__(self, url: str | None = None, *, key: Path | None = None) -> None:

@@ -49,6 +49,7 @@ def test_commands_package_exports_the_rooms() -> None:
         "runs",
         "serve",
         "stack",
+        "tokens",
     ]
     for name in commands.__all__:
         assert isinstance(getattr(commands, name).app, typer.Typer), name

@@ -227,30 +227,37 @@ def test_tools_worker_serves_the_tools_queue_and_holds_no_secrets(
     assert "container_name" not in tools and "ports" not in tools
 
 
-def test_webhook_server_is_optional_needs_a_secret_and_serves_example_hooks(
+def test_serve_is_optional_needs_a_token_and_a_secret_and_serves_examples(
     services: dict[str, dict[str, Any]],
 ) -> None:
     from armature_temporal.service.webhooks import collect_hooks
     from armature_temporal.spec.compiler import compile_spec
     from armature_temporal.spec.loader import load_spec
 
-    hooks = services["armature-webhooks"]
-    assert hooks["profiles"] == ["webhooks"], "it must not start with a plain `up`"
-    argv = _argv(hooks.get("entrypoint")) + _argv(hooks["command"])
+    serve = services["armature-serve"]
+    assert "armature-webhooks" not in services
+    # Opt-in; `--profile webhooks` (the older name) still starts it.
+    assert set(serve["profiles"]) == {"serve", "webhooks"}, "it must not start with a plain `up`"
+    argv = _argv(serve.get("entrypoint")) + _argv(serve["command"])
     assert argv[:2] == ["armature", "serve"]
     port = argv[argv.index("--port") + 1]
     assert argv[argv.index("--host") + 1] == "0.0.0.0"
+    # Beyond loopback: no token, no start (and no secret, no webhooks); nothing opens them.
     assert "--allow-unauthenticated" not in argv
-    assert [str(p).rsplit(":", 1)[-1] for p in hooks["ports"]] == [port]
-    env = _env(hooks)
+    assert [str(p).rsplit(":", 1)[-1] for p in serve["ports"]] == [port]
+    env = _env(serve)
     # Interpolated from the caller's environment: never a secret written in the file.
     assert env["ARMATURE_WEBHOOK_SECRET"] == "${ARMATURE_WEBHOOK_SECRET:-}"
+    assert not any("TOKEN" in key for key in env), "the server holds no token, only hashes"
     worker_env = _env(services["armature-worker"])
-    for key in ("TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "ARMATURE_TASK_QUEUE"):
+    # The tokens are in the trace store the workers write: `tokens create` reaches both.
+    for key in ("TEMPORAL_ADDRESS", "TEMPORAL_NAMESPACE", "ARMATURE_TASK_QUEUE", "ARMATURE_DB_URL"):
         assert env[key] == worker_env[key], key
-    assert hooks["build"] == services["armature-worker"]["build"]
+    assert serve["depends_on"]["postgresql"] == {"condition": "service_healthy"}
+    assert serve["build"] == services["armature-worker"]["build"]
     specs = [a for a in argv[2:] if a.endswith((".yaml", ".yml"))]
-    assert specs and collect_hooks([compile_spec(load_spec(ROOT / s)) for s in specs])
+    plans = [compile_spec(load_spec(ROOT / s)) for s in specs]
+    assert "quickstart" in {p.name for p in plans} and collect_hooks(plans)
 
 
 def test_worker_db_url_targets_the_database_that_postgres_init_creates(

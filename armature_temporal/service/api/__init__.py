@@ -6,6 +6,12 @@
   ``{"error": {"code", "message", "fix"}}``.
 - ``deps`` — what a route depends on: :class:`ServiceState` (on ``app.state.armature``),
   ``require(scope)`` and ``temporal`` (a connected client, or 503).
+- ``auth`` — :class:`TokenAuthorizer`, the Authorizer over the store's API tokens (open only
+  on loopback while no token exists).
+- ``runs`` — the routes: health, specs, starting / showing / cancelling runs, gates.
+- ``app`` — ``create_service_app``: the routes, OpenAPI and docs behind ``read``, body limits,
+  the webhooks mounted last.
+- ``edge`` — what ``armature serve`` checks before it listens (token rule, reserved paths).
 
 Nothing here imports FastAPI at package import; the modules that define routes do.
 """

@@ -1,0 +1,188 @@
+"""The ASGI app ``armature serve`` runs: the run API, its OpenAPI schema and docs behind the
+``read`` scope, and the specs' webhooks (mounted last, so their paths work as before).
+
+A request body for the API is read within ``body_timeout_s`` of the request's headers
+(else 408) and up to :data:`MAX_BODY_BYTES` (else 413), before any route sees it; the
+webhook paths keep their own limits (:mod:`~armature_temporal.service.webhooks`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import TYPE_CHECKING, Any
+
+from armature_temporal.service.api.deps import ServiceState, require
+from armature_temporal.service.api.errors import error_body, install_error_handlers
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+__all__ = ["API_PREFIXES", "MAX_BODY_BYTES", "create_service_app", "reserved_path"]
+
+#: The paths the run API owns; a webhook trigger may not claim one (``reserved_path``).
+API_PREFIXES = ("/health", "/run", "/workflows", "/gates", "/ui", "/openapi.json", "/docs")
+#: Bodies larger than this are refused (413): run inputs are not bulk uploads.
+MAX_BODY_BYTES = 1024 * 1024
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def reserved_path(path: str) -> bool:
+    """True when ``path`` is (under) one of the run API's paths, :data:`API_PREFIXES`."""
+    return any(path == p or path.startswith(p.rstrip("/") + "/") for p in API_PREFIXES)
+
+
+def create_service_app(
+    state: ServiceState,
+    *,
+    webhooks: FastAPI | None = None,
+    body_timeout_s: float = 10.0,
+) -> FastAPI:
+    """The run API over ``state`` (``app.state.armature``), with ``webhooks`` (the app of
+    :func:`~armature_temporal.service.webhooks.create_app`) mounted under it when given.
+
+    FastAPI's public ``/openapi.json`` and ``/docs`` are off; the same paths answer behind
+    the ``read`` scope.
+    """
+    from fastapi import Depends, FastAPI
+    from fastapi.responses import HTMLResponse, JSONResponse
+
+    from armature_temporal.service.api import events, runs, ui
+
+    app = FastAPI(
+        title="Armature run API",
+        description=(
+            "Start, follow and decide runs of the specs this server serves. Send "
+            "`Authorization: Bearer <token>` (`armature tokens create NAME --scope ...`)."
+        ),
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    app.state.armature = state
+    install_error_handlers(app)
+    app.include_router(runs.router)
+    app.include_router(events.router)  # GET /run/{id}/events (server-sent events)
+    app.include_router(ui.router)  # /ui, the approval inbox
+    # Every route is above the webhook mount below, which would otherwise hide them.
+
+    @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(require("read"))])
+    async def openapi() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", include_in_schema=False, dependencies=[Depends(require("read"))])
+    async def docs() -> HTMLResponse:
+        return HTMLResponse(_docs_page(app.title, app.openapi()))
+
+    if webhooks is not None:
+        app.mount("/", webhooks)
+    app.add_middleware(_BodyLimits, max_bytes=MAX_BODY_BYTES, timeout_s=body_timeout_s)
+    return app
+
+
+def _docs_page(title: str, schema: dict[str, Any]) -> str:
+    """Swagger UI with the schema inline: the page was fetched with the token, and a second
+    fetch of /openapi.json from the browser would not carry it."""
+    inline = json.dumps(schema).replace("<", "\\u003c")
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        f"<title>{_escape(title)}</title>"
+        "<link rel='stylesheet' href='https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/"
+        "swagger-ui.css'></head><body><div id='swagger-ui'></div>"
+        "<script src='https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui-bundle.js'>"
+        "</script><script>SwaggerUIBundle({dom_id: '#swagger-ui', spec: "
+        f"{inline}}});</script>"
+        "<noscript>The schema is at GET /openapi.json (with a read token).</noscript>"
+        "</body></html>"
+    )
+
+
+def _escape(text: str) -> str:
+    import html
+
+    return html.escape(text)
+
+
+class _BodyLimits:
+    """Reads an API request's body whole, within the deadline and the cap, then hands it on."""
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int, timeout_s: float) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+        self.timeout_s = timeout_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope["method"] in ("GET", "HEAD", "OPTIONS")
+            or not reserved_path(scope["path"])
+        ):
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        declared = headers.get("content-length", "")
+        too_big = (
+            f"{scope['method']} {scope['path']}: body over {self.max_bytes} bytes",
+            "send run inputs, not files (store large data elsewhere and pass a reference)",
+        )
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            await _answer(send, 413, "body_too_large", *too_big)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                while True:
+                    message = await receive()
+                    if message["type"] != "http.request":  # the client went away
+                        return
+                    chunk = message.get("body", b"")
+                    size += len(chunk)
+                    if size > self.max_bytes:
+                        await _answer(send, 413, "body_too_large", *too_big)
+                        return
+                    chunks.append(chunk)
+                    if not message.get("more_body", False):
+                        break
+        except TimeoutError:
+            await _answer(
+                send,
+                408,
+                "body_timeout",
+                f"the body took over {self.timeout_s:g} s to arrive ({size} bytes by then)",
+                "send the whole request at once",
+            )
+            return
+        body = b"".join(chunks)
+        handed = False
+
+        async def replay() -> Message:
+            nonlocal handed
+            if not handed:
+                handed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+async def _answer(send: Send, status: int, code: str, message: str, fix: str) -> None:
+    payload = json.dumps(error_body(code, message, fix)).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
