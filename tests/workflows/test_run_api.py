@@ -247,3 +247,83 @@ async def test_delete_cancels_a_waiting_run_and_says_when_it_had_ended(
         assert again.json() == {"run_id": run_id, "status": "cancelled", "already_ended": True}
         gone = await http.delete("/run/no-such-run", headers=bearer(runner))
         assert gone.status_code == 404 and gone.json()["error"]["code"] == "unknown_run"
+
+
+async def sse_events(
+    http: httpx.AsyncClient, run_id: str, token: str, *, last: int | None = None, stop: Any
+) -> list[dict[str, Any]]:
+    """Read GET /run/{id}/events (resuming after ``last`` with Last-Event-ID) until
+    ``stop(event)``, then drop the connection; the events read, in order."""
+    headers = bearer(token)
+    if last is not None:
+        headers["Last-Event-ID"] = str(last)
+    got: list[dict[str, Any]] = []
+    async with http.stream("GET", f"/run/{run_id}/events", headers=headers) as answer:
+        assert answer.status_code == 200
+        assert answer.headers["content-type"].startswith("text/event-stream")
+        seq, data = None, ""
+        async for line in answer.aiter_lines():
+            if line.startswith("id:"):
+                seq = int(line[3:])
+            elif line.startswith("data:"):
+                data += line[5:].strip()
+            elif line == "" and data:
+                event = __import__("json").loads(data)
+                assert event["seq"] == seq  # the SSE id is the event's seq
+                got.append(event)
+                data = ""
+                if stop(event):
+                    break
+    return got
+
+
+async def test_acceptance_async_run_followed_on_events_across_a_reconnect_and_a_refused_gate(
+    client: Client, task_queue: str, store: TraceStore
+) -> None:
+    """#18's acceptance over real HTTP: /run/async, then /events read in two connections with a
+    drop in the middle (at the gate) and Last-Event-ID, losing and repeating nothing; a token
+    without approve is refused at the gate (403) and nothing is written; the approver decides
+    through the HTTP client; the union of both reads is the run's whole event log."""
+    from armature_temporal.http_client import ServiceClient, ServiceError
+
+    runner = store.create_token("ci-bot", ["run", "read"])
+    approver = store.create_token("alice", ["approve", "read"])
+    body = {"spec": "customer-triage", "inputs": {"ticket": "My invoice is wrong"}}
+    async with serving(client, task_queue, store) as http, build_worker(client, task_queue):
+        started = await http.post("/run/async", json=body, headers=bearer(runner))
+        assert started.status_code == 202, started.text
+        run_id = started.json()["run_id"]
+        first = await sse_events(
+            http, run_id, runner, stop=lambda e: e["type"] == "gate_waiting"
+        )
+        assert first[-1]["stage"] == "approve_reply"
+        base = str(http.base_url)
+        async with ServiceClient(base, runner) as as_runner:
+            with pytest.raises(ServiceError) as refused:
+                await as_runner.handle(run_id).approve("approve_reply")
+        assert (refused.value.status, refused.value.code) == (403, "forbidden")
+        still = await until(http, run_id, runner, lambda v: True)
+        assert [g["stage"] for g in still["pending_gates"]] == ["approve_reply"]
+        assert still["stages"]["approve_reply"]["gate"] is None
+        async with ServiceClient(base, approver) as as_approver:
+            await as_approver.handle(run_id).approve("approve_reply", comment="ok")
+        rest = await sse_events(
+            http,
+            run_id,
+            runner,
+            last=first[-1]["seq"],
+            stop=lambda e: e["type"] in ("run_complete", "run_failed"),
+        )
+        whole = await sse_events(
+            http, run_id, runner, stop=lambda e: e["type"] in ("run_complete", "run_failed")
+        )
+    seqs = [e["seq"] for e in first + rest]
+    assert seqs == list(range(1, len(seqs) + 1))  # nothing lost, nothing repeated
+    assert [(e["seq"], e["type"], e["stage"]) for e in first + rest] == [
+        (e["seq"], e["type"], e["stage"]) for e in whole
+    ]
+    decided = [e for e in rest if e["type"] == "gate_decided"]
+    assert [(e["stage"], e["data"]["decision"], e["data"]["by"]) for e in decided] == [
+        ("approve_reply", "approve", "alice")
+    ]
+    assert rest[-1]["type"] == "run_complete"
