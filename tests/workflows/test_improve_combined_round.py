@@ -53,7 +53,9 @@ async def test_two_verified_tier_changes_are_verified_combined_and_settled_toget
     path = tmp_path / "two-drafts.yaml"
     path.write_text(SPEC)
     plan = plan_from(SPEC)
-    async with build_worker(client, task_queue):
+    # Every workflow task replays the history from the start (no cache): the second wave's
+    # commands must come out the same each time.
+    async with build_worker(client, task_queue, max_cached_workflows=0):
         for i in range(10):
             handle = await start(client, plan, task_queue, {"topic": f"t{i}"}, run_id=f"two-{i}")
             await handle.result()
