@@ -26,6 +26,7 @@ from activities.cache import cache_hit, cache_keep, cache_lookup, cache_settle
 from activities.experience import load_lessons, reward_lessons
 from activities.finetune import finetune_prepare, finetune_record, finetune_train
 from activities.improve import improve_prepare, improve_record, improve_settle
+from activities.improve_combine import improve_combine, improve_record_combined
 from activities.learn import critique, learn_prepare, learn_record
 from activities.llm import llm_call
 from activities.memory import capture_memory, load_memory
@@ -78,6 +79,8 @@ ACTIVITIES: list[Any] = [
     improve_prepare,
     improve_record,
     improve_settle,
+    improve_combine,
+    improve_record_combined,
     finetune_prepare,
     finetune_train,
     finetune_record,

@@ -7,6 +7,11 @@ SPEC`` creates from ``self_improvement.schedule``. At the end, ``improve_settle`
 verified auto-lane change into the spec file when ``self_improvement.auto_apply`` is true, and
 the best verified review-lane change to ``<spec>.pending.yaml`` (never over the spec); other
 verified changes stay proposals for ``armature proposals apply``.
+
+When two or more verified changes do not conflict, a second wave runs them combined on the
+same inputs (``improve_combine``, ``improve_record_combined``; see improve/combine.py): the
+combination is settled instead of the singles when it verifies against the baseline and is
+not worse than the best single.
 """
 
 from __future__ import annotations
@@ -19,6 +24,11 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
+    from armature_temporal.improve.combine import (
+        CombineInput,
+        CombineRecordInput,
+        Combining,
+    )
     from armature_temporal.improve.models import (
         ImproveInput,
         ImproveResult,
@@ -37,6 +47,8 @@ IMPROVE_WORKFLOW = "Improve"
 RUN_SPEC = "RunSpec"
 #: workflow.patched id: a round ends by settling its verified proposals (auto lane / pending).
 LANES_PATCH = "improve-review-lanes"
+#: workflow.patched id: a second wave verifies the round's verified changes combined.
+COMBINE_PATCH = "improve-combine"
 STORE_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=2))
 
 
@@ -75,6 +87,55 @@ class ImproveWorkflow:
             workflow.logger.info("verification run %s ended badly: %s", run_id, exc)
         self.runs_done += 1
         return run_id
+
+    async def _combine(
+        self, inp: ImproveInput, prepared: Prepared, proposals: list[Proposal], ids: list[str]
+    ) -> Proposal | None:
+        """The second wave: the verified changes combined, run on the same inputs (pair i
+        again replicate i) and decided against the baseline's and the best single's runs."""
+        self.phase = "combining"
+        found: Combining = await workflow.execute_activity(
+            "improve_combine",
+            CombineInput(spec_text=inp.spec_text, spec_path=inp.spec_path, proposals=proposals),
+            result_type=Combining,
+            start_to_close_timeout=timedelta(minutes=2),
+            retry_policy=STORE_RETRY,
+            summary="combine the verified, non-conflicting changes into one candidate",
+        )
+        combo = found.combination
+        if combo is None:
+            workflow.logger.info("no combination: %s", found.detail)
+            return None
+        n = len(prepared.inputs)
+        self.phase = "verifying the combination"
+        self.runs_total += n
+        combined_runs = await asyncio.gather(
+            *(self._verify("combined", combo.plan, i, x) for i, x in enumerate(prepared.inputs))
+        )
+        k = [p.id for p in proposals].index(combo.best)
+        by_id = {p.id: p for p in proposals}
+        self.phase = "recording"
+        proposal: Proposal = await workflow.execute_activity(
+            "improve_record_combined",
+            CombineRecordInput(
+                improve_run_id=workflow.info().workflow_id,
+                created_at=workflow.now().isoformat(),
+                spec_text=inp.spec_text,
+                spec_path=inp.spec_path,
+                prepared=prepared,
+                m=len(proposals),
+                members=[by_id[pid] for pid in combo.members],
+                combination=combo,
+                baseline_runs=ids[:n],
+                best_runs=ids[(k + 1) * n : (k + 2) * n],
+                combined_runs=list(combined_runs),
+            ),
+            result_type=Proposal,
+            start_to_close_timeout=timedelta(minutes=2),
+            retry_policy=STORE_RETRY,
+            summary="score the combination against the baseline and the best single",
+        )
+        return proposal
 
     @workflow.run
     async def run(self, inp: ImproveInput) -> ImproveResult:
@@ -122,12 +183,21 @@ class ImproveWorkflow:
             summary="score the verification runs; keep the proposals",
         )
         verified = [p for p in proposals if p.verdict == "verified"]
+        to_settle = verified
+        combined: Proposal | None = None
+        if len(verified) >= 2 and workflow.patched(COMBINE_PATCH):
+            combined = await self._combine(inp, prepared, proposals, list(ids))
+            if combined is not None:
+                if combined.verdict == "verified":
+                    to_settle = [combined]
+                    verified = [*verified, combined]
+                proposals = [*proposals, combined]
         settled: Settled | None = None
         if verified and workflow.patched(LANES_PATCH):
             self.phase = "settling"
             settled = await workflow.execute_activity(
                 "improve_settle",
-                SettleInput(spec_path=inp.spec_path, spec_text=inp.spec_text, proposals=verified),
+                SettleInput(spec_path=inp.spec_path, spec_text=inp.spec_text, proposals=to_settle),
                 result_type=Settled,
                 start_to_close_timeout=timedelta(minutes=2),
                 retry_policy=STORE_RETRY,
@@ -139,6 +209,12 @@ class ImproveWorkflow:
                 f"{len(verified)} of {len(proposals)} candidate changes verified on {n} paired "
                 "runs; review with `armature proposals show <id>`"
             )
+            if combined is not None:
+                detail += f"; the combination {combined.id} " + (
+                    "verified and was settled instead of the singles"
+                    if to_settle == [combined]
+                    else "did not verify, so the singles were settled"
+                )
         else:
             detail = f"none of {len(proposals)} candidate changes did better on {n} paired runs"
         return ImproveResult(

@@ -288,6 +288,7 @@ def _apply_pending(spec: Path, *, yes: bool) -> None:
     from armature_temporal.improve.edit import unified_diff
     from armature_temporal.improve.pending import (
         PendingError,
+        applied_record,
         check_fresh,
         read_pending,
         write_atomically,
@@ -321,6 +322,7 @@ def _apply_pending(spec: Path, *, yes: bool) -> None:
         found = store.proposal(pending.proposal_id)
         if found is not None and found.status == "proposed":
             store.set_proposal_status(pending.proposal_id, "applied")
+            store.record_applied(applied_record(found, spec))  # its predictions, next round
         elif found is None:
             note = f" (proposal {pending.proposal_id} is not in this store)"
     except ArmatureError as exc:

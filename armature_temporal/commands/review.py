@@ -168,21 +168,10 @@ def proposals_apply(
             tmp.write_text(current, encoding="utf-8")
             os.replace(tmp, spec)
             raise fail(f"error: {exc}; {spec} left as it was", 1) from None
-        from datetime import UTC, datetime
-
-        from armature_temporal.improve.models import AppliedChange
+        from armature_temporal.improve.pending import applied_record
 
         # The next round checks this change's predictions against the version it made.
-        store.record_applied(
-            AppliedChange(
-                proposal_id=found.id,
-                spec_name=found.spec_name,
-                spec_hash=found.candidate_spec_hash,
-                base_spec_hash=found.base_spec_hash,
-                applied_at=datetime.now(UTC).isoformat(),
-                path=str(spec.resolve()),
-            )
-        )
+        store.record_applied(applied_record(found, spec))
     finally:
         store.close()
     for change in found.changes:

@@ -12,17 +12,19 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from armature_temporal.errors import ArmatureError, SpecError
 from armature_temporal.improve.apply import ProposalMismatch, rederive
-from armature_temporal.improve.models import Proposal, Settled
+from armature_temporal.improve.models import AppliedChange, Proposal, Settled
 from armature_temporal.spec.compiler import compile_spec
 from armature_temporal.spec.loader import load_spec_text
 
 __all__ = [
     "PendingError",
     "PendingFile",
+    "applied_record",
     "pending_path",
     "read_pending",
     "settle",
@@ -63,6 +65,19 @@ def write_atomically(path: Path, text: str) -> None:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+def applied_record(proposal: Proposal, spec: Path) -> AppliedChange:
+    """What the store keeps when ``proposal`` was written to ``spec``: the next round checks
+    its predictions against the version it made (``TraceStore.record_applied``)."""
+    return AppliedChange(
+        proposal_id=proposal.id,
+        spec_name=proposal.spec_name,
+        spec_hash=proposal.candidate_spec_hash,
+        base_spec_hash=proposal.base_spec_hash,
+        applied_at=datetime.now(UTC).isoformat(),
+        path=str(spec.resolve()),
+    )
 
 
 def write_pending(spec: Path, proposal: Proposal, candidate: str) -> Path:
@@ -176,6 +191,7 @@ def settle(spec: Path, base_text: str, proposals: list[Proposal], store: object)
                 write_atomically(spec, current)
                 notes.append(f"{best.id} not applied: {exc}; {spec} left as it was")
             else:
+                store.record_applied(applied_record(best, spec))  # type: ignore[attr-defined]
                 result = result.model_copy(update={"applied": best.id})
                 notes.append(
                     f"{best.id} written to {spec}: runs from the file are a new version; "

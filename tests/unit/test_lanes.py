@@ -193,6 +193,10 @@ def test_auto_apply_writes_the_auto_lane_change_and_pends_no_review_one(tmp_path
         kept = store.proposal(auto.id)
         assert kept is not None and kept.status == "applied"
         assert kept.base_spec_text == text  # the replaced text is kept with its evidence
+        # Recorded as applied, so the next round checks its predictions on the new version.
+        last = store.last_applied(auto.spec_name)
+        assert last is not None and last.proposal_id == auto.id
+        assert last.spec_hash == auto.candidate_spec_hash and last.path == str(spec.resolve())
         left = store.proposal(review.id)
         assert left is not None and left.status == "proposed"
     finally:

@@ -56,5 +56,8 @@ async def test_a_verified_review_lane_change_is_pending_never_auto_applied(
     try:
         kept = store.proposal(tier.id)
         assert kept is not None and kept.status == "applied"
+        last = store.last_applied("drafty")  # the next round checks its predictions
+        assert last is not None and last.proposal_id == tier.id
+        assert last.spec_hash == tier.candidate_spec_hash
     finally:
         store.close()

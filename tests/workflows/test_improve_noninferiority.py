@@ -82,8 +82,13 @@ async def test_a_tier_down_for_an_easy_stage_verifies_by_non_inferiority(
             result_type=ImproveResult,
         )
     assert result.status == "proposed", result.detail
-    by_stage = {p.changes[0].stage: p for p in result.proposals}
+    by_stage = {p.changes[0].stage: p for p in result.proposals if len(p.changes) == 1}
     assert set(by_stage) == {"draft", "title"}
+    # Both verified, on different stages: the second wave verifies them combined
+    # (improve/combine.py; tests/workflows/test_improve_combine.py).
+    (both,) = [p for p in result.proposals if len(p.changes) == 2]
+    assert {c.stage for c in both.changes} == {"draft", "title"}
+    assert both.verdict == "verified", both.detail
 
     down = by_stage["title"]
     assert (down.changes[0].old, down.changes[0].new) == ("frontier", "medium")
