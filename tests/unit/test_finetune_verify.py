@@ -4,6 +4,7 @@ the base model's, and paired runs of the spec with it must be no worse than with
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -26,8 +27,8 @@ SAME = [0.9, 0.8, 1.0, 0.7, 0.9, 0.85, 0.95, 0.8]
 
 
 def _evidence(
-    without: list[float | None] | None,
-    with_adapter: list[float | None] | None,
+    without: Sequence[float | None] | None,
+    with_adapter: Sequence[float | None] | None,
     *,
     base: float = 2.0,
     held: float = 1.2,
@@ -36,8 +37,8 @@ def _evidence(
         base_loss=base,
         heldout_loss=held,
         eval_examples=8,
-        without=without,
-        with_adapter=with_adapter,
+        without=None if without is None else list(without),
+        with_adapter=None if with_adapter is None else list(with_adapter),
     )
 
 

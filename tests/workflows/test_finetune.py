@@ -94,7 +94,7 @@ async def test_the_distill_example_trains_an_adapter_that_its_local_tier_then_se
         # (a) the held-out loss beats the base model's on the same held-out examples (measured
         # again with the adapter switched off: the base weights are untouched) ...
         assert adapter.report.eval_examples >= 5  # finetune.eval_share: 0.5
-        assert adapter.base_loss == adapter.report.base_loss
+        assert adapter.base_loss is not None and adapter.base_loss == adapter.report.base_loss
         assert adapter.base_loss == pytest.approx(adapter.report.eval_loss_before, abs=1e-4)
         assert adapter.heldout_loss == adapter.report.eval_loss_after < adapter.base_loss
         # (b) ... and paired runs on the held-out inputs, the spec as it is vs `summary` on
