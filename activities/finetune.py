@@ -1,5 +1,7 @@
 """Fine-tune loop activities: distil a spec's traces into training examples, train one LoRA
-adapter per stage (heartbeating: it can take a while), and keep the adapters in the store.
+adapter per stage (heartbeating: it can take a while), and keep the adapters in the store,
+each decided against the base model and in paired runs of the spec
+(:mod:`armature_temporal.finetune.verify`; the FinetuneWorkflow runs the paired runs).
 
 Adapters are written under ``$ARMATURE_HOME/adapters/<spec>/<stage>/<round>`` on the worker
 that trains; on a cluster make that directory shared storage (as for large payloads), so the
@@ -19,6 +21,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
+from activities.improve import _score
 from activities.traces import store_for
 from armature_temporal.errors import SpecError
 from armature_temporal.finetune.export import sft_rows
@@ -29,10 +32,19 @@ from armature_temporal.finetune.models import (
     FinetunePrepared,
     FinetuneRecordInput,
     FinetuneResult,
+    PairedRuns,
     StageJob,
     TrainReport,
     TrainRequest,
 )
+from armature_temporal.finetune.verify import (
+    DEFAULT_MARGIN,
+    Evidence,
+    base_loss,
+    decide_adapters,
+    heldout_inputs,
+)
+from armature_temporal.improve.diagnose import _inputs_of
 from armature_temporal.settings import armature_home
 from armature_temporal.spec.compiler import compile_spec
 from armature_temporal.spec.loader import load_spec_text
@@ -56,7 +68,14 @@ def _examples(rows: list[dict[str, Any]], stage: str) -> list[Example]:
             {"role": str(m.get("role", "user")), "content": str(m.get("content") or "")}
             for m in row["messages"]
         ]
-        out.append(Example(messages=messages, reply=row["output"], stage=stage))
+        out.append(
+            Example(
+                messages=messages,
+                reply=row["output"],
+                run_id=str(row.get("run_id") or ""),
+                stage=stage,
+            )
+        )
     return out
 
 
@@ -90,10 +109,11 @@ def _prepare(inp: FinetuneInput, round_id: str) -> FinetunePrepared:
         )
     stages = list(ft.target_stages) or [s.id for s in plan.stages if s.role is not None]
     runs = load_runs(store_for(database_url()), spec=plan.name, limit=HISTORY)
+    inputs = {run.run_id: _inputs_of(run) for run in runs}
     jobs: list[StageJob] = []
     skipped: dict[str, str] = {}
     for stage in stages:
-        rows, _ = sft_rows(runs, spec=plan.name, stage=stage)
+        rows, _ = sft_rows(runs, spec=plan.name, stage=stage, with_run_id=True)
         examples = _examples(rows, stage)
         if len(examples) < ft.min_examples:
             skipped[stage] = (
@@ -111,6 +131,10 @@ def _prepare(inp: FinetuneInput, round_id: str) -> FinetunePrepared:
                     out_dir=str(out_dir),
                     rank=ft.lora_rank,
                     max_steps=ft.max_steps,
+                    eval_share=ft.eval_share,
+                ),
+                heldout_inputs=heldout_inputs(
+                    examples, ft.eval_share, lambda run_id: inputs.get(run_id)
                 ),
             )
         )
@@ -119,7 +143,9 @@ def _prepare(inp: FinetuneInput, round_id: str) -> FinetunePrepared:
         return FinetunePrepared(
             stop=FinetuneResult(status="too_few_examples", detail=detail), skipped=skipped
         )
-    return FinetunePrepared(spec_name=plan.name, base_model=str(base), jobs=jobs, skipped=skipped)
+    return FinetunePrepared(
+        spec_name=plan.name, base_model=str(base), jobs=jobs, skipped=skipped, plan=plan
+    )
 
 
 @activity.defn(name="finetune_prepare")
@@ -148,32 +174,66 @@ async def finetune_train(request: TrainRequest) -> TrainReport:
         raise ApplicationError(str(exc), type="finetune_error", non_retryable=True) from exc
 
 
+def _scores(
+    paired: PairedRuns | None,
+) -> tuple[list[float | None] | None, list[float | None] | None]:
+    """HQS of the runs without and with the adapter (as the improvement loop scores its)."""
+    if paired is None:
+        return None, None
+    return _score(paired.without), _score(paired.with_adapter)
+
+
 def _record(inp: FinetuneRecordInput) -> list[Adapter]:
+    """Decide each trained adapter (:func:`~armature_temporal.finetune.verify.decide_adapters`)
+    from its losses and its paired runs' HQS, and keep it in the store with the figures."""
+    prepared = inp.prepared
+    ft = prepared.plan.finetune if prepared.plan is not None else None
+    margin = ft.noninferiority_margin if ft is not None else DEFAULT_MARGIN
+    paired = inp.paired or [None] * len(prepared.jobs)
+    trained = [
+        (job, report, runs)
+        for job, report, runs in zip(prepared.jobs, inp.reports, paired, strict=True)
+        if report is not None  # training failed; the workflow reports why
+    ]
+    evidence = []
+    for _, report, runs in trained:
+        without, with_adapter = _scores(runs)
+        evidence.append(
+            Evidence(
+                base_loss=base_loss(report),
+                heldout_loss=report.eval_loss_after,
+                eval_examples=report.eval_examples,
+                without=without,
+                with_adapter=with_adapter,
+            )
+        )
+    checks = decide_adapters(evidence, margin=margin)
     adapters = []
-    for job, report in zip(inp.prepared.jobs, inp.reports, strict=True):
-        if report is None:  # training failed; the workflow reports why
-            continue
-        better = report.eval_loss_after < report.eval_loss_before
-        detail = (
-            f"held-out reply loss {report.eval_loss_before:.3f} → {report.eval_loss_after:.3f} "
-            f"on {report.eval_examples} example{'s' * (report.eval_examples != 1)} "
-            f"({report.train_examples} trained, "
-            f"{report.steps} steps, {report.seconds:.0f} s on {report.device})"
+    for (job, report, _), check in zip(trained, checks, strict=True):
+        trained_on = (
+            f"; trained on {report.train_examples} examples, {report.steps} steps, "
+            f"{report.seconds:.0f} s on {report.device}"
         )
         digest = hashlib.sha256(f"{inp.finetune_run_id}/{job.stage}".encode()).hexdigest()[:10]
         adapters.append(
             Adapter(
-                id=f"{inp.prepared.spec_name}-{job.stage}-a{digest}",
-                spec_name=inp.prepared.spec_name,
+                id=f"{prepared.spec_name}-{job.stage}-a{digest}",
+                spec_name=prepared.spec_name,
                 stage=job.stage,
-                base_model=inp.prepared.base_model,
+                base_model=prepared.base_model,
                 path=report.adapter_dir,
                 created_at=inp.created_at,
                 finetune_run_id=inp.finetune_run_id,
                 examples=len(job.request.examples),
                 report=report,
-                verdict="verified" if better else "not_better",
-                detail=detail + ("" if better else ": not better than the base model"),
+                verdict=check.verdict,
+                detail=check.detail + trained_on,
+                base_loss=check.base_loss,
+                heldout_loss=check.heldout_loss,
+                paired_diff=check.paired_diff,
+                paired_ci_low=check.paired_ci_low,
+                paired_ci_high=check.paired_ci_high,
+                paired_n=check.paired_n,
             )
         )
     store_for(database_url()).save_adapters(adapters)
@@ -189,5 +249,6 @@ def _record(inp: FinetuneRecordInput) -> list[Adapter]:
 
 @activity.defn(name="finetune_record")
 async def finetune_record(inp: FinetuneRecordInput) -> list[Adapter]:
-    """Decide each adapter (held-out loss down: verified) and keep it in the store."""
+    """Decide each adapter (verified: held-out loss below the base model's and paired runs no
+    worse than without it) and keep it in the store with both figures."""
     return await asyncio.to_thread(_record, inp)

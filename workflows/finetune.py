@@ -1,6 +1,10 @@
 """The fine-tune loop, one round: distil each target stage's successful replies from the trace
-store into examples, train a LoRA adapter per stage on the spec's local base model, and keep
-each adapter with its held-out loss before and after (verified when it went down).
+store into examples, train a LoRA adapter per stage on the spec's local base model, compare
+each adapter whose held-out loss beats the base model's in paired runs of the spec (child runs
+of the interpreter, in verification mode, on the held-out examples' inputs: the spec as it is
+and the spec with the stage served by the base model plus the adapter), and keep each adapter
+with both figures (verified: loss below the base model's and paired runs no worse, see
+:mod:`armature_temporal.finetune.verify`).
 
 Run on demand (``armature finetune SPEC``) or by the Schedule ``armature schedule SPEC``
 creates from ``finetune.schedule``. A ``provider: local`` tier with ``adapter: latest`` uses
@@ -9,11 +13,12 @@ the newest verified adapter of the calling stage from then on.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from armature_temporal.finetune.models import (
@@ -22,12 +27,21 @@ with workflow.unsafe.imports_passed_through():
         FinetunePrepared,
         FinetuneRecordInput,
         FinetuneResult,
+        PairedRuns,
+        StageJob,
         TrainReport,
     )
+    from armature_temporal.finetune.verify import beats_base, with_adapter
+    from armature_temporal.runtime.models import RunInput, RunResult
+    from armature_temporal.spec.compiler import Plan
 
 __all__ = ["FINETUNE_WORKFLOW", "FinetuneWorkflow"]
 
 FINETUNE_WORKFLOW = "Finetune"
+RUN_SPEC = "RunSpec"
+#: workflow.patched id: a round runs paired runs with and without each adapter before it
+#: records them (rounds from before it recorded straight after training).
+VS_BASE_PATCH = "finetune-vs-base"
 STORE_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=2))
 TRAIN_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=10))
 
@@ -43,6 +57,41 @@ class FinetuneWorkflow:
     @workflow.query(name="progress")
     def progress(self) -> dict[str, object]:
         return {"phase": self.phase, "trained": list(self.done)}
+
+    async def _verify(self, label: str, plan: Plan, index: int, inputs: dict[str, object]) -> str:
+        """One paired verification run; its id. A failed run still scores (success is part of
+        HQS)."""
+        run_id = f"{workflow.info().workflow_id}/{label}/{index}"
+        try:
+            await workflow.execute_child_workflow(
+                RUN_SPEC,
+                RunInput(
+                    plan=plan,
+                    inputs=dict(inputs),
+                    parent_run_id=workflow.info().workflow_id,
+                    verification=True,
+                    replicate=index,  # pair i shares its simulated noise
+                ),
+                id=run_id,
+                result_type=RunResult,
+                static_summary=f"paired run {index + 1} of {label}: {plan.name}",
+            )
+        except ChildWorkflowError as exc:
+            workflow.logger.info("paired run %s ended badly: %s", run_id, exc)
+        return run_id
+
+    async def _pair(
+        self, plan: Plan, base_model: str, job: StageJob, report: TrainReport
+    ) -> PairedRuns:
+        """The spec as it is and with ``job.stage`` on the base model plus the adapter, run
+        on each held-out input (concurrently)."""
+        served = with_adapter(plan, job.stage, base_model, report.adapter_dir)
+        inputs = job.heldout_inputs
+        ids = await asyncio.gather(
+            *(self._verify(f"{job.stage}/without", plan, i, x) for i, x in enumerate(inputs)),
+            *(self._verify(f"{job.stage}/with", served, i, x) for i, x in enumerate(inputs)),
+        )
+        return PairedRuns(without=list(ids[: len(inputs)]), with_adapter=list(ids[len(inputs) :]))
 
     @workflow.run
     async def run(self, inp: FinetuneInput) -> FinetuneResult:
@@ -81,6 +130,16 @@ class FinetuneWorkflow:
                 continue
             reports.append(report)
             self.done.append(job.stage)
+        paired: list[PairedRuns | None] = []
+        if workflow.patched(VS_BASE_PATCH) and prepared.plan is not None:
+            # Only an adapter that beats the base model on held-out loss can be verified, so
+            # only those are run.
+            for job, trained in zip(prepared.jobs, reports, strict=True):
+                if trained is None or not beats_base(trained) or not job.heldout_inputs:
+                    paired.append(None)
+                    continue
+                self.phase = f"paired runs with and without the {job.stage} adapter"
+                paired.append(await self._pair(prepared.plan, prepared.base_model, job, trained))
         self.phase = "recording"
         adapters: list[Adapter] = await workflow.execute_activity(
             "finetune_record",
@@ -89,11 +148,12 @@ class FinetuneWorkflow:
                 created_at=workflow.now().isoformat(),
                 prepared=prepared,
                 reports=reports,
+                paired=paired,
             ),
             result_type=list[Adapter],
             start_to_close_timeout=timedelta(minutes=2),
             retry_policy=STORE_RETRY,
-            summary="keep the adapters and their held-out losses",
+            summary="decide the adapters (loss vs the base model, paired runs); keep them",
         )
         self.phase = "done"
         verified = sum(a.verdict == "verified" for a in adapters)
@@ -102,6 +162,6 @@ class FinetuneWorkflow:
         return FinetuneResult(
             status="trained" if adapters else "failed",
             detail=f"{len(adapters)} adapter(s) trained, {verified} verified (held-out loss "
-            f"down){failures}{skipped}",
+            f"below the base model's and paired runs no worse){failures}{skipped}",
             adapters=adapters,
         )

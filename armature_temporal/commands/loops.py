@@ -208,8 +208,12 @@ def finetune(
     For each finetune.target_stages stage (default: every LLM stage) with at least
     min_examples distinct successful replies in the trace store, trains a LoRA adapter of
     finetune.lora_rank on finetune.base_model (a local directory; nothing is downloaded) for
-    max_steps steps, and measures the reply loss on held-out examples before and after:
-    verified when it went down. A tier `{provider: local, model: <base>, adapter: latest}`
+    max_steps steps, measures the reply loss on held-out examples (finetune.eval_share) with
+    the base model and with the adapter, and, when the adapter's is lower, runs the spec on
+    the held-out examples' inputs with and without it (paired verification runs). Verified:
+    loss below the base model's and the paired runs no worse (non-inferiority within
+    finetune.noninferiority_margin); fewer than 5 pairs: insufficient_evidence. A tier
+    `{provider: local, model: <base>, adapter: latest}`
     then uses the newest verified adapter of the calling stage. `armature schedule SPEC` runs
     rounds on finetune.schedule. Exits 0 when the round finished, 1 when it failed, 2 on a
     spec without a finetune block.

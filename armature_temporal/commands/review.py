@@ -216,8 +216,11 @@ def adapters_list(
     limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 50,
     as_json: JsonFlag = False,
 ) -> None:
-    """List adapters, newest first: verdict, held-out loss before → after, where it is. The
-    one `adapter: latest` loads for a stage is its newest verified active one."""
+    """List adapters, newest first: verdict, held-out loss with the adapter vs the base
+    model's, the paired runs' mean HQS difference (with − without it) with its 95% interval
+    and number of pairs, where it is. Verified: loss below the base model's and the paired
+    runs no worse (non-inferiority, finetune.noninferiority_margin). The one
+    `adapter: latest` loads for a stage is its newest verified active one."""
     store, where = open_store()
     try:
         found = store.adapters(spec=spec, stage=stage, limit=limit)
@@ -234,12 +237,28 @@ def adapters_list(
         return
     for a in found:
         out.print(
-            f"{a.id}  {a.status}  {a.verdict}  loss {a.report.eval_loss_before:.3f} → "
-            f"{a.report.eval_loss_after:.3f}  {a.examples} examples  {a.created_at[:19]}",
+            f"{a.id}  {a.status}  {a.verdict}  {_adapter_figures(a)}  {a.examples} examples  "
+            f"{a.created_at[:19]}",
             markup=False,
             highlight=False,
         )
         out.print(f"    {a.path}", markup=False, highlight=False)
+
+
+def _adapter_figures(a: Any) -> str:
+    """``loss 1.234 vs base 2.345  paired HQS +0.000 [-0.010, +0.010] n=8`` (an adapter from
+    before the paired runs: its report's losses, ``paired: not measured``)."""
+    held = a.heldout_loss if a.heldout_loss is not None else a.report.eval_loss_after
+    base = a.base_loss if a.base_loss is not None else a.report.eval_loss_before
+    loss = f"loss {held:.3f} vs base {base:.3f}"
+    if a.paired_n is None:
+        return f"{loss}  paired: not measured"
+    if not a.paired_n or a.paired_diff is None:
+        return f"{loss}  paired: none run"
+    return (
+        f"{loss}  paired HQS {a.paired_diff:+.3f} [{a.paired_ci_low:+.3f}, "
+        f"{a.paired_ci_high:+.3f}] n={a.paired_n}"
+    )
 
 
 @adapters_app.command("retire")

@@ -182,9 +182,15 @@ def _prompt_key(record: TraceRecord, messages: list[dict[str, Any]]) -> str:
 
 
 def sft_rows(
-    runs: Sequence[RunTrace], *, spec: str, stage: str | None = None, min_score: float | None = None
+    runs: Sequence[RunTrace],
+    *,
+    spec: str,
+    stage: str | None = None,
+    min_score: float | None = None,
+    with_run_id: bool = False,
 ) -> tuple[list[dict[str, Any]], ExportStats]:
-    """SFT rows from the valid attempts of completed stages (see the module docstring)."""
+    """SFT rows from the valid attempts of completed stages (see the module docstring);
+    ``with_run_id`` adds each row's ``run_id`` (the first run that gave it)."""
     stats = ExportStats(format="sft", spec=spec, stage=stage, min_score=min_score, runs=len(runs))
     rows: list[dict[str, Any]] = []
     seen: set[tuple[str, str]] = set()
@@ -217,7 +223,10 @@ def sft_rows(
             stats.duplicates += 1
             continue
         seen.add(key)
-        rows.append({"messages": messages, "output": reply})
+        row: dict[str, Any] = {"messages": messages, "output": reply}
+        if with_run_id:
+            row["run_id"] = run.run_id
+        rows.append(row)
     stats.rows = len(rows)
     return rows, stats
 

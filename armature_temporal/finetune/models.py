@@ -8,13 +8,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from armature_temporal.spec.compiler import Plan
+
 __all__ = [
     "Adapter",
+    "AdapterVerdict",
     "Example",
     "FinetuneInput",
     "FinetunePrepared",
     "FinetuneRecordInput",
     "FinetuneResult",
+    "PairedRuns",
     "StageJob",
     "TrainReport",
     "TrainRequest",
@@ -60,6 +64,16 @@ class TrainReport(_Model):
     eval_loss_after: float  # base + adapter on the same examples
     seconds: float
     device: str  # "cpu", "cuda", ...
+    # The base model again, the adapter switched off, after training, on the same held-out
+    # examples (None: a report from before it was measured; eval_loss_before stands in).
+    base_loss: float | None = None
+
+
+#: ``verified``: held-out loss below the base model's and paired runs no worse than without
+#: the adapter; ``not_better``: held-out loss not below the base model's; ``paired_worse``: the
+#: paired runs may score worse than without it (by more than the margin);
+#: ``insufficient_evidence``: fewer than 5 paired runs.
+AdapterVerdict = Literal["verified", "not_better", "paired_worse", "insufficient_evidence"]
 
 
 class Adapter(_Model):
@@ -74,9 +88,19 @@ class Adapter(_Model):
     finetune_run_id: str
     examples: int
     report: TrainReport
-    verdict: Literal["verified", "not_better"]  # held-out loss went down, or not
+    verdict: AdapterVerdict
     detail: str
     status: Literal["active", "retired"] = "active"
+    # What decided the verdict (None: not measured; adapters stored before migration 15 have
+    # only the report). Losses: mean reply-token cross-entropy on the held-out examples.
+    base_loss: float | None = None
+    heldout_loss: float | None = None
+    # Paired runs on the held-out examples' inputs: mean HQS difference (with − without the
+    # adapter), its 95% bootstrap interval, and how many pairs both scored.
+    paired_diff: float | None = None
+    paired_ci_low: float | None = None
+    paired_ci_high: float | None = None
+    paired_n: int | None = None
 
 
 class FinetuneInput(_Model):
@@ -97,16 +121,30 @@ class StageJob(_Model):
 
     stage: str
     request: TrainRequest
+    # The distinct run inputs of the examples held out from training (none of them an input
+    # of a training example): the paired runs with and without the adapter use them.
+    heldout_inputs: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class FinetunePrepared(_Model):
-    """What ``finetune_prepare`` found: a reason to stop, or the stages to train."""
+    """What ``finetune_prepare`` found: a reason to stop, or the stages to train (and the
+    spec's plan, which the paired runs without an adapter run)."""
 
     stop: FinetuneResult | None = None
     spec_name: str = ""
     base_model: str = ""
     jobs: list[StageJob] = Field(default_factory=list)
     skipped: dict[str, str] = Field(default_factory=dict)  # stage: why it is not trained
+    plan: Plan | None = None
+
+
+class PairedRuns(_Model):
+    """One adapter's paired verification runs: run ``i`` of each list had the same inputs
+    (and the same simulated noise); ``without``: the spec as it is, ``with_adapter``: its stage
+    served by the base model plus the adapter."""
+
+    without: list[str]
+    with_adapter: list[str]
 
 
 class FinetuneRecordInput(_Model):
@@ -114,3 +152,7 @@ class FinetuneRecordInput(_Model):
     created_at: str
     prepared: FinetunePrepared
     reports: list[TrainReport | None]  # aligned with prepared.jobs; None: that job failed
+    # Aligned with prepared.jobs; None: no paired runs for that job (training failed, its
+    # held-out loss did not beat the base model's, or no held-out inputs); empty: a round
+    # from before the paired runs.
+    paired: list[PairedRuns | None] = Field(default_factory=list)

@@ -275,7 +275,9 @@ def train_lora(
 
     The examples are split by hash into train and held-out eval; the loss (mean token
     cross-entropy) is only on the replies. ``eval_loss_before`` is the base model on the
-    held-out examples, ``eval_loss_after`` base + adapter. ``progress(step, loss)`` is called
+    held-out examples, ``eval_loss_after`` base + adapter, ``base_loss`` the base model again
+    after training (the adapter switched off: the base weights are frozen, so it matches
+    ``eval_loss_before``). ``progress(step, loss)`` is called
     after every optimiser step. The adapter directory holds peft's files plus
     ``armature.json`` (the report and ``base_model``); it appears whole or not at all.
 
@@ -338,6 +340,8 @@ def train_lora(
             progress(step, losses[-1])
 
     eval_after = _eval_loss(torch, model, eval_enc, pad_id, device)
+    with model.disable_adapter():  # the base model's weights, untouched by training
+        base_after = _eval_loss(torch, model, eval_enc, pad_id, device)
 
     private_dir(out.parent)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
@@ -352,6 +356,7 @@ def train_lora(
             train_loss_last=losses[-1],
             eval_loss_before=eval_before,
             eval_loss_after=eval_after,
+            base_loss=base_after,
             seconds=round(time.monotonic() - started, 3),
             device=device.type,
         )

@@ -223,6 +223,22 @@ class FinetuneConfig(_Model):
     )
     max_steps: int = Field(100, ge=1, le=100_000, description="Optimiser steps per adapter.")
     lora_rank: int = Field(8, ge=1, le=256, description="LoRA rank (r) of the adapters.")
+    eval_share: float = Field(
+        0.2,
+        gt=0,
+        lt=1,
+        description="Share of a stage's distinct examples held out (by a hash, never trained "
+        "on) to measure the reply loss with and without the adapter; their runs' inputs are "
+        "the paired runs' inputs, and an adapter needs 5 of them to be verified.",
+    )
+    noninferiority_margin: float = Field(
+        0.02,
+        ge=0,
+        le=0.5,
+        description="HQS the spec may lose with an adapter: the stage served by base_model plus "
+        "the adapter is verified when, on the held-out inputs, the Holm-adjusted interval of "
+        "its paired HQS difference against the spec as it is has its low end above minus this.",
+    )
 
 
 _TYPE_NAMES = {

@@ -394,6 +394,28 @@ def _v13_proposal_test(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE improvement_proposals ADD COLUMN test JSON"))
 
 
+#: The adapter figures migration 15 adds (all nullable: older adapters were not measured).
+_ADAPTER_FIGURES = (
+    ("base_loss", "FLOAT"),
+    ("heldout_loss", "FLOAT"),
+    ("paired_diff", "FLOAT"),
+    ("paired_ci_low", "FLOAT"),
+    ("paired_ci_high", "FLOAT"),
+    ("paired_n", "INTEGER"),
+)
+
+
+def _v15_adapter_evidence(conn: Connection) -> None:
+    """An adapter keeps what decided its verdict: the base model's and its own held-out loss,
+    and its paired runs with and without it (mean HQS difference, 95% interval, pairs). The
+    verdict column widens to 40 characters for ``insufficient_evidence`` (SQLite does not
+    enforce lengths). Older adapters keep NULL figures and their verdict."""
+    for column, kind in _ADAPTER_FIGURES:
+        conn.execute(text(f"ALTER TABLE adapters ADD COLUMN {column} {kind}"))
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("ALTER TABLE adapters ALTER COLUMN verdict TYPE VARCHAR(40)"))
+
+
 def _v16_api_tokens(conn: Connection) -> None:
     """The run API's tokens: a name, the SHA-256 of the secret (the secret itself is shown
     once and never stored), scopes, created / last used / revoked times."""
@@ -426,6 +448,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (11, "predictions", _v11_predictions),
     (12, "proposal_lanes", _v12_proposal_lanes),
     (13, "proposal_test", _v13_proposal_test),
+    (15, "adapter_evidence", _v15_adapter_evidence),
     (16, "api_tokens", _v16_api_tokens),
 ]
 

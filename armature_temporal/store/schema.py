@@ -232,10 +232,17 @@ class AdapterRow(Base):
     finetune_run_id: Mapped[str] = mapped_column(String(200))
     examples: Mapped[int | None] = mapped_column(Integer)
     report: Mapped[Any] = mapped_column(JSON, nullable=True)
-    verdict: Mapped[str | None] = mapped_column(String(20))
+    verdict: Mapped[str | None] = mapped_column(String(40))
     detail: Mapped[str | None] = mapped_column(Text)
     status: Mapped[str] = mapped_column(String(20), default="active", server_default="active")
     status_changed_at: Mapped[str | None] = mapped_column(String(40))
+    # Migration 15: what decided the verdict, against the base model and in paired runs.
+    base_loss: Mapped[float | None] = mapped_column(Float)
+    heldout_loss: Mapped[float | None] = mapped_column(Float)
+    paired_diff: Mapped[float | None] = mapped_column(Float)
+    paired_ci_low: Mapped[float | None] = mapped_column(Float)
+    paired_ci_high: Mapped[float | None] = mapped_column(Float)
+    paired_n: Mapped[int | None] = mapped_column(Integer)
 
     __table_args__ = (
         Index("ix_adapters_spec_stage_created", "spec_name", "stage_id", "created_at"),

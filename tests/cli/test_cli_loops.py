@@ -68,6 +68,23 @@ def _seed(tmp_path: Path) -> None:
     try:
         store.save_proposals([proposal])
         store.save_adapters([adapter])
+        store.save_adapters(
+            [
+                adapter.model_copy(
+                    update={
+                        "id": "s-b-a2",
+                        "stage": "b",
+                        "verdict": "insufficient_evidence",
+                        "base_loss": 5.0,
+                        "heldout_loss": 2.5,
+                        "paired_diff": -0.0125,
+                        "paired_ci_low": -0.05,
+                        "paired_ci_high": 0.0,
+                        "paired_n": 4,
+                    }
+                )
+            ]
+        )
     finally:
         store.close()
 
@@ -102,7 +119,28 @@ def test_adapters_list_and_retire(tmp_path: Path) -> None:
     _seed(tmp_path)
     listed = runner.invoke(app, ["adapters", "list", "--spec", "s"])
     assert listed.exit_code == 0
-    assert "s-a-a1  active  verified  loss 5.000 → 2.500  10 examples" in listed.stdout
+    # Stored before the paired runs: its report's losses, no paired figures.
+    assert (
+        "s-a-a1  active  verified  loss 2.500 vs base 5.000  paired: not measured  10 examples"
+        in listed.stdout
+    )
+    assert (
+        "s-b-a2  active  insufficient_evidence  loss 2.500 vs base 5.000  "
+        "paired HQS -0.013 [-0.050, +0.000] n=4  10 examples" in listed.stdout
+    )
+    as_json = runner.invoke(app, ["adapters", "list", "--spec", "s", "--stage", "b", "--json"])
+    (row,) = json.loads(as_json.stdout)
+    assert (row["verdict"], row["base_loss"], row["heldout_loss"]) == (
+        "insufficient_evidence",
+        5.0,
+        2.5,
+    )
+    assert (row["paired_diff"], row["paired_ci_low"], row["paired_ci_high"], row["paired_n"]) == (
+        -0.0125,
+        -0.05,
+        0.0,
+        4,
+    )
     assert runner.invoke(app, ["adapters", "retire", "s-a-a1"]).exit_code == 0
     store = TraceStore(database_url())
     try:

@@ -141,6 +141,8 @@ def test_training_lowers_the_held_out_loss(
     assert report.device in ("cpu", "cuda")
     assert report.seconds > 0
     assert report.eval_loss_after < report.eval_loss_before - 0.5, report
+    # The base model measured again after training, the adapter switched off: unchanged.
+    assert report.base_loss == pytest.approx(report.eval_loss_before, abs=1e-4)
     assert report.train_loss_last < report.train_loss_first, report
     assert [step for step, _ in seen] == list(range(1, STEPS + 1))
     assert seen[0][1] == pytest.approx(report.train_loss_first)

@@ -1,6 +1,7 @@
 """The fine-tune loop on a real Temporal dev server with a real (tiny, local) transformers
 model: traces from real runs become examples, a LoRA adapter is trained and kept with its
-held-out loss, and a `provider: local` tier with `adapter: latest` serves the stage with it."""
+held-out loss against the base model's and its paired runs with and without it, and a
+`provider: local` tier with `adapter: latest` serves the stage with it."""
 
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ async def test_the_distill_example_trains_an_adapter_that_its_local_tier_then_se
         assert "summary: 3 distinct successful replies, fewer than min_examples = 8" in (
             early.detail
         )
-        for i in range(3, 12):
+        for i in range(3, 16):
             await (await start(client, plan, task_queue, {"topic": f"t{i}"})).result()
 
         addr = str(client.service_client.config.target_host)
@@ -88,10 +89,20 @@ async def test_the_distill_example_trains_an_adapter_that_its_local_tier_then_se
         )
         assert result.status == "trained", result.detail
         (adapter,) = result.adapters
-        assert adapter.stage == "summary" and adapter.examples == 12
+        assert adapter.stage == "summary" and adapter.examples == 16
         assert adapter.report.steps == 60  # finetune.max_steps
-        assert adapter.report.eval_loss_after < adapter.report.eval_loss_before
-        assert adapter.verdict == "verified"
+        # (a) the held-out loss beats the base model's on the same held-out examples (measured
+        # again with the adapter switched off: the base weights are untouched) ...
+        assert adapter.report.eval_examples >= 5  # finetune.eval_share: 0.5
+        assert adapter.base_loss is not None and adapter.base_loss == adapter.report.base_loss
+        assert adapter.base_loss == pytest.approx(adapter.report.eval_loss_before, abs=1e-4)
+        assert adapter.heldout_loss == adapter.report.eval_loss_after < adapter.base_loss
+        # (b) ... and paired runs on the held-out inputs, the spec as it is vs `summary` on
+        # the tiny model plus this adapter, are no worse (non-inferiority, margin 0.02).
+        assert adapter.paired_n is not None and adapter.paired_n >= 5
+        assert adapter.paired_ci_low is not None and adapter.paired_ci_low > -0.02
+        assert adapter.verdict == "verified", adapter.detail
+        assert "non-inferiority (margin 0.02 HQS)" in adapter.detail
         config = json.loads((Path(adapter.path) / "adapter_config.json").read_text())
         assert config["r"] == 8  # finetune.lora_rank
         meta = json.loads((Path(adapter.path) / "armature.json").read_text())
@@ -107,10 +118,23 @@ async def test_the_distill_example_trains_an_adapter_that_its_local_tier_then_se
         (attempt,) = [r for r in store.records(served.id) if r.kind == "attempt"]
         assert attempt.model == f"local:{tiny.resolve()}+{adapter.path}"
         assert store.latest_adapter("distill", "summary") == adapter
+        # The paired runs were verification runs of the round: the `with` side on the adapter.
+        paired = store.runs(spec="distill", verification=True, limit=100)
+        assert len(paired) == 2 * adapter.paired_n
+        with_runs = [r.run_id for r in paired if "/summary/with/" in r.run_id]
+        assert len(with_runs) == adapter.paired_n
+        models = {r.model for r in store.records(with_runs[0]) if r.kind == "attempt" and r.model}
+        assert models == {f"local:{tiny.resolve()}+{adapter.path}"}
     finally:
         store.close()
     listed = await run_armature("adapters", "list", "--spec", "distill")
     assert adapter.id in listed.stdout and "verified" in listed.stdout
+    assert f"loss {adapter.heldout_loss:.3f} vs base {adapter.base_loss:.3f}" in listed.stdout
+    assert f"n={adapter.paired_n}" in listed.stdout
+    as_json = await run_armature("adapters", "list", "--spec", "distill", "--json")
+    (row,) = json.loads(as_json.stdout)
+    assert row["verdict"] == "verified" and row["paired_n"] == adapter.paired_n
+    assert row["base_loss"] == adapter.base_loss and row["paired_diff"] == adapter.paired_diff
 
 
 async def test_finetune_cli_refuses_a_spec_without_the_block() -> None:
@@ -137,3 +161,53 @@ async def test_a_missing_base_model_fails_the_round_with_the_path_and_the_fix(
         done.stderr
     )
     assert "nothing is downloaded" in done.stderr
+
+
+CARD = """\
+name: card
+inputs:
+  type: object
+  properties:
+    topic: {type: string}
+model_tiers:
+  small: {provider: simulate}
+  # The spec's own local tier on the base model: two tokens is too few for a JSON card.
+  mine: {provider: local, model: ../models/tiny, max_tokens: 2}
+finetune: {base_model: ../models/tiny, min_examples: 8, max_steps: 60, eval_share: 0.5}
+stages:
+  - id: card
+    role: {name: Carder, model_tier: small, description: "Describe {{ inputs.topic }}."}
+    output_mode: json
+    output_schema: {type: object, properties: {title: {type: string}}, required: [title]}
+"""
+
+
+async def test_an_adapter_that_beats_the_base_loss_but_fails_in_the_spec_is_not_verified(
+    client: Client, task_queue: str, distill: tuple[Path, Path]
+) -> None:
+    spec = distill[0].parent / "card.yaml"
+    spec.write_text(CARD)
+    plan = compile_spec(load_spec(spec))
+    async with build_worker(client, task_queue):
+        for i in range(16):
+            await (await start(client, plan, task_queue, {"topic": f"t{i}"})).result()
+        result = await client.execute_workflow(
+            "Finetune",
+            FinetuneInput(spec_text=CARD, spec_path=str(spec)),
+            id="finetune-card",
+            task_queue=task_queue,
+            result_type=FinetuneResult,
+        )
+    (adapter,) = result.adapters
+    assert adapter.heldout_loss is not None and adapter.base_loss is not None
+    assert adapter.heldout_loss < adapter.base_loss  # (a) holds ...
+    assert adapter.paired_n is not None and adapter.paired_n >= 5
+    # ... but served with the spec's two-token local tier, every card is cut off: (b) fails.
+    assert adapter.paired_diff is not None and adapter.paired_diff < -0.02
+    assert adapter.verdict == "paired_worse", adapter.detail
+    assert "0 verified" in result.detail
+    store = TraceStore(database_url())
+    try:
+        assert store.latest_adapter("card", "card") is None  # `adapter: latest` never loads it
+    finally:
+        store.close()

@@ -1,0 +1,261 @@
+"""When a trained adapter is verified: against the base model, and in paired runs of the spec.
+
+An adapter is **verified** only when both hold:
+
+(a) its held-out reply loss is below the *base model's* on the same held-out examples (the
+    examples :func:`~armature_temporal.finetune.train.split_examples` kept out of training);
+(b) the spec with the adapter scores at least as well as without it: paired runs on the
+    held-out examples' inputs — run ``i`` of the spec as it is and run ``i`` with the stage
+    served by the base model plus the adapter (:func:`with_adapter`) share their inputs and
+    their simulated noise — pass a **non-inferiority** test on the paired HQS differences
+    (with − without): the Holm-adjusted interval's low end is above
+    ``-finetune.noninferiority_margin`` (:mod:`armature_temporal.improve.stats`; one round's
+    adapters are one Holm family, family-wise 5%).
+
+With fewer than :data:`MIN_PAIRS` pairs that both scored, nothing is verified: the verdict is
+``insufficient_evidence``. Pure functions over pydantic models: no torch, no store, no
+Temporal (the workflow calls :func:`with_adapter` itself).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from armature_temporal.finetune.models import AdapterVerdict, Example, TrainReport
+from armature_temporal.finetune.train import split_examples
+from armature_temporal.improve.propose import paired_verdict
+from armature_temporal.improve.stats import holm
+from armature_temporal.spec.compiler import Plan, ResolvedTier
+
+__all__ = [
+    "DEFAULT_MARGIN",
+    "MIN_PAIRS",
+    "AdapterCheck",
+    "Evidence",
+    "base_loss",
+    "beats_base",
+    "decide_adapters",
+    "heldout_inputs",
+    "with_adapter",
+]
+
+#: Paired runs (both sides scored) an adapter needs before it can be verified.
+MIN_PAIRS = 5
+#: ``finetune.noninferiority_margin``'s default.
+DEFAULT_MARGIN = 0.02
+
+
+def base_loss(report: TrainReport) -> float:
+    """The base model's held-out loss: measured with the adapter switched off after training,
+    or (a report from before that) the loss before training, which is the same model."""
+    return report.base_loss if report.base_loss is not None else report.eval_loss_before
+
+
+def beats_base(report: TrainReport) -> bool:
+    """Condition (a): the adapter's held-out loss is below the base model's."""
+    return report.eval_loss_after < base_loss(report)
+
+
+def _key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def heldout_inputs(
+    examples: Sequence[Example],
+    eval_share: float,
+    inputs_of: Callable[[str], dict[str, Any] | None],
+) -> list[dict[str, Any]]:
+    """The distinct run inputs of the examples ``train_lora`` holds out (the same split), in
+    the split's order, leaving out any that is also a training example's input (its prompt was
+    trained on) and examples whose run has no recorded inputs. ``inputs_of(run_id)``."""
+    if len(examples) < 2:
+        return []
+    train, held = split_examples(examples, eval_share)
+    trained = {_key(v) for v in (inputs_of(e.run_id) for e in train) if v is not None}
+    seen: set[str] = set()
+    out: list[dict[str, Any]] = []
+    for example in held:
+        value = inputs_of(example.run_id)
+        if value is None:
+            continue
+        key = _key(value)
+        if key in trained or key in seen:
+            continue
+        seen.add(key)
+        out.append(value)
+    return out
+
+
+def with_adapter(plan: Plan, stage: str, base_model: str, adapter_dir: str) -> Plan:
+    """``plan`` with ``stage`` served by a ``provider: local`` tier on ``base_model`` plus the
+    adapter at ``adapter_dir``: what the paired runs with the adapter run.
+
+    The tier copies the settings (temperature, max_tokens, params) of a local tier the spec
+    already has on the same base model, else the stage's own tier's temperature and
+    max_tokens. The stage neither escalates nor picks bandit arms (both would leave the
+    adapter's tier), so a stage that escalates today is compared against itself escalating:
+    conservative, never in the adapter's favour. The plan gets its own ``spec_hash``, so its
+    runs never count as the spec's version.
+
+    Raises:
+        KeyError: no such stage; ValueError: it is not an LLM stage.
+    """
+    target = plan.stage(stage)
+    if target.role is None:
+        raise ValueError(f"stage {stage!r} of {plan.name!r} is not an LLM stage; it has no tier")
+    own = plan.tiers.get(target.role.model_tier)
+    template = next(
+        (t for t in plan.tiers.values() if t.provider == "local" and t.model == base_model), None
+    )
+    name = f"{stage}+adapter"
+    while name in plan.tiers:
+        name += "'"
+    source = template or own
+    tier = ResolvedTier(
+        name=name,
+        provider="local",
+        model=base_model,
+        adapter=adapter_dir,
+        temperature=source.temperature if source is not None else None,
+        max_tokens=source.max_tokens if source is not None else None,
+        params=dict(template.params) if template is not None else {},
+    )
+    role = target.role.model_copy(update={"model_tier": name})
+    stages = [
+        s.model_copy(update={"role": role, "escalate": False, "escalation_ladder": [], "arms": []})
+        if s.id == stage
+        else s
+        for s in plan.stages
+    ]
+    digest = hashlib.sha256(f"{plan.spec_hash}+{stage}+{adapter_dir}".encode()).hexdigest()
+    return plan.model_copy(
+        update={"tiers": {**plan.tiers, name: tier}, "stages": stages, "spec_hash": digest}
+    )
+
+
+class Evidence(BaseModel):
+    """One adapter's figures: its losses and its paired runs' HQS (aligned; None: the run did
+    not finish; both None: no paired runs were made)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    base_loss: float
+    heldout_loss: float
+    eval_examples: int
+    without: list[float | None] | None = None
+    with_adapter: list[float | None] | None = None
+
+
+class AdapterCheck(BaseModel):
+    """The verdict on one adapter, the figures it keeps, and the sentence that says why."""
+
+    model_config = ConfigDict(frozen=True)
+
+    verdict: AdapterVerdict
+    detail: str
+    base_loss: float
+    heldout_loss: float
+    paired_diff: float | None = None
+    paired_ci_low: float | None = None  # unadjusted 95%
+    paired_ci_high: float | None = None
+    paired_n: int = 0
+    adj_ci_low: float | None = None  # Holm-adjusted, when tested
+    alpha_adj: float | None = None
+
+
+def _pairs(e: Evidence) -> tuple[list[float], list[float]]:
+    if e.without is None or e.with_adapter is None:
+        return [], []
+    kept = [
+        (b, c)
+        for b, c in zip(e.without, e.with_adapter, strict=True)
+        if b is not None and c is not None
+    ]
+    return [b for b, _ in kept], [c for _, c in kept]
+
+
+def decide_adapters(
+    evidence: Sequence[Evidence], *, margin: float = DEFAULT_MARGIN
+) -> list[AdapterCheck]:
+    """Decide each adapter (results in the order given). The adapters whose loss beats the
+    base model's and that have :data:`MIN_PAIRS` scored pairs form one Holm family of
+    non-inferiority tests with bound ``-margin``."""
+    pairs = [_pairs(e) for e in evidence]
+    tested = [
+        i
+        for i, (e, (bs, _)) in enumerate(zip(evidence, pairs, strict=True))
+        if e.heldout_loss < e.base_loss and len(bs) >= MIN_PAIRS
+    ]
+    results = holm(
+        [[c - b for b, c in zip(*pairs[i], strict=True)] for i in tested],
+        [-margin] * len(tested),
+    )
+    by_index = dict(zip(tested, results, strict=True))
+    checks = []
+    for i, e in enumerate(evidence):
+        bs, cs = pairs[i]
+        n = len(bs)
+        diff, lo, hi = paired_verdict(bs, cs) if n else (None, None, None)
+        loss = (
+            f"held-out reply loss {e.heldout_loss:.3f} with the adapter vs {e.base_loss:.3f} for "
+            f"the base model on {e.eval_examples} example{'s' * (e.eval_examples != 1)}"
+        )
+        paired = (
+            f"paired runs with − without it: HQS {diff:+.3f} on average over {n} pair"
+            f"{'s' * (n != 1)}, 95% interval [{lo:+.3f}, {hi:+.3f}]"
+            if diff is not None and lo is not None and hi is not None
+            else ""
+        )
+        h = by_index.get(i)
+        verdict: AdapterVerdict
+        if e.heldout_loss >= e.base_loss:
+            verdict = "not_better"
+            detail = f"{loss}: not below the base model's"
+            if paired:
+                detail += f"; {paired}"
+        elif h is None:
+            verdict = "insufficient_evidence"
+            detail = (
+                f"{loss}; {paired or 'no paired runs'}: fewer than {MIN_PAIRS} paired runs, so "
+                "it cannot be verified; collect more runs or hold out more "
+                "(finetune.eval_share)"
+            )
+        else:
+            level = f"{100 * (1 - h.alpha_adj):.1f}%"
+            interval = (
+                f"Holm-adjusted {level} interval [{h.adj_ci_low:+.3f}, {h.adj_ci_high:+.3f}] "
+                f"(rank {h.rank} of {h.m})"
+            )
+            held = " (Holm: an adapter with a smaller p-value already failed)" if h.blocked else ""
+            if h.passed:
+                verdict = "verified"
+                detail = (
+                    f"{loss}; {paired}; non-inferiority (margin {margin:g} HQS): {interval} "
+                    f"low end above −{margin:g}"
+                )
+            else:
+                verdict = "paired_worse"
+                detail = (
+                    f"{loss}; {paired}; non-inferiority (margin {margin:g} HQS): {interval} "
+                    f"reaches −{margin:g} or below: the spec may score worse with it{held}"
+                )
+        checks.append(
+            AdapterCheck(
+                verdict=verdict,
+                detail=detail,
+                base_loss=e.base_loss,
+                heldout_loss=e.heldout_loss,
+                paired_diff=diff,
+                paired_ci_low=lo,
+                paired_ci_high=hi,
+                paired_n=n,
+                adj_ci_low=h.adj_ci_low if h is not None else None,
+                alpha_adj=h.alpha_adj if h is not None else None,
+            )
+        )
+    return checks
