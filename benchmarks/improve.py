@@ -10,9 +10,10 @@ round is what the spec's Temporal Schedule runs: ``--runs`` production runs of t
 current version on fresh inputs, then the ``Improve`` workflow (the one the schedule starts)
 on the file's text: diagnose, propose, verify on paired runs (Holm, non-inferiority for
 cost-saving changes, the combination wave), settle (the auto lane writes itself into the
-file; the review lane goes to ``<spec>.pending.yaml``). ``--reviewer accept`` (the default)
-then plays the person who reviews the pending file: ``armature improve SPEC --apply-pending
---yes``; ``--reviewer none`` leaves it pending, so only the auto lane can change the spec.
+file; the review lane goes to ``<spec>.pending.yaml``). ``--reviewer none`` (the default)
+leaves a pending file alone, so only the auto lane changes the spec: the loop as it runs
+unattended. ``--reviewer accept`` plays a person who agrees with each pending file:
+``armature improve SPEC --apply-pending --yes``.
 
 After each round that changed the file, the new version runs on ``--eval`` fresh evaluation
 inputs (never seen by the loop), each paired with the original spec's run on the same input
@@ -144,7 +145,7 @@ async def run_spec(
     runs: int = 10,
     evals: int = 16,
     seed: str = "s0",
-    reviewer: str = "accept",
+    reviewer: str = "none",
 ) -> dict[str, Any]:
     """Scheduled rounds of one flawed spec; its per-round rows and its verdict."""
     from armature_temporal.improve.models import ImproveInput, ImproveResult
@@ -347,9 +348,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--reviewer",
         choices=["accept", "none"],
-        default="accept",
-        help="accept: promote each round's pending (review-lane) change, as a reviewer who "
-        "agrees; none: leave it pending (only the auto lane changes the spec)",
+        default="none",
+        help="none: leave a pending file alone (only the auto lane changes the spec, as "
+        "unattended); accept: promote each round's pending (review-lane) change, as a reviewer who "
+        "agrees",
     )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)

@@ -70,10 +70,11 @@ def improve(
     changes are kept as proposals: nothing is written to the spec until you run
     `armature proposals apply`. `armature schedule SPEC` runs rounds on the block's schedule.
     Review lanes: a verified change to anything but a role's description, temperature,
-    max_tokens, a timeout_s or a retry limit (stages, gates, safety, schemas, tools,
-    depends_on, tiers) goes to <spec>.pending.yaml, never over SPEC; `--apply-pending`
-    promotes it. With self_improvement.auto_apply: true the best verified auto-lane change is
-    written to SPEC at the end of the round.
+    max_tokens, a timeout_s, a retry limit or a tier of the same provider and endpoint
+    (stages, gates, safety, schemas, tools, depends_on, a tier elsewhere) goes to
+    <spec>.pending.yaml, never over SPEC; `--apply-pending` promotes it. With
+    self_improvement.auto_apply: true the best verified auto-lane change is written to SPEC
+    at the end of the round.
     Exits 0 when the round finished (whatever it found), 1 when it failed, 2 on a spec
     without a self_improvement block.
 

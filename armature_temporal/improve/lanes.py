@@ -3,9 +3,13 @@
 A change is classified by what it does, not by who proposed it: both spec texts are parsed and
 compared field by field (stages matched by id). Only changes on a short list of known-safe,
 reversible fields are in the ``auto`` lane — a role's description (its prompt), temperature or
-max_tokens, a stage's ``timeout_s``, its retry limit ``on_fail.loop.max``. Everything else —
-stages added or removed, gates, safety rules or mode, output schemas, tools, depends_on, tiers,
-any field not on that list — is ``review``: it never applies itself, however well it verified.
+max_tokens, a stage's ``timeout_s``, its retry limit ``on_fail.loop.max``, and its
+``model_tier`` when the old and the new tier send the call to the same place (same
+``provider``, ``api_base`` and ``api_key_env``: a bigger or smaller model of the same service,
+so no data or credential goes anywhere new; what it costs is in the HQS the change verified
+on). Everything else — stages added or removed, gates, safety rules or mode, output schemas,
+tools, depends_on, a tier on another provider or endpoint, the tiers themselves, any field not
+on that list — is ``review``: it never applies itself, however well it verified.
 """
 
 from __future__ import annotations
@@ -30,6 +34,18 @@ AUTO_FIELDS = frozenset(
         "on_fail.loop.max",
     }
 )
+
+#: What a tier's destination is: where its calls go and with which credential.
+_DESTINATION = ("provider", "api_base", "api_key_env")
+
+
+def _same_destination(tiers: dict[str, Any], old: Any, new: Any) -> bool:
+    """Whether tiers ``old`` and ``new`` (both declared in ``tiers``) call the same service."""
+    a, b = tiers.get(str(old)), tiers.get(str(new))
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return False
+    return all(a.get(key) == b.get(key) for key in _DESTINATION)
+
 
 #: How a review reason names the kind of change, by the first part of the changed field.
 _KINDS = {
@@ -70,6 +86,8 @@ def classify_specs(base: dict[str, Any], candidate: dict[str, Any]) -> tuple[Lan
     review += [f"stage {sid!r} added" for sid in new_stages if sid not in old_stages]
     if [s for s in old_stages if s in new_stages] != [s for s in new_stages if s in old_stages]:
         review.append("stages reordered")
+    same_tiers = base.get("model_tiers") == candidate.get("model_tiers")
+    tiers = base.get("model_tiers") or {}
     for sid in old_stages.keys() & new_stages.keys():
         old_flat: dict[str, Any] = {}
         new_flat: dict[str, Any] = {}
@@ -78,8 +96,16 @@ def classify_specs(base: dict[str, Any], candidate: dict[str, Any]) -> tuple[Lan
         for path in sorted(old_flat.keys() | new_flat.keys()):
             if old_flat.get(path) == new_flat.get(path):
                 continue
-            if path in AUTO_FIELDS and path in old_flat and path in new_flat:
+            both = path in old_flat and path in new_flat
+            if path in AUTO_FIELDS and both:
                 auto.append(f"{sid}.{path} changed")
+            elif (
+                path == "role.model_tier"
+                and both
+                and same_tiers
+                and _same_destination(tiers, old_flat[path], new_flat[path])
+            ):
+                auto.append(f"{sid}.{path} changed (same provider and endpoint)")
             else:
                 review.append(f"{sid}: {_kind(path)} changed ({path})")
     rest_old = {k: v for k, v in base.items() if k != "stages"}

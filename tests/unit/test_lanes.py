@@ -27,6 +27,8 @@ name: lanes
 model_tiers:
   small: {provider: simulate}
   big: {provider: simulate}
+  remote: {provider: openai, model: gpt-4o-mini, api_key_env: OPENAI_API_KEY}
+  elsewhere: {provider: simulate, api_base: "https://other.example/v1"}
 safety_mode: strict
 safety_rules:
   - tool: shell
@@ -91,9 +93,22 @@ CHANGES = {
     "required field dropped": ("required: [note, tone]", "required: [note]", "review"),
     "gate message": ('message: "Send it?"', 'message: "Ship it?"', "review"),
     "depends_on": ("depends_on: [approve]", "depends_on: [draft, approve]", "review"),
-    "model tier": (
+    # a tier of the same provider and endpoint: a bigger model of the same service
+    "model tier, same provider": (
         "model_tier: small\n      temperature",
         "model_tier: big\n      temperature",
+        "auto",
+    ),
+    # a tier on another provider: the stage's data and a credential go somewhere new
+    "model tier, another provider": (
+        "model_tier: small\n      temperature",
+        "model_tier: remote\n      temperature",
+        "review",
+    ),
+    # the same provider at another endpoint
+    "model tier, another endpoint": (
+        "model_tier: small\n      temperature",
+        "model_tier: elsewhere\n      temperature",
         "review",
     ),
     "auto_apply switched on": ("auto_apply: false", "auto_apply: true", "review"),
@@ -168,8 +183,9 @@ def _temperature(text: str, pid: str = "lanes-pauto") -> Proposal:
 
 
 def _tier(text: str, pid: str = "lanes-preview") -> Proposal:
-    """A tier change (review lane) that the rule-based edits can re-derive."""
-    change = SpecChange(stage="draft", field="model_tier", old="small", new="big", why="valid")
+    """A tier change to another provider (review lane) that the rule-based edits can
+    re-derive."""
+    change = SpecChange(stage="draft", field="model_tier", old="small", new="remote", why="x")
     return _proposal(text, apply_changes(text, [change]), changes=[change], pid=pid)
 
 
@@ -305,3 +321,23 @@ def test_settle_writes_nothing_when_the_spec_changed_during_the_round(tmp_path: 
         store.close()
     assert done.applied is None and spec.read_text() == text + "# edited\n"
     assert any("not the text this round started from" in n for n in done.notes)
+
+
+def test_a_tier_switch_with_the_tiers_redefined_in_the_same_change_is_review() -> None:
+    """Switching to tier ``b`` is auto only while ``b`` is what it was: a change that also
+    points ``b`` at another provider is review (the tiers section changed)."""
+    from armature_temporal.improve.lanes import classify_specs
+
+    stage = {"id": "s", "role": {"name": "W", "model_tier": "a"}}
+    base = {
+        "model_tiers": {"a": {"provider": "simulate"}, "b": {"provider": "simulate"}},
+        "stages": [stage],
+    }
+    moved = {"id": "s", "role": {"name": "W", "model_tier": "b"}}
+    assert classify_specs(base, {**base, "stages": [moved]})[0] == "auto"
+    redefined = {
+        "model_tiers": {"a": {"provider": "simulate"}, "b": {"provider": "openai", "model": "m"}},
+        "stages": [moved],
+    }
+    lane, reasons = classify_specs(base, redefined)
+    assert lane == "review" and "model_tiers changed" in reasons

@@ -2,7 +2,7 @@
 each on an often-invalid tier, so a round verifies a tier change for each; the second wave
 runs both changes together on the same inputs, the combination verifies against the baseline
 and is no worse than the best single, and it is settled (to ``<spec>.pending.yaml``: a tier
-change is review lane) instead of either single."""
+change to another endpoint is review lane) instead of either single."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ SPEC = """\
 name: two-drafts
 model_tiers:
   small: {provider: simulate, valid_rate: 0.1, quality: 0.5}
-  frontier: {provider: simulate, valid_rate: 1.0, quality: 0.95}
+  frontier:
+    {provider: simulate, api_base: "https://frontier.example/v1", valid_rate: 1.0, quality: 0.95}
 inputs:
   type: object
   properties: {topic: {type: string, default: tides}}

@@ -16,9 +16,14 @@ from tests.fakes import run_armature
 from tests.workflows.test_improve import SPEC, _history, _improve
 from worker import build_worker
 
+# The better tier is served from another endpoint, so switching to it sends the stage's data
+# somewhere new: review lane, however well it verifies.
 LANES_SPEC = SPEC.replace(
     "editable_surfaces: [draft.model_tier, draft.description]",
     "editable_surfaces: [draft.model_tier]\n  auto_apply: true",
+).replace(
+    "frontier: {provider: simulate,",
+    'frontier: {provider: simulate, api_base: "https://frontier.example/v1",',
 )
 
 

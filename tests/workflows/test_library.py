@@ -171,6 +171,4 @@ async def test_handle_events_follow_a_gated_run_to_its_end_and_resume_after_a_se
     assert "gate_waiting" in types and "gate_decided" in types
     decided = next(e for e in seen if e.type == "gate_decided")
     assert (decided.stage, decided.data["decision"]) == ("ok", "approve")
-    assert [(e.seq, e.type, e.stage) for e in rest] == [
-        (e.seq, e.type, e.stage) for e in seen[2:]
-    ]
+    assert [(e.seq, e.type, e.stage) for e in rest] == [(e.seq, e.type, e.stage) for e in seen[2:]]

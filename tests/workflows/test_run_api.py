@@ -293,9 +293,7 @@ async def test_acceptance_async_run_followed_on_events_across_a_reconnect_and_a_
         started = await http.post("/run/async", json=body, headers=bearer(runner))
         assert started.status_code == 202, started.text
         run_id = started.json()["run_id"]
-        first = await sse_events(
-            http, run_id, runner, stop=lambda e: e["type"] == "gate_waiting"
-        )
+        first = await sse_events(http, run_id, runner, stop=lambda e: e["type"] == "gate_waiting")
         assert first[-1]["stage"] == "approve_reply"
         base = str(http.base_url)
         async with ServiceClient(base, runner) as as_runner:
