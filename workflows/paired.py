@@ -36,7 +36,6 @@ async def paired_run(
     the Web UI shows for it; ``lessons`` pins the lessons every LLM stage carries."""
     parent = workflow.info().workflow_id
     run_id = f"{parent}/{label}/{index}"
-    extra = {} if lessons is None else {"lessons": list(lessons)}
     try:
         await workflow.execute_child_workflow(
             RUN_SPEC,
@@ -46,7 +45,7 @@ async def paired_run(
                 parent_run_id=parent,
                 verification=True,
                 replicate=index,
-                **extra,
+                lessons=None if lessons is None else list(lessons),
             ),
             id=run_id,
             result_type=RunResult,
