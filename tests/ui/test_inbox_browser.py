@@ -1,7 +1,8 @@
 """The approval inbox in a real headless browser: Debian's chromium driven by selenium through
-the distribution's chromedriver, against ``/ui`` of the app ``armature serve`` runs (create_service_app, the token store's
-TokenAuthorizer) served by uvicorn on a free port over a real Temporal dev server. A person
-logs in with a token, sees the gate and the output it asks about,
+the distribution's chromedriver, against ``/ui`` of the app ``armature serve`` runs
+(create_service_app, the token store's TokenAuthorizer) served by uvicorn on a free port over
+a real Temporal dev server. A person logs in with a token, sees the gate and the output it
+asks about,
 types a comment, clicks Approve; the run completes with the decision recorded by the token's
 name. And a screenshot of the inbox that is not blank."""
 
