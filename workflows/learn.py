@@ -20,7 +20,6 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from armature_temporal.experience.learning import (
@@ -29,15 +28,15 @@ with workflow.unsafe.imports_passed_through():
         LearnRecordInput,
         LearnResult,
     )
-    from armature_temporal.runtime.models import RunInput, RunResult
     from armature_temporal.spec.compiler import Plan
+
+from workflows.paired import paired_run
 
 __all__ = ["LEARN_WORKFLOW", "REVERIFY_PATCH", "LearnWorkflow"]
 
 LEARN_WORKFLOW = "Learn"
 #: workflow.patched id: rounds replay promoted heuristics due for re-verification.
 REVERIFY_PATCH = "learn-reverify"
-RUN_SPEC = "RunSpec"
 STORE_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=2))
 
 
@@ -57,25 +56,15 @@ class LearnWorkflow:
     async def _replay(
         self, label: str, plan: Plan, index: int, inputs: dict[str, object], lessons: list[str]
     ) -> str:
-        """One replay run; its id. A failed run still scores (success is part of HQS)."""
-        run_id = f"{workflow.info().workflow_id}/{label}/{index}"
-        try:
-            await workflow.execute_child_workflow(
-                RUN_SPEC,
-                RunInput(
-                    plan=plan,
-                    inputs=dict(inputs),
-                    parent_run_id=workflow.info().workflow_id,
-                    verification=True,
-                    replicate=index,
-                    lessons=list(lessons),
-                ),
-                id=run_id,
-                result_type=RunResult,
-                static_summary=f"memory CI replay {index + 1} ({label}): {plan.name}",
-            )
-        except ChildWorkflowError as exc:
-            workflow.logger.info("replay run %s ended badly: %s", run_id, exc)
+        """One replay run; its id."""
+        run_id = await paired_run(
+            label,
+            plan,
+            index,
+            inputs,
+            summary=f"memory CI replay {index + 1} ({label}): {plan.name}",
+            lessons=lessons,
+        )
         self.runs_done += 1
         return run_id
 

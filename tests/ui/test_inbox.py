@@ -25,7 +25,7 @@ from worker import build_worker
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
-BASE = "http://testserver"
+BASE = "http://127.0.0.1:8787"  # an open server answers only this machine
 
 
 async def browser_for(app: Any) -> httpx.AsyncClient:
@@ -262,3 +262,31 @@ async def test_an_unknown_token_is_refused_and_a_revoked_one_ends_its_session(
         page = await http.get("/ui/login")
         out = await http.post("/ui/logout", data={"csrf": csrf_of(page.text)})
         assert out.status_code == 303 and out.headers["location"] == "/ui/login"
+
+
+async def test_an_open_server_refuses_a_page_from_elsewhere_dns_rebinding_included() -> None:
+    """No token exists, so the inbox needs no login — but only for this machine: a page on
+    evil.example whose name was rebound to 127.0.0.1 (Host: evil.example) gets no session and
+    no page, and a form posted from another site's page is refused; nothing is done."""
+    auth = FakeAuthorizer()
+    assert auth.open
+    app = fake_inbox_app(None, "tq", auth)  # type: ignore[arg-type]
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://evil.example:8787"
+    ) as rebound:
+        page = await rebound.get("/ui")
+        assert page.status_code == 403 and "not from this machine" in page.text
+        assert "set-cookie" not in page.headers  # no session for the rebound name
+        posted = await rebound.post(
+            "/ui/runs/r-1/gates/ok", data={"decision": "approve", "csrf": "x"}
+        )
+        assert posted.status_code == 403
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8787"
+    ) as local:
+        posted = await local.post(
+            "/ui/runs/r-1/gates/ok",
+            data={"decision": "approve", "csrf": "x"},
+            headers={"Origin": "https://evil.example"},
+        )
+        assert posted.status_code == 403 and "nothing was done" in posted.text

@@ -1,6 +1,8 @@
 """The approval inbox in a real headless browser: Debian's chromium driven by selenium through
-the distribution's chromedriver, against ``/ui`` served by uvicorn on a free port over a real
-Temporal dev server. A person logs in with a token, sees the gate and the output it asks about,
+the distribution's chromedriver, against ``/ui`` of the app ``armature serve`` runs
+(create_service_app, the token store's TokenAuthorizer) served by uvicorn on a free port over
+a real Temporal dev server. A person logs in with a token, sees the gate and the output it
+asks about,
 types a comment, clicks Approve; the run completes with the decision recorded by the token's
 name. And a screenshot of the inbox that is not blank."""
 
@@ -18,9 +20,13 @@ import pytest
 from temporalio.client import Client
 
 from armature_temporal.runtime.models import RunResult
+from armature_temporal.service.api.app import create_service_app
+from armature_temporal.service.api.auth import TokenAuthorizer
+from armature_temporal.service.api.deps import ServiceState
 from armature_temporal.spec.compiler import load_plan
+from armature_temporal.store import TraceStore
 from tests.fakes import SPECS, free_port, start, wait_for_gate
-from tests.ui.inbox_harness import FakeAuthorizer, fake_inbox_app, png_pixels
+from tests.ui.inbox_harness import png_pixels
 from worker import build_worker
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -117,13 +123,26 @@ async def test_a_person_approves_a_gate_in_the_browser_and_the_run_records_who(
 ) -> None:
     monkeypatch.setenv("SE_OFFLINE", "true")  # selenium-manager must not look anything up
     plan = load_plan(SPECS / "customer-triage.yaml")
-    auth = FakeAuthorizer()
-    token = auth.add("dana", "read", "approve")
+    # The app `armature serve` runs, with the real token store behind it.
+    store = TraceStore(f"sqlite:///{tmp_path / 'tokens.db'}")
+    token = store.create_token("dana", ["read", "approve"])
+
+    async def connected() -> Client:
+        return client
+
+    app = create_service_app(
+        ServiceState(
+            plans={plan.name: plan},
+            client=connected,
+            task_queue=task_queue,
+            auth=TokenAuthorizer(store, loopback=True),
+        )
+    )
     shot = tmp_path / "inbox.png"
     async with build_worker(client, task_queue):
         handle = await start(client, plan, task_queue)
         status = await wait_for_gate(handle, "approve_reply")
-        async with serving(fake_inbox_app(client, task_queue, auth, plan)) as base:
+        async with serving(app) as base:
             seen = await asyncio.to_thread(
                 approve_in_browser,
                 base,
@@ -134,6 +153,7 @@ async def test_a_person_approves_a_gate_in_the_browser_and_the_run_records_who(
                 tmp_path / "profile",
             )
         result: RunResult = await asyncio.wait_for(handle.result(), timeout=60)
+    store.close()
 
     assert seen["who"] == "dana"
     assert "approve_reply" in seen["card"] and "output of draft_reply" in seen["card"]

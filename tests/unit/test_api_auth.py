@@ -199,3 +199,46 @@ def test_a_webhook_may_not_claim_a_run_api_path() -> None:
         api_path_clash(hooked("/run/x"))
     api_path_clash(hooked("/runner"))  # a prefix of the name only: fine
     api_path_clash(hooked("/hooks/run"))
+
+
+def request_with(**headers: str) -> Any:
+    from starlette.requests import Request
+
+    raw = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+    return Request({"type": "http", "method": "POST", "path": "/run/async", "headers": raw})
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Host": "127.0.0.1:8787"},
+        {"Host": "localhost:8787", "Origin": "http://localhost:8787"},
+        {"Host": "[::1]:8787", "Origin": "http://[::1]:8787"},
+        {"Host": "127.0.0.1:8787", "Origin": "http://127.0.0.1:3000"},  # a local page
+        {},  # a program that sends neither (an ASGI test client)
+    ],
+)
+def test_an_open_server_answers_this_machine(store: TraceStore, headers: dict[str, str]) -> None:
+    assert TokenAuthorizer(store, loopback=True).authenticate(request_with(**headers)) == LOOPBACK
+
+
+@pytest.mark.parametrize(
+    ("headers", "said"),
+    [
+        # DNS rebinding: evil.example now resolves to 127.0.0.1; the browser says its name.
+        ({"Host": "evil.example:8787"}, "Host header is 'evil.example:8787'"),
+        # A page on another site posting to the loopback port (a simple CORS request).
+        ({"Host": "127.0.0.1:8787", "Origin": "https://evil.example"}, "https://evil.example"),
+        ({"Host": "127.0.0.1:8787", "Origin": "null"}, "'null'"),  # a sandboxed frame, file://
+        ({"Host": "127.0.0.1.evil.example"}, "127.0.0.1.evil.example"),
+    ],
+)
+def test_an_open_server_refuses_a_page_from_elsewhere(
+    store: TraceStore, headers: dict[str, str], said: str
+) -> None:
+    from armature_temporal.service.api.errors import ApiError
+
+    with pytest.raises(ApiError) as refused:
+        TokenAuthorizer(store, loopback=True).authenticate(request_with(**headers))
+    assert (refused.value.status, refused.value.code) == (403, "cross_site")
+    assert said in refused.value.message and "armature tokens create" in refused.value.fix

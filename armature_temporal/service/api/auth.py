@@ -7,6 +7,12 @@ closes a running server within about a second, without a restart; revoking the l
 it again. Once closed, a request without a valid token is 401 and one whose token lacks the
 scope is 403 (``deps.require``).
 
+An open server still refuses what a web page could send it from elsewhere: a request whose
+``Host`` is not a loopback name (DNS rebinding: a page on ``evil.example`` whose name now
+resolves to 127.0.0.1 sends ``Host: evil.example``) or whose ``Origin`` is not a loopback
+origin (a page on another site posting to ``http://127.0.0.1:8787``) is 403 ``cross_site``:
+without a token, only programs and pages on this machine are answered.
+
 Token look-ups are cached for :data:`TOKEN_CACHE_S` seconds per token, so a revoked token is
 refused within that time; the store reads are single indexed rows.
 """
@@ -30,6 +36,7 @@ __all__ = [
     "TOKEN_CACHE_S",
     "TokenAuthorizer",
     "bearer_token",
+    "cross_site",
     "is_loopback_host",
 ]
 
@@ -53,6 +60,32 @@ def is_loopback_host(host: str) -> bool:
         return host == "localhost" or ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _loopback_name(hostport: str) -> bool:
+    """Whether a ``Host`` value (``name[:port]``, ``[v6]:port``) names this machine."""
+    host = hostport.strip().lower()
+    if host.startswith("["):
+        host = host[1 : host.find("]")] if "]" in host else host[1:]
+    elif host.count(":") == 1:
+        host = host.partition(":")[0]
+    return host == "localhost" or host.endswith(".localhost") or is_loopback_host(host)
+
+
+def cross_site(request: Request) -> str | None:
+    """Why a token-less request may come from a page elsewhere (its Host or Origin is not
+    this machine), or None when both are loopback (or absent, as from a non-browser)."""
+    host = request.headers.get("host")
+    if host is not None and not _loopback_name(host):
+        return f"its Host header is {host!r}, not this machine's loopback name"
+    origin = request.headers.get("origin")
+    if origin is not None:
+        from urllib.parse import urlsplit
+
+        where = urlsplit(origin).netloc
+        if origin == "null" or not where or not _loopback_name(where):
+            return f"it comes from a page at {origin!r}, not from this machine"
+    return None
 
 
 def bearer_token(request: Request) -> str | None:
@@ -106,7 +139,16 @@ class TokenAuthorizer:
         token = bearer_token(request)
         if token is None:
             if self.open:
-                return LOOPBACK
+                why = cross_site(request)
+                if why is None:
+                    return LOOPBACK
+                raise ApiError(
+                    403,
+                    "cross_site",
+                    f"{request.method} {request.url.path} came without a token and {why}; an "
+                    "open loopback server answers only programs and pages on this machine",
+                    f"open it as http://127.0.0.1:<port>, or {_HOW}",
+                )
             raise ApiError(
                 401,
                 "unauthorized",

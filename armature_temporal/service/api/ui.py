@@ -268,9 +268,33 @@ async def _form(request: Request) -> dict[str, str]:
     return {k: v[0] for k, v in parse_qs(body, keep_blank_values=True).items()}
 
 
+def _elsewhere(request: Request) -> HTMLResponse | None:
+    """On an open server (no login), the 403 page for a request a page elsewhere could have
+    sent (its Host or Origin is not this machine: DNS rebinding, another site); else None."""
+    if not service_state(request).auth.open:
+        return None
+    from armature_temporal.service.api.auth import cross_site
+
+    why = cross_site(request)
+    if why is None:
+        return None
+    return _problem(
+        request,
+        403,
+        "Refused: not from this machine",
+        f"this server has no tokens, so it answers only this machine, and this request: {why}; "
+        "nothing was done",
+        "open the inbox at http://127.0.0.1:<port>/ui, or create a token (`armature tokens "
+        "create NAME --scope read --scope approve`) and log in with it",
+    )
+
+
 async def _posted(request: Request) -> tuple[dict[str, str], UiSession] | HTMLResponse:
     """The form and session of a POST that carries its CSRF token from this site; else a 403
     page (nothing done)."""
+    refused = _elsewhere(request)
+    if refused is not None:
+        return refused
     form = await _form(request)
     sessions = ui_sessions(service_state(request))
     session = sessions.of(request)
@@ -305,6 +329,9 @@ async def inbox_page(request: Request) -> Response:
     if principal is None:
         if not state.auth.open:
             return RedirectResponse("/ui/login", status_code=303)
+        refused = _elsewhere(request)
+        if refused is not None:
+            return refused
         session = fresh = sessions.new("open")
         principal = sessions.principal(session, state.auth)
     assert session is not None and principal is not None
