@@ -21,7 +21,9 @@ connection pool).
   clients (spread evenly over the runs) each follow ``GET /run/{id}/events`` from the start to
   ``run_complete``. Every stream must see exactly the run's events: seq 1..N without a gap or a
   repeat, the same as a fresh read of the finished run. Reported: streams held, events
-  delivered, lost and repeated, and the delay from an event's ``at`` to its arrival (p50, p95).
+  delivered, lost and repeated, and the delay from an event's ``at`` to its arrival (p50, p95)
+  for the events that happened while the stream was open (those from before it opened are the
+  backlog a new stream is sent first, counted apart).
 * **Streams baseline** — the same number of streams of a minimal SSE endpoint on the baseline
   app that emits an event every ``--stage-seconds`` / 2 for as long.
 
@@ -206,10 +208,16 @@ async def closed_loop(
 
 
 async def sse(
-    client: httpx.AsyncClient, url: str, headers: dict[str, str]
+    client: httpx.AsyncClient,
+    url: str,
+    headers: dict[str, str],
+    opened: list[float] | None = None,
 ) -> AsyncIterator[tuple[int, str, dict[str, Any]]]:
+    """The stream's events; ``opened`` gets the time its response headers arrived."""
     async with client.stream("GET", url, headers=headers, timeout=None) as answer:
         answer.raise_for_status()
+        if opened is not None:
+            opened.append(time.time())
         event, seq, data = "message", 0, ""
         async for line in answer.aiter_lines():
             if line == "":
@@ -224,18 +232,24 @@ async def sse(
                 data += line[5:].strip()
 
 
-def lag_s(at: str) -> float:
-    return time.time() - datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp()
+def lag_s(at: str, opened: list[float]) -> float | None:
+    """How long after it happened an event arrived; None for an event from before the stream
+    was open (the backlog a new stream is sent first: not a delivery delay)."""
+    happened = datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp()
+    if opened and happened < opened[0]:
+        return None
+    return time.time() - happened
 
 
 async def follow(
     client: httpx.AsyncClient, base: str, run_id: str, headers: dict[str, str]
 ) -> dict[str, Any]:
     seqs: list[int] = []
-    lags: list[float] = []
-    async for seq, event, data in sse(client, f"{base}/run/{run_id}/events", headers):
+    lags: list[float | None] = []
+    opened: list[float] = []
+    async for seq, event, data in sse(client, f"{base}/run/{run_id}/events", headers, opened):
         seqs.append(seq)
-        lags.append(lag_s(data["at"]))
+        lags.append(lag_s(data["at"], opened))
         if event in ("run_complete", "run_failed"):
             break
     return {"run_id": run_id, "seqs": seqs, "lags": lags}
@@ -253,7 +267,7 @@ async def drained(client: httpx.AsyncClient, api: str, run_ids: list[str]) -> No
 
 
 def stream_figures(results: list[dict[str, Any]], truth: dict[str, list[int]]) -> dict[str, Any]:
-    lost = repeated = delivered = complete = 0
+    lost = repeated = delivered = complete = backlog = 0
     lags: list[float] = []
     for r in results:
         want = truth[r["run_id"]]
@@ -262,13 +276,15 @@ def stream_figures(results: list[dict[str, Any]], truth: dict[str, list[int]]) -
         repeated += len(got) - len(set(got))
         lost += len(set(want) - set(got))
         complete += got == want
-        lags.extend(r["lags"])
+        lags.extend(lag for lag in r["lags"] if lag is not None)
+        backlog += sum(lag is None for lag in r["lags"])
     return {
         "streams": len(results),
         "complete_streams": complete,
         "events_delivered": delivered,
         "lost": lost,
         "repeated": repeated,
+        "backlog_events": backlog,
         "lag_p50_ms": pct(lags, 0.5) * 1000,
         "lag_p95_ms": pct(lags, 0.95) * 1000,
     }
@@ -416,11 +432,11 @@ async def bench(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             )
 
             async def base_follow(k: int) -> dict[str, Any]:
-                seqs, lags = [], []
+                seqs, lags, opened = [], [], []
                 url = f"{base}/stream?events={events}&every={every}"
-                async for seq, _event, data in sse(client, url, {}):
+                async for seq, _event, data in sse(client, url, {}, opened):
                     seqs.append(seq)
-                    lags.append(lag_s(data["at"]))
+                    lags.append(lag_s(data["at"], opened))
                 return {"run_id": "base", "seqs": seqs, "lags": lags}
 
             base_results = await asyncio.gather(*(base_follow(k) for k in range(args.streams)))
@@ -463,7 +479,8 @@ def main(argv: list[str] | None = None) -> int:
         f = s[side]
         print(
             f"streams {side:9} {f['complete_streams']}/{f['streams']} complete, "
-            f"{f['events_delivered']} events, lost {f['lost']}, repeated {f['repeated']}, "
+            f"{f['events_delivered']} events ({f['backlog_events']} from before it opened), "
+            f"lost {f['lost']}, repeated {f['repeated']}, "
             f"lag p50 {f['lag_p50_ms']:.0f} ms p95 {f['lag_p95_ms']:.0f} ms"
         )
     ours = s["armature"]
