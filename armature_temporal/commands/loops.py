@@ -5,7 +5,7 @@ default, waits for it, showing its phases."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -82,7 +82,6 @@ def improve(
     proposals (verdicts and predicted fixes and regressions), the check of the last applied
     change's predictions, the drift score, and which proposals were applied when.
     """
-    import uuid
 
     if str(spec) == "history" and not spec.exists():
         return _history(target, as_json)
@@ -92,36 +91,18 @@ def improve(
         _apply_pending(spec, yes=yes)
         return
 
-    compiled = load_or_exit(spec)
-    if compiled.self_improvement is None:
-        raise fail(
-            f"error: {spec}: spec {compiled.name!r} has no self_improvement block, so the loop "
-            "may change nothing; add one, e.g.\n  self_improvement:\n    editable_surfaces: "
-            f"[{compiled.stages[0].id}.model_tier]",
-            2,
-        )
-    from armature_temporal.improve.models import ImproveInput, ImproveResult
-
-    result = run_round(
-        "Improve",
-        ImproveInput(
-            spec_text=spec.read_text(encoding="utf-8"),
-            spec_path=str(spec.resolve()),
-            verify_runs=verify_runs,
-        ),
-        ImproveResult,
-        f"improve-{compiled.name}-{uuid.uuid4().hex[:8]}",
-        f"improvement round for spec {compiled.name!r}",
+    _improve_round(
+        spec,
+        who="the loop",
+        example="model_tier",
+        tag="",
+        title="improvement round",
+        options={"verify_runs": verify_runs},
         wait=wait,
         address=address,
         queue=queue,
         as_json=as_json,
     )
-    if result is None:
-        return
-    from armature_temporal.improve.render import render_result
-
-    out.print(render_result(result))
 
 
 @app.command(rich_help_panel=LEARN)
@@ -159,40 +140,19 @@ def optimize(
 
     Example: `armature optimize specs/triage.yaml --proposals 2 --json`
     """
-    import uuid
 
-    compiled = load_or_exit(spec)
-    if compiled.self_improvement is None:
-        raise fail(
-            f"error: {spec}: spec {compiled.name!r} has no self_improvement block, so the "
-            "refiner may change nothing; add one, e.g.\n  self_improvement:\n    "
-            f"editable_surfaces: [{compiled.stages[0].id}.description]",
-            2,
-        )
-    from armature_temporal.improve.models import ImproveInput, ImproveResult
-
-    result = run_round(
-        "Improve",
-        ImproveInput(
-            spec_text=spec.read_text(encoding="utf-8"),
-            spec_path=str(spec.resolve()),
-            verify_runs=verify_runs,
-            refiner="only",
-            refiner_proposals=proposals,
-        ),
-        ImproveResult,
-        f"improve-{compiled.name}-opt-{uuid.uuid4().hex[:8]}",
-        f"optimize round (LLM-proposed changes) for spec {compiled.name!r}",
+    _improve_round(
+        spec,
+        who="the refiner",
+        example="description",
+        tag="opt-",
+        title="optimize round (LLM-proposed changes)",
+        options={"verify_runs": verify_runs, "refiner": "only", "refiner_proposals": proposals},
         wait=wait,
         address=address,
         queue=queue,
         as_json=as_json,
     )
-    if result is None:
-        return
-    from armature_temporal.improve.render import render_result
-
-    out.print(render_result(result))
 
 
 @app.command(rich_help_panel=LEARN)
@@ -339,3 +299,52 @@ def _apply_pending(spec: Path, *, yes: bool) -> None:
         f"{plan.spec_hash[:12]}: runs started from this file are a new version",
         markup=False,
     )
+
+
+def _improve_round(
+    spec: Path,
+    *,
+    who: str,
+    example: str,
+    tag: str,
+    title: str,
+    options: dict[str, Any],
+    wait: bool,
+    address: str | None,
+    queue: str | None,
+    as_json: bool,
+) -> None:
+    """One Improve workflow round on ``spec`` (``options`` go into its ImproveInput); exits 2
+    on a spec without a self_improvement block."""
+    import uuid
+
+    compiled = load_or_exit(spec)
+    if compiled.self_improvement is None:
+        raise fail(
+            f"error: {spec}: spec {compiled.name!r} has no self_improvement block, so {who} "
+            "may change nothing; add one, e.g.\n  self_improvement:\n    editable_surfaces: "
+            f"[{compiled.stages[0].id}.{example}]",
+            2,
+        )
+    from armature_temporal.improve.models import ImproveInput, ImproveResult
+
+    result = run_round(
+        "Improve",
+        ImproveInput(
+            spec_text=spec.read_text(encoding="utf-8"),
+            spec_path=str(spec.resolve()),
+            **options,
+        ),
+        ImproveResult,
+        f"improve-{compiled.name}-{tag}{uuid.uuid4().hex[:8]}",
+        f"{title} for spec {compiled.name!r}",
+        wait=wait,
+        address=address,
+        queue=queue,
+        as_json=as_json,
+    )
+    if result is None:
+        return
+    from armature_temporal.improve.render import render_result
+
+    out.print(render_result(result))
