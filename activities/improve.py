@@ -20,7 +20,7 @@ from armature_temporal.errors import SpecError
 from armature_temporal.improve.decide import Scored, decide_round
 from armature_temporal.improve.diagnose import diagnose
 from armature_temporal.improve.edit import EditError, apply_changes, unified_diff
-from armature_temporal.improve.lanes import classify
+from armature_temporal.improve.lanes import classify_at
 from armature_temporal.improve.models import (
     Candidate,
     Diagnosis,
@@ -350,12 +350,7 @@ def _record(inp: RecordInput) -> list[Proposal]:
         if candidate.predicted_fixes is not None:  # the refiner's own, falsifiable as well
             fixes = candidate.predicted_fixes
             risks = candidate.predicted_regressions or []
-        lane, reasons = classify(
-            inp.spec_text,
-            candidate.spec_text,
-            filename=inp.spec_path or "<spec>",
-            base_dir=Path(inp.spec_path).parent if inp.spec_path else None,
-        )
+        lane, reasons = classify_at(inp.spec_path, inp.spec_text, candidate.spec_text)
         digest = hashlib.sha256(f"{inp.improve_run_id}/{k}".encode()).hexdigest()[:10]
         proposals.append(
             Proposal(

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict
 from armature_temporal.errors import SpecError
 from armature_temporal.improve.decide import Judged, Scored
 from armature_temporal.improve.edit import EditError, apply_changes, unified_diff
-from armature_temporal.improve.lanes import classify
+from armature_temporal.improve.lanes import classify_at
 from armature_temporal.improve.models import Prepared, Proposal, SpecChange, VerificationTest
 from armature_temporal.improve.propose import MIN_GAIN, paired_verdict
 from armature_temporal.improve.stats import FAMILY_ALPHA, HolmResult, holm
@@ -264,12 +264,7 @@ def combined_proposal(inp: CombineRecordInput, judged: Judged) -> Proposal:
     plan = inp.prepared.plan
     assert plan is not None
     combo = inp.combination
-    lane, reasons = classify(
-        inp.spec_text,
-        combo.spec_text,
-        filename=inp.spec_path or "<spec>",
-        base_dir=Path(inp.spec_path).parent if inp.spec_path else None,
-    )
+    lane, reasons = classify_at(inp.spec_path, inp.spec_text, combo.spec_text)
     digest = hashlib.sha256(f"{inp.improve_run_id}/combined".encode()).hexdigest()[:10]
     fixes = sorted({f for p in inp.members for f in p.predicted_fixes})
     risks = sorted({r for p in inp.members for r in p.predicted_regressions} - set(fixes))

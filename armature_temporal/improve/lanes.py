@@ -20,7 +20,7 @@ from typing import Any, Literal
 from armature_temporal.errors import SpecError
 from armature_temporal.spec.loader import load_spec_text
 
-__all__ = ["AUTO_FIELDS", "Lane", "classify", "classify_specs"]
+__all__ = ["AUTO_FIELDS", "Lane", "classify", "classify_at", "classify_specs"]
 
 Lane = Literal["auto", "review"]
 
@@ -128,3 +128,16 @@ def classify(
     except SpecError as exc:
         return "review", [f"a spec text does not load, so the change cannot be read: {exc}"]
     return classify_specs(base.model_dump(mode="json"), candidate.model_dump(mode="json"))
+
+
+def classify_at(
+    spec_path: str | None, base_text: str, candidate_text: str
+) -> tuple[Lane, list[str]]:
+    """:func:`classify` for texts of the spec file at ``spec_path`` (None: a spec given as
+    text alone), resolving its resource files beside it."""
+    return classify(
+        base_text,
+        candidate_text,
+        filename=spec_path or "<spec>",
+        base_dir=Path(spec_path).parent if spec_path else None,
+    )
