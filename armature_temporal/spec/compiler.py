@@ -1,43 +1,45 @@
 """Compile a validated spec into a :class:`Plan`: the frozen, JSON-serialisable program that the
 Temporal interpreter runs. Everything it needs is resolved here — tiers and role defaults, retry
 and escalation policy, the judge contract, topological order, subagent plans inlined — so the
-workflow never reads files. The same spec always compiles to byte-identical JSON.
+workflow never reads files. The same spec always compiles to byte-identical JSON. The Plan's
+models live in :mod:`armature_temporal.spec.plan` and are importable from here.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import shlex
 from pathlib import Path
 from typing import Any, Literal
 
 from jinja2 import TemplateSyntaxError
-from pydantic import BaseModel, ConfigDict, Field
 
-from armature_temporal.spec.caching import StageCache
 from armature_temporal.spec.checks import tier_names
 from armature_temporal.spec.confidence import stage_min_confidence
-from armature_temporal.spec.experience import ExperienceConfig, compile_experience
+from armature_temporal.spec.experience import compile_experience
 from armature_temporal.spec.loader import LoadedSpec, load_spec
 from armature_temporal.spec.models import (
     STANDARD_TIERS,
     SURFACE_GROUPS,
     Adapter,
     Arm,
-    Continuation,
-    FinetuneConfig,
-    MemoryConfig,
     ModelTier,
-    OutputContract,
-    SafetyRule,
     SelfImprovement,
     Spec,
     Stage,
-    ToolCall,
-    Trigger,
 )
-from armature_temporal.spec.simulation import StageSimulation
+from armature_temporal.spec.plan import (
+    PLAN_FORMAT,
+    Plan,
+    PlanAdapter,
+    PlanArm,
+    PlanGate,
+    PlanLoop,
+    PlanRole,
+    PlanStage,
+    ResolvedTier,
+    canonical_json,
+)
 from armature_temporal.spec.templating import referenced_names, split_template_command
 
 __all__ = [
@@ -55,9 +57,6 @@ __all__ = [
     "compile_spec",
     "load_plan",
 ]
-
-#: Bumped when the Plan's shape changes incompatibly.
-PLAN_FORMAT = 1
 
 ROLE_TYPE_TIERS: dict[str, str] = {
     "worker": "small",
@@ -83,184 +82,6 @@ DEFAULT_SIMULATE_TIERS: dict[str, dict[str, float]] = {
     "large": {"valid_rate": 0.99, "quality": 0.85},
     "frontier": {"valid_rate": 1.0, "quality": 0.92},
 }
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ResolvedTier(_Frozen):
-    """A tier with every default filled in."""
-
-    name: str
-    provider: str
-    model: str | None = None
-    api_base: str | None = None
-    api_key_env: str | None = None
-    temperature: float | None = None
-    max_tokens: int | None = None
-    params: dict[str, Any] = Field(default_factory=dict)
-    valid_rate: float = 1.0
-    quality: float = 0.8
-    latency_ms: float = 0.0
-    adapter: str | None = None
-    hedge_rate: float = 0.0
-    logprobs: bool | None = None
-
-
-class PlanRole(_Frozen):
-    name: str
-    type: Literal["worker", "orchestrator", "judge", "researcher"]
-    prompt: str
-    #: Plain text (not a template) added to the system message: context layers, skills and
-    #: the signature's output keys.
-    guidance: str = ""
-    model_tier: str
-    temperature: float | None = None
-    max_tokens: int | None = None
-    tools: list[str] = Field(default_factory=list)
-    max_turns: int = 10
-
-
-class PlanGate(_Frozen):
-    message: str | None = None
-    timeout_s: float | None = None
-    on_timeout: Literal["approve", "reject", "fail"] = "fail"
-    on_reject: Literal["stop", "continue"] = "stop"
-
-
-class PlanLoop(_Frozen):
-    max_iterations: int
-    until: str | None = None
-    #: None carries the whole output.
-    carry_forward: list[str] | None = None
-    iteration_var: str = "_iteration"
-    backoff_s: float = 0.0
-    backoff_max_s: float = 60.0
-
-
-class PlanAdapter(_Frozen):
-    """A script or Python function, run by the ``run_adapter`` activity."""
-
-    name: str
-    type: Literal["script", "python"]
-    #: script: argv templates (or one command string when ``shell``).
-    argv: list[str] = Field(default_factory=list)
-    shell: bool = False
-    fn: str | None = None
-    args: dict[str, Any] = Field(default_factory=dict)
-    timeout_s: float = 60.0
-    parse: Literal["json"] | None = None
-
-
-class PlanArm(_Frozen):
-    arm_id: str
-    model_tier: str
-    params: dict[str, Any] = Field(default_factory=dict)
-    prompt: str
-
-
-class PlanStage(_Frozen):
-    """One stage, ready to execute. ``kind`` says which activity family runs it."""
-
-    id: str
-    kind: Literal["llm", "tool", "adapter", "fan_out", "gate"]
-    depends_on: list[str] = Field(default_factory=list)
-    #: The part of depends_on that templates implied (shown by ``armature plan``).
-    implicit_depends_on: list[str] = Field(default_factory=list)
-    role: PlanRole | None = None
-    output_mode: Literal["text", "json", "guided_json"] = "text"
-    output_schema: dict[str, Any] | None = None
-    max_attempts: int = 1
-    backoff_s: float = 0.0
-    backoff_max_s: float | None = None
-    escalate: bool = False
-    escalation_ladder: list[str] = Field(default_factory=list)
-    loop: PlanLoop | None = None
-    gate: PlanGate | None = None
-    tool: ToolCall | None = None
-    fan_out: int | None = None
-    fan_in: Literal["list", "merge", "first", "consensus"] | None = None
-    partition_key: str | None = None
-    post_run: bool = False
-    condition: str | None = None
-    skip_if: str | None = None
-    timeout_s: float | None = None
-    arms: list[PlanArm] = Field(default_factory=list)
-    reward: Literal["auto", "external"] = "auto"
-    retry_until: str | None = None
-    adapter: PlanAdapter | None = None
-    partition_source: str | None = None
-    inject_file_as: str | None = None
-    isolated: bool = False
-    fail_as_value: bool = False
-    block_below: float | None = None
-    min_confidence: float | None = None  # the stage's own, else confidence.min of its role type
-    output_max_chars: int | None = None
-    #: The context keys the stage sees (signature.input); None: all of its context.
-    context_keys: list[str] | None = None
-    #: Context keys it never sees (context_policy.never and layers' never).
-    context_never: list[str] = Field(default_factory=list)
-    evaluate: list[str] = Field(default_factory=list)
-    simulate: StageSimulation | None = None  # the simulate provider's pitfalls
-    cache: StageCache | None = None
-
-
-class Plan(_Frozen):
-    """The compiled workflow. ``stages`` is in topological order (ties keep spec order);
-    post_run stages come last. ``children`` holds inlined subagent plans by stage id."""
-
-    format: int = PLAN_FORMAT
-    name: str
-    version: str
-    description: str = ""
-    mission: str = ""
-    spec_hash: str
-    policy_version: str
-    inputs_schema: dict[str, Any]
-    tiers: dict[str, ResolvedTier]
-    tier_ladder: list[str]
-    stages: list[PlanStage]
-    safety_mode: Literal["permissive", "strict"] = "permissive"
-    safety_rules: list[SafetyRule] = Field(default_factory=list)
-    http_allow_hosts: list[str] = Field(default_factory=list)
-    continuation: Continuation | None = None
-    triggers: list[Trigger] = Field(default_factory=list)
-    self_improvement: SelfImprovement | None = None
-    finetune: FinetuneConfig | None = None
-    children: dict[str, Plan] = Field(default_factory=dict)
-    max_llm_calls: int | None = None
-    max_iterations: int | None = None
-    #: Bound on the whole run (contracts.timeout_hours), seconds.
-    run_timeout_s: float | None = None
-    required_outputs: list[OutputContract] = Field(default_factory=list)
-    completion: str | None = None
-    memory: MemoryConfig | None = None
-    #: The namespace memory is kept under (memory.workflow_name or the spec's name).
-    memory_name: str | None = None
-    experience: ExperienceConfig | None = None
-    tool_modules: list[str] = Field(default_factory=list)
-    hqs_weights: dict[str, float] | None = None
-    #: Every field of the spec is durable on Temporal; 0.7.0's checkpoint: asked for it.
-    checkpoint: bool = False
-
-    def stage(self, stage_id: str) -> PlanStage:
-        """The stage with this id; KeyError names the known ids."""
-        for stage in self.stages:
-            if stage.id == stage_id:
-                return stage
-        raise KeyError(
-            f"no stage {stage_id!r} in plan {self.name!r}; stages: {[s.id for s in self.stages]}"
-        )
-
-    def to_json(self) -> str:
-        """Canonical JSON: the same spec always gives the same bytes."""
-        return canonical_json(self.model_dump(mode="json"))
-
-
-def canonical_json(value: Any) -> str:
-    """Sorted keys, no whitespace, UTF-8 text: the form hashes are taken over."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _sha256(value: Any) -> str:

@@ -1,7 +1,8 @@
 """The workflow spec language: pydantic models for every field a spec may hold.
 
 This module holds the stage and the spec; their parts live in ``spec.fields`` (base types),
-``spec.tiers``, ``spec.sections``, ``spec.simulation`` and ``spec.experience``, all importable
+``spec.roles`` (role, arm), ``spec.control`` (retries, loops, gates), ``spec.tiers``,
+``spec.sections``, ``spec.safety``, ``spec.simulation`` and ``spec.experience``, all importable
 from here. Models check shape and local rules; whole-document rules (references, cycles, tiers,
 templates, subagent files) live in ``spec.checks``, and ``spec.loader`` maps each problem to its
 YAML line. Field descriptions feed ``armature schema`` and the README's spec reference.
@@ -19,6 +20,7 @@ from armature_temporal.spec.confidence import (
     MIN_CONFIDENCE_DESCRIPTION,
     ConfidenceConfig,
 )
+from armature_temporal.spec.control import Gate, LoopConfig, OnFail, RetryLoop
 from armature_temporal.spec.experience import Experience
 from armature_temporal.spec.fields import (
     IDENTIFIER,
@@ -31,16 +33,16 @@ from armature_temporal.spec.fields import (
     Seconds,
     StrList,
     _gate_shorthand,
-    _listify,
     _Model,
     unwrap_expression,
 )
+from armature_temporal.spec.roles import Arm, Role
+from armature_temporal.spec.safety import Condition, SafetyRule
 from armature_temporal.spec.sections import (
     HQS_COMPONENTS,
     SURFACE_GROUPS,
     Adapter,
     AgentRef,
-    Condition,
     ContextLayer,
     ContextPolicy,
     Continuation,
@@ -51,7 +53,6 @@ from armature_temporal.spec.sections import (
     MemoryCapture,
     MemoryConfig,
     OutputContract,
-    SafetyRule,
     SelfImprovement,
     Signature,
     SkillDef,
@@ -101,148 +102,6 @@ __all__ = [
     "Trigger",
     "unwrap_expression",
 ]
-
-
-class Role(_Model):
-    """Who does a stage's work: the prompt, the tier and the tools."""
-
-    name: str | None = Field(
-        None, min_length=1, description="A short human name for the role (default: the stage id)."
-    )
-    type: RoleType = Field(
-        "worker",
-        description="worker (default tier small), orchestrator (frontier), judge (frontier; "
-        "returns a score in [0,1]) or researcher (large).",
-    )
-    description: str = Field(
-        ...,
-        min_length=1,
-        description="The prompt: a Jinja template over inputs, dependency outputs "
-        "({{ stage_id.field }}, {{ stage_id.content }}), prior_run and loop variables.",
-    )
-    model_tier: str | None = Field(
-        None, description="Tier to use; defaults from role_type_defaults or the role type."
-    )
-    temperature: float | None = Field(None, ge=0, le=2, description="Overrides the tier's.")
-    max_tokens: int | None = Field(None, gt=0, description="Overrides the tier's.")
-    tools: StrList = Field(
-        default_factory=list,
-        description="Tools the model may call in a loop (built-in names or module:function).",
-    )
-    skills: StrList = Field(
-        default_factory=list,
-        description="Ids from skill_library whose text is added to this role's prompt.",
-    )
-    max_turns: int = Field(
-        10,
-        ge=1,
-        le=200,
-        description="Bound on model turns in the tool-calling loop (at most 200: every turn "
-        "resends the transcript, and longer loops would outgrow a run's history).",
-    )
-
-
-class RetryLoop(_Model):
-    """Recovery loop: retry the stage with the error fed back."""
-
-    max: int = Field(
-        3,
-        ge=0,
-        le=100,
-        description="Retries after the first attempt (max: 2 means up to 3 attempts), as in "
-        "armature-agents 0.7.0.",
-    )
-    until: Expression | None = Field(
-        None,
-        description="Jinja expression over the output (its fields by name, or output); retry "
-        "until it is true. The last output is kept when retries run out.",
-    )
-    backoff_s: Seconds = Field(0.0, description="Wait before the first retry (doubles).")
-    backoff_max_s: Seconds | None = Field(None, description="Upper bound on the wait.")
-    stage: str | None = Field(
-        None,
-        description="0.7.0 field: the stage to retry. Only the failing stage itself can be "
-        "retried; naming another stage is reported by validate.",
-    )
-    context: Literal["retry"] = Field(
-        "retry",
-        description="0.7.0 field: the retry's context mode; 'retry' (the error and attempt "
-        "number are fed back as _last_error and _retry_attempt) is the only mode.",
-    )
-
-
-class OnFail(_Model):
-    """What to do when a stage's output is invalid or its call fails."""
-
-    loop: RetryLoop | None = Field(None, description="Retry with the error fed back.")
-    escalate: bool | None = Field(
-        None,
-        description="After the loop is spent, move one tier up the ladder and try again. "
-        "Default: on for guided_json stages (when a higher tier exists), off otherwise.",
-    )
-
-
-class LoopConfig(_Model):
-    """Deliberate iteration: run the stage repeatedly, refining its own output."""
-
-    max_iterations: int = Field(
-        10, ge=1, le=1000, description="Upper bound on iterations, the first included."
-    )
-    until: Expression | None = Field(
-        None,
-        description="Jinja expression evaluated after each iteration over the output "
-        "(e.g. 'output.score >= 0.9', or a field by name); true stops the loop.",
-    )
-    carry_forward: Annotated[list[str] | None, BeforeValidator(_listify)] = Field(
-        None,
-        description="Output fields passed to the next iteration (by name, and under "
-        "_iteration.carry_forward); omitted: the whole output.",
-    )
-    iteration_var: str = Field(
-        "_iteration",
-        pattern=IDENTIFIER.pattern,
-        description="Template variable holding num, is_first, is_last and carry_forward.",
-    )
-    backoff_s: Seconds = Field(0.0, description="Wait before the second iteration (doubles).")
-    backoff_max_s: Seconds = Field(60.0, description="Upper bound on the wait.")
-
-
-class Gate(_Model):
-    """A durable human approval. ``gate: human`` is short for ``{type: human}``."""
-
-    type: Literal["human"] = Field("human", description="The only gate type: a person decides.")
-    message: str | None = Field(
-        None, description="Jinja template shown to the approver (can quote stage outputs)."
-    )
-    timeout: Seconds | None = Field(
-        None, description="How long to wait ('2d', '30m', seconds); none waits forever."
-    )
-    on_timeout: Literal["approve", "reject", "fail"] = Field(
-        "fail", description="What happens when the timeout passes."
-    )
-    on_reject: Literal["stop", "continue"] | None = Field(
-        None,
-        description="stop: a rejection ends the run (state rejected); continue: the stage "
-        "completes with approved: false and its dependents run and can branch on it. "
-        "Default: continue when a condition or skip_if reads this stage, else stop.",
-    )
-
-    @model_validator(mode="after")
-    def _timeout_policy_needs_timeout(self) -> Gate:
-        if "on_timeout" in self.model_fields_set and self.timeout is None:
-            raise ValueError("on_timeout needs a timeout, e.g. timeout: 2d")
-        return self
-
-
-class Arm(_Model):
-    """A bandit variant of a stage; the selected arm's fields override the stage's own."""
-
-    arm_id: str = Field(..., pattern=r"^[A-Za-z0-9_.-]+$", description="Stable id of the arm.")
-    model_tier: str | None = Field(None, description="Tier this arm uses.")
-    params: dict[str, Any] = Field(
-        default_factory=dict, description="temperature, max_tokens or provider params."
-    )
-    description: str | None = Field(None, description="Prompt template this arm uses.")
 
 
 def _older_stage_fields(value: Any) -> Any:

@@ -1,7 +1,8 @@
 """The spec's sections besides stages and tiers: the run's contract and inputs, continuation,
 triggers, the learning loops, memory, tool modules, skills, agents, context layers and policy,
-HQS weights, safety rules; and the stage parts they share (signature, adapters, context
-policy). Most came from armature-agents 0.7.0 (see specs/migrating.md)."""
+HQS weights; and the stage parts they share (signature, adapters, context
+policy). Most came from armature-agents 0.7.0 (see specs/migrating.md). The safety
+policy's sections live in :mod:`armature_temporal.spec.safety`."""
 
 from __future__ import annotations
 
@@ -12,8 +13,6 @@ from pydantic import BeforeValidator, Field, model_validator
 from armature_temporal.spec.fields import (
     IDENTIFIER,
     KeysMapping,
-    RuleAction,
-    RuleOp,
     Seconds,
     StrList,
     _Model,
@@ -486,25 +485,3 @@ SURFACE_GROUPS: dict[str, tuple[str, ...]] = {
     "timeouts": (),
     "schemas": (),
 }
-
-
-class Condition(_Model):
-    """When a safety rule applies."""
-
-    field: str = Field(
-        ...,
-        min_length=1,
-        description="Dot path into the tool's args, or a pseudo-field: _tool_reversibility, "
-        "_executable (shell), _resolved_path (file tools).",
-    )
-    op: RuleOp = Field(..., description="How the field is compared with value.")
-    value: Any = Field(None, description="What to compare with (a regex for matches_regex).")
-
-
-class SafetyRule(_Model):
-    """A declarative rule checked before every tool call; the first match wins."""
-
-    tool: str = Field(..., min_length=1, description="Tool name, or * for every tool.")
-    condition: Condition | None = Field(None, description="Omit to match every call.")
-    action: RuleAction = Field(..., description="allow, block, warn, log or require_approval.")
-    message: str = Field("", description="Why; shown in traces and errors.")

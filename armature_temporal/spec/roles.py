@@ -1,0 +1,62 @@
+"""Who does a stage's work: its :class:`Role` (prompt, tier, tools) and the bandit :class:`Arm`
+variants that override it. Importable from :mod:`armature_temporal.spec.models`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from armature_temporal.spec.fields import RoleType, StrList, _Model
+
+__all__ = ["Arm", "Role"]
+
+
+class Role(_Model):
+    """Who does a stage's work: the prompt, the tier and the tools."""
+
+    name: str | None = Field(
+        None, min_length=1, description="A short human name for the role (default: the stage id)."
+    )
+    type: RoleType = Field(
+        "worker",
+        description="worker (default tier small), orchestrator (frontier), judge (frontier; "
+        "returns a score in [0,1]) or researcher (large).",
+    )
+    description: str = Field(
+        ...,
+        min_length=1,
+        description="The prompt: a Jinja template over inputs, dependency outputs "
+        "({{ stage_id.field }}, {{ stage_id.content }}), prior_run and loop variables.",
+    )
+    model_tier: str | None = Field(
+        None, description="Tier to use; defaults from role_type_defaults or the role type."
+    )
+    temperature: float | None = Field(None, ge=0, le=2, description="Overrides the tier's.")
+    max_tokens: int | None = Field(None, gt=0, description="Overrides the tier's.")
+    tools: StrList = Field(
+        default_factory=list,
+        description="Tools the model may call in a loop (built-in names or module:function).",
+    )
+    skills: StrList = Field(
+        default_factory=list,
+        description="Ids from skill_library whose text is added to this role's prompt.",
+    )
+    max_turns: int = Field(
+        10,
+        ge=1,
+        le=200,
+        description="Bound on model turns in the tool-calling loop (at most 200: every turn "
+        "resends the transcript, and longer loops would outgrow a run's history).",
+    )
+
+
+class Arm(_Model):
+    """A bandit variant of a stage; the selected arm's fields override the stage's own."""
+
+    arm_id: str = Field(..., pattern=r"^[A-Za-z0-9_.-]+$", description="Stable id of the arm.")
+    model_tier: str | None = Field(None, description="Tier this arm uses.")
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="temperature, max_tokens or provider params."
+    )
+    description: str | None = Field(None, description="Prompt template this arm uses.")
