@@ -399,7 +399,7 @@ class RunSpecWorkflow:
             items = evaluate(unwrap(stage.partition_source), variables)
         except Exception as exc:  # jinja raises many types
             raise StageFailure(
-                "output_invalid", f"stage {stage.id!r}: partition_source failed: {exc}"
+                "template_error", f"stage {stage.id!r}: partition_source failed: {exc}"
             ) from exc
         if not isinstance(items, list | tuple):
             raise StageFailure(
@@ -516,5 +516,5 @@ class RunSpecWorkflow:
             return stage.skip_if is not None and truth(evaluate(stage.skip_if, variables))
         except Exception as exc:  # jinja raises many types; the stage fails with the reason
             raise StageFailure(
-                "output_invalid", f"stage {stage.id!r}: condition could not be evaluated: {exc}"
+                "template_error", f"stage {stage.id!r}: condition could not be evaluated: {exc}"
             ) from exc

@@ -57,6 +57,7 @@ RunState = Literal["running", "waiting_gate", "completed", "failed", "rejected",
 #: The failure taxonomy: one code per failed or degraded stage.
 ErrorType = Literal[
     "output_invalid",
+    "template_error",
     "tool_error",
     "timeout",
     "low_quality",

@@ -48,6 +48,8 @@ RecordKind = Literal[
 #: One code per failed or degraded stage, assigned from facts in the trace.
 FAILURE_TAXONOMY: dict[str, str] = {
     "output_invalid": "the output did not parse or did not satisfy the stage's schema",
+    "template_error": "a template or expression of the spec failed to render (an undefined "
+    "name, or an error in its own code such as a division by zero): fix the spec",
     "tool_error": "a tool call failed (bad arguments, non-zero exit, exception)",
     "timeout": "an activity or a gate ran out of time",
     "low_quality": "a judge scored the output below the threshold (0.5)",

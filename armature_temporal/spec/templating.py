@@ -8,8 +8,9 @@ templates at validation time, so a syntax error is reported with its line before
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -21,6 +22,7 @@ from jinja2.utils import missing
 from armature_temporal.errors import ArmatureError
 
 __all__ = [
+    "TemplateRuntimeError",
     "environment",
     "evaluate",
     "referenced_names",
@@ -104,23 +106,52 @@ def _check_jinja2(version: str) -> None:
         )
 
 
+class TemplateRuntimeError(jinja2.TemplateError):
+    """A template raised while it was evaluated (``{{ inputs.n / 0 }}``, a filter given the
+    wrong type): a template error like an undefined name, whatever Python raised inside it."""
+
+
+class _DataFirstEnvironment(ImmutableSandboxedEnvironment):
+    """``{{ plan.items }}`` reads the data: on a mapping, a key wins over a method of the same
+    name (``items``, ``keys``, ``values``, ``get`` are common field names in schemas), where
+    Jinja would prefer the attribute and hand the prompt ``<built-in method items ...>``. A
+    mapping without that key still has its methods (``inputs.items()``)."""
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        if isinstance(obj, Mapping):
+            try:
+                return obj[attribute]
+            except (TypeError, LookupError):
+                pass
+        return super().getattr(obj, attribute)
+
+
+def _finalize(value: Any) -> Any:
+    """What ``{{ ... }}`` prints: booleans, null and containers as JSON (``false``, ``null``,
+    ``{"ok": true}``) — what a model reads as data — rather than Python's ``False``/``None``."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, dict | list | tuple):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return value
+
+
 @lru_cache(maxsize=1)
 def environment() -> ImmutableSandboxedEnvironment:
     """The shared sandboxed environment (no file loader; undefined names raise, missing fields
-    of existing values are empty — see :class:`FieldUndefined`).
+    of existing values are empty — see :class:`FieldUndefined`; a mapping's keys before its
+    methods; booleans, null and containers print as JSON).
 
     Raises:
         ArmatureError: The installed jinja2 is older than :data:`MIN_JINJA2`.
     """
     _check_jinja2(getattr(jinja2, "__version__", None) or importlib.metadata.version("jinja2"))
-    env = ImmutableSandboxedEnvironment(undefined=FieldUndefined, autoescape=False)
+    env = _DataFirstEnvironment(undefined=FieldUndefined, autoescape=False, finalize=_finalize)
     env.filters["tojson_compact"] = _tojson_compact
     return env
 
 
 def _tojson_compact(value: Any) -> str:
-    import json
-
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
@@ -135,15 +166,37 @@ def _expression(source: str) -> Any:
 
 
 def render(source: str, variables: dict[str, Any]) -> str:
-    """Render a template with ``variables``; raises jinja2 errors on undefined names.
+    """Render a template with ``variables``.
 
-    Compiled templates are cached (compiling costs ~60× rendering)."""
-    return _template(source).render(_strict_inputs(variables))
+    Compiled templates are cached (compiling costs ~60× rendering).
+
+    Raises:
+        jinja2.TemplateError: an undefined name, bad syntax, or (as
+            :class:`TemplateRuntimeError`) anything the template's own code raised.
+    """
+    template = _template(source)
+    try:
+        return template.render(_strict_inputs(variables))
+    except jinja2.TemplateError:
+        raise
+    except Exception as exc:  # the template's code raised: 1/0, a filter on the wrong type
+        raise _runtime_error(exc) from exc
 
 
 def evaluate(expression: str, variables: dict[str, Any]) -> Any:
-    """Evaluate a Jinja expression (``until``, ``condition``, ``skip_if``)."""
-    return _expression(expression)(**_strict_inputs(variables))
+    """Evaluate a Jinja expression (``until``, ``condition``, ``skip_if``); raises as
+    :func:`render` does."""
+    compiled = _expression(expression)
+    try:
+        return compiled(**_strict_inputs(variables))
+    except jinja2.TemplateError:
+        raise
+    except Exception as exc:
+        raise _runtime_error(exc) from exc
+
+
+def _runtime_error(exc: Exception) -> TemplateRuntimeError:
+    return TemplateRuntimeError(f"{type(exc).__name__}: {exc}")
 
 
 _TEMPLATE_SPAN = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", re.S)

@@ -133,8 +133,8 @@ def failure_counts(records: Iterable[TraceRecord]) -> dict[str, int]:
 
     Each stage record with an ``error_type`` counts once under it, except ``output_invalid``,
     which counts every invalid model attempt instead (retried or not) — plus the stages that
-    failed ``output_invalid`` with no model attempt at all (a template or condition error) —
-    and ``low_confidence``, every attempt refused for its confidence (retried or not).
+    failed ``output_invalid`` with no invalid model attempt — and ``low_confidence``, every
+    attempt refused for its confidence (retried or not).
     """
     counts: Counter[str] = Counter({code: 0 for code in FAILURE_TAXONOMY})
     invalid_attempts: Counter[tuple[str, str | None]] = Counter()

@@ -316,7 +316,7 @@ async def test_an_arg_that_does_not_render_fails_the_stage_saying_which(
     )
     result = await run(client, task_queue, text, {"somebody": "x"})
     hello = result.stages["hello"]
-    assert hello.status == "failed" and hello.error_type == "output_invalid", hello
+    assert hello.status == "failed" and hello.error_type == "template_error", hello
     assert (hello.error or "").startswith("stage 'hello': adapter 'greet': its cmd failed")
     assert "nobody" in (hello.error or "") and (hello.error or "").count("stage 'hello'") == 1
     assert tool_records(result.run_id) == []  # nothing ran

@@ -259,3 +259,33 @@ async def test_fan_out_runs_children_with_stable_ids_over_a_fair_partition(
         )
         sizes.append(len(payload["inputs"]["partition"]))
     assert sizes == [2, 2, 1, 1]
+
+
+async def test_a_template_that_raises_fails_its_stage_at_once_as_a_template_error(
+    client: Client, task_queue: str
+) -> None:
+    """``{{ inputs.topic / 0 }}`` is the spec's mistake, not the provider's: one attempt, no
+    retries, ``template_error`` in the taxonomy (it was retried 5 times as provider_error)."""
+    plan = plan_from(
+        TIERS
+        + """\
+name: divides-by-zero
+inputs: {type: object, properties: {topic: {type: number}}, required: [topic]}
+stages:
+  - {id: broken, role: {name: B, description: "{{ inputs.topic / 0 }}", model_tier: good}}
+"""
+    )
+    async with build_worker(client, task_queue):
+        handle = await start(client, plan, task_queue, {"topic": 3})
+        result = await run_outcome(handle)
+        attempts = [
+            event.activity_task_started_event_attributes.attempt
+            async for event in handle.fetch_history_events()
+            if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+        ]
+    assert result is not None
+    assert result.state == "failed"
+    broken = result.stages["broken"]
+    assert broken.error_type == "template_error"
+    assert "ZeroDivisionError: division by zero" in (broken.error or "")
+    assert attempts == [1]

@@ -278,7 +278,9 @@ stages:
     kids = result.stages["research"].children
     assert len(kids) == 2
     first = attempt_messages(kids[0]["id"], "look")[-1]["content"]
-    assert "Look into ['a', 'b']" in first
+    # Values print as JSON (0.7.0 printed Python's repr, ['a', 'b']): the same list to a model,
+    # and the same form as the Context block beside it.
+    assert 'Look into ["a", "b"]' in first
 
 
 async def test_a_0_7_0_tools_module_serves_tool_stages_and_hqs_weights_are_recorded(

@@ -39,7 +39,7 @@ def classify(exc: ActivityError | ChildWorkflowError) -> tuple[str, str]:
         if kind == "RunFailed":
             return "dependency_failed", f"child run failed: {cause.message}"
         if kind == "template_error":
-            return "output_invalid", cause.message
+            return "template_error", cause.message
         if kind in ("policy_blocked", "payload_too_large"):
             return "policy_blocked" if kind == "policy_blocked" else "tool_error", cause.message
         return "tool_error", cause.message
