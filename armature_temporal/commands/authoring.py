@@ -131,6 +131,11 @@ def _fold(markup: str) -> Text:
     return Text.from_markup(markup, overflow="fold")
 
 
+#: Deeper stages are listed at this depth, each saying what it follows, so a long chain
+#: (1,500 stages) prints as a readable list instead of recursing past Python's limit.
+TREE_DEPTH = 10
+
+
 def _plan_tree(plan: Plan, title: str) -> Tree:
     tree = Tree(_fold(title))
     by_id = {s.id: s for s in plan.stages}
@@ -140,28 +145,38 @@ def _plan_tree(plan: Plan, title: str) -> Tree:
             dependents[d].append(s.id)
     shown: set[str] = set()
 
-    def add(node: Tree, sid: str, parent: str | None) -> None:
-        stage = by_id[sid]
-        others = [d for d in stage.depends_on if d != parent]
-        label = _stage_label(stage)
-        if sid in shown:
-            node.add(_fold(f"{sid} [dim](shown above)[/dim]"))
-            return
-        if others:
-            label += f" [dim](also after {', '.join(others)})[/dim]"
-        shown.add(sid)
-        branch = node.add(_fold(label))
-        if sid in plan.children:
-            child = plan.children[sid]
-            branch.add(_plan_tree(child, f"[cyan]subagent {child.name}[/cyan]"))
-        for nxt in dependents[sid]:
-            # Show a stage under the last of its dependencies, once all are shown.
-            if by_id[nxt].depends_on[-1] == sid or all(d in shown for d in by_id[nxt].depends_on):
-                add(branch, nxt, sid)
+    def add(root: Tree, first: str) -> None:
+        # Depth first, in the order recursion would take, on an explicit stack: a stage goes
+        # under the last of its dependencies, once all of them are shown.
+        stack: list[tuple[Tree, str, str | None, int]] = [(root, first, None, 0)]
+        while stack:
+            node, sid, parent, depth = stack.pop()
+            stage = by_id[sid]
+            if parent is not None and not (
+                stage.depends_on[-1] == parent or all(d in shown for d in stage.depends_on)
+            ):
+                continue
+            if sid in shown:
+                node.add(_fold(f"{sid} [dim](shown above)[/dim]"))
+                continue
+            others = [d for d in stage.depends_on if d != parent]
+            label = _stage_label(stage)
+            if parent is not None and depth > TREE_DEPTH:
+                label += f" [dim](after {parent})[/dim]"
+            if others:
+                label += f" [dim](also after {', '.join(others)})[/dim]"
+            shown.add(sid)
+            branch = node.add(_fold(label))
+            if sid in plan.children:
+                child = plan.children[sid]
+                branch.add(_plan_tree(child, f"[cyan]subagent {child.name}[/cyan]"))
+            under = branch if depth < TREE_DEPTH else node
+            for nxt in reversed(dependents[sid]):
+                stack.append((under, nxt, sid, depth + 1))
 
     for s in plan.stages:
         if not s.depends_on and not s.post_run:
-            add(tree, s.id, None)
+            add(tree, s.id)
     post = [s for s in plan.stages if s.post_run]
     if post:
         after = tree.add(_fold("[dim]after the DAG completes (post_run)[/dim]"))

@@ -59,6 +59,23 @@ def test_plan_prints_tree_and_json() -> None:
     assert [s["id"] for s in plan["stages"]] == ["plan_research", "research", "recommend"]
 
 
+def test_plan_of_a_1500_stage_chain_prints_every_stage_without_recursing(tmp_path: Path) -> None:
+    """validate said ok while plan died with RecursionError: the tree nested one level per
+    stage. Past a depth it lists the stages, each saying what it follows."""
+    lines = ["name: long-chain", "stages:"]
+    for i in range(1500):
+        after = f", depends_on: [s{i - 1}]" if i else ""
+        lines.append(f"  - {{id: s{i}{after}, role: {{name: R, description: 'step {i}'}}}}")
+    spec = tmp_path / "chain.yaml"
+    spec.write_text("\n".join(lines) + "\n")
+    assert runner.invoke(app, ["validate", str(spec)]).exit_code == 0
+    result = runner.invoke(app, ["plan", str(spec)])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.replace("│", " ").split())
+    assert "s1499 · worker · tier small (after s1498)" in text
+    assert all(f"s{i} · worker" in text for i in range(1500))
+
+
 def test_plan_of_invalid_spec_exits_2(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: bad\n")
