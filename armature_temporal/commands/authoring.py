@@ -3,6 +3,7 @@ safety scanner, for checking texts a spec will see). None of them needs Temporal
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -240,12 +241,30 @@ def new(
     ] = Path("armature.yaml"),
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
-    """Write a commented starter spec that validates and runs offline."""
+    """Write a commented starter spec that validates and runs offline (missing parent
+    directories are created)."""
     if path.exists() and not force:
         err.print(f"{path} already exists; choose another path or pass --force", markup=False)
         raise typer.Exit(2)
-    path.write_text(starter_spec(str(path)), encoding="utf-8")
-    out.print(f"wrote {path}; next: armature validate {path} && armature plan {path}", markup=False)
+    if path.is_dir():
+        err.print(f"{path} is a directory; name a file such as {path / 'flow.yaml'}", markup=False)
+        raise typer.Exit(2)
+    made = [p for p in reversed(path.parents) if not p.exists()]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(starter_spec(str(path)), encoding="utf-8")
+    except OSError as exc:
+        err.print(
+            f"cannot write {path}: {exc.strerror or exc}; choose a path you can write to",
+            markup=False,
+        )
+        raise typer.Exit(1) from None
+    if made:
+        out.print(f"created directory {made[-1]}", markup=False)
+    quoted = shlex.quote(str(path))
+    out.print(
+        f"wrote {path}; next: armature validate {quoted} && armature plan {quoted}", markup=False
+    )
 
 
 @app.command(rich_help_panel=WRITE)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 
 __all__ = ["STARTER_SPEC", "starter_spec"]
 
@@ -58,10 +60,22 @@ stages:
 """
 
 
+#: A plain YAML scalar that would not load as a string: a number, a boolean, null, a date.
+_NOT_TEXT = re.compile(
+    r"^(?:[-+]?(?:\d[\d_]*)?\.?\d[\d_]*(?:[eE][-+]?\d+)?|0[xXoObB][0-9a-fA-F_]+|"
+    r"(?:true|false|yes|no|on|off|y|n|null|~)|\d{4}-\d\d?-\d\d?.*|[-+]?\.(?:inf|nan))$",
+    re.IGNORECASE,
+)
+
+
 def starter_spec(filename: str) -> str:
-    """The starter spec text, named after ``filename``'s stem."""
+    """The starter spec text, named after ``filename``'s stem (quoted where YAML would read
+    the name as a number or a boolean: ``123.yaml`` is named ``"123"``); the commands in its
+    comments quote the file name as a shell would need it."""
     stem = filename.rsplit("/", 1)[-1].rsplit(".", 1)[0]
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", stem).strip("-.") or "my-workflow"
     if not name[0].isalnum():
         name = "w" + name
-    return STARTER_SPEC.replace("__NAME__", name[:100]).replace("__FILE__", filename)
+    name = name[:100]
+    scalar = json.dumps(name) if _NOT_TEXT.match(name) else name
+    return STARTER_SPEC.replace("__NAME__", scalar).replace("__FILE__", shlex.quote(filename))

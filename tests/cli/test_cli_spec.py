@@ -102,6 +102,41 @@ def test_new_writes_a_valid_spec_and_refuses_to_overwrite(tmp_path: Path) -> Non
     assert again.exit_code == 2 and "already exists" in again.stderr
 
 
+@pytest.mark.parametrize("stem", ["123", "true", "1e3", "null", "2026-12-02", "0x1f", "no"])
+def test_new_names_a_spec_its_own_validate_accepts(tmp_path: Path, stem: str) -> None:
+    """``armature new 123.yaml`` wrote ``name: 123``, which YAML reads as a number."""
+    target = tmp_path / f"{stem}.yaml"
+    assert runner.invoke(app, ["new", str(target)]).exit_code == 0
+    check = runner.invoke(app, ["validate", "--json", str(target)])
+    assert check.exit_code == 0, check.output
+    assert json.loads(check.stdout)[0]["name"] == stem
+
+
+def test_new_creates_missing_directories_and_quotes_the_next_step(tmp_path: Path) -> None:
+    target = tmp_path / "no dir" / "flows" / "x.yaml"
+    result = runner.invoke(app, ["new", str(target)])
+    assert result.exit_code == 0, result.output  # was a FileNotFoundError traceback
+    assert "created directory" in result.stdout
+    assert f"armature validate '{target}'" in result.stdout
+    assert f"#   armature plan '{target}'" in target.read_text()
+    # The printed next step runs as printed, in a shell.
+    step = result.stdout.split("next: ", 1)[1].split(" && ")[0]
+    done = subprocess.run(
+        ["sh", "-c", step.replace("armature", f"{sys.executable} -m cli", 1)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_new_into_an_unwritable_place_is_an_error_not_a_traceback(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["new", "/proc/armature-new.yaml"])
+    assert result.exit_code == 1
+    assert "cannot write /proc/armature-new.yaml" in result.stderr
+    assert "Traceback" not in result.output
+
+
 @pytest.mark.parametrize("args", [["--help"], ["validate", "--help"]])
 def test_console_script_help_runs(args: list[str]) -> None:
     exe = Path(sys.executable).parent / "armature"
