@@ -1,10 +1,11 @@
 """Armature: durable LLM agent workflows on Temporal that get better the more they run.
 
-The library call (``await run("spec.yaml", inputs)``, ``start`` -> :class:`RunHandle`), the
-bandit functions and the hook API are re-exported lazily, so ``import armature_temporal``
-stays light. The layers live in subpackages: ``spec`` (the spec language), ``runtime`` (what the
-interpreter and the activities share), ``service`` (the Temporal side), and ``bandit``,
-``store``, ``tools``, ``scanner``, ``improve``, ``finetune``, ``views``.
+The library call (``await run("spec.yaml", inputs)``, ``start`` -> :class:`RunHandle`, and
+its ``InputError``), the bandit functions and the hook API are re-exported lazily, so
+``import armature_temporal`` stays light. The layers live in subpackages: ``spec`` (the spec
+language), ``runtime`` (what the interpreter and the activities share), ``service`` (the
+Temporal side), and ``bandit``, ``store``, ``tools``, ``scanner``, ``improve``, ``finetune``,
+``views``.
 """
 
 from typing import Any
@@ -20,6 +21,7 @@ __all__ = [
     "ArmatureError",
     "HookContext",
     "HookResult",
+    "InputError",
     "LoadedSpec",
     "Plan",
     "RunFailed",
@@ -55,6 +57,10 @@ def __getattr__(name: str) -> Any:
         from armature_temporal.runtime import hooks
 
         return getattr(hooks, name)
+    if name == "InputError":
+        from armature_temporal.service.inputs import InputError
+
+        return InputError
     if name in _LIBRARY:
         from armature_temporal import library
 

@@ -202,6 +202,32 @@ def _plan(spec: str | Path | Plan) -> Plan:
     )
 
 
+_HOW = "pass them as start(spec, {'name': value}) or run(spec, {'name': value})"
+
+
+def _given(plan: Plan, inputs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The inputs as a dict; anything but a mapping of names to values is an InputError."""
+    from armature_temporal.service.inputs import InputError
+
+    if inputs is None:
+        return {}
+    if not isinstance(inputs, Mapping):
+        props = plan.inputs_schema.get("properties") or {}
+        example = next(iter(props), "topic")
+        raise InputError(
+            f"run inputs for {plan.name!r} must be a mapping of input names to values, not "
+            f"{type(inputs).__name__} {inputs!r:.60}; e.g. run(spec, {{{example!r}: ...}}). "
+            f"Inputs of this spec: {list(props) or 'none declared'}"
+        )
+    bad = [k for k in inputs if not isinstance(k, str)]
+    if bad:
+        raise InputError(
+            f"run inputs for {plan.name!r} are named by strings; got {bad[0]!r} "
+            f"({type(bad[0]).__name__}) — use the input's name, e.g. {str(bad[0])!r}"
+        )
+    return dict(inputs)
+
+
 async def start(
     spec: str | Path | Plan,
     inputs: Mapping[str, Any] | None = None,
@@ -234,7 +260,7 @@ async def start(
     from armature_temporal.settings import task_queue
 
     plan = _plan(spec)
-    values = prepare_inputs(plan, dict(inputs or {}))
+    values = prepare_inputs(plan, _given(plan, inputs), how=_HOW)
     client, said = await stack_client(address)
     for line in said:
         log.info(line)

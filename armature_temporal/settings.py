@@ -41,6 +41,7 @@ DEFAULT_UI_PORT = 8233
 
 
 DEFAULT_TOOL_OUTPUT_CAP = 2 * 1024 * 1024
+DEFAULT_MAX_INPUT_BYTES = 1024 * 1024
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("", "0", "false", "no", "off")
 
@@ -122,6 +123,13 @@ def tool_output_cap() -> int:
     return _integer("ARMATURE_TOOL_OUTPUT_CAP", DEFAULT_TOOL_OUTPUT_CAP, 1, None, "size in bytes")
 
 
+def max_input_bytes() -> int:
+    """Largest run inputs one run may start with, as UTF-8 JSON bytes
+    (``$ARMATURE_MAX_INPUT_BYTES``, default 1 MiB, the run API's body limit): the CLI, the
+    library, webhooks and the API refuse more, saying the size."""
+    return _integer("ARMATURE_MAX_INPUT_BYTES", DEFAULT_MAX_INPUT_BYTES, 1, None, "size in bytes")
+
+
 def payload_threshold(default: int) -> int:
     """Payloads larger than this many bytes go to external storage
     (``$ARMATURE_PAYLOAD_THRESHOLD``; the caller gives the default)."""
@@ -159,7 +167,8 @@ def _url() -> None:
 def check_settings() -> None:
     """Validate every ``ARMATURE_*`` setting with a fixed form, at once: the ports
     (``ARMATURE_DEV_PORT``, ``ARMATURE_UI_PORT``, 1-65535 and not the same), the sizes
-    (``ARMATURE_TOOL_OUTPUT_CAP``, ``ARMATURE_PAYLOAD_THRESHOLD``, positive integers),
+    (``ARMATURE_TOOL_OUTPUT_CAP``, ``ARMATURE_PAYLOAD_THRESHOLD``, ``ARMATURE_MAX_INPUT_BYTES``,
+    positive integers),
     ``ARMATURE_STRICT_SANDBOX`` (yes/no) and ``ARMATURE_UI_URL`` (http(s)://).
 
     Raises:
@@ -173,5 +182,6 @@ def check_settings() -> None:
         )
     tool_output_cap()
     payload_threshold(1)
+    max_input_bytes()
     strict_sandbox()
     _url()

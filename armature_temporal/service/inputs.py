@@ -1,8 +1,12 @@
-"""Run inputs: the values a user gives (``--input k=v``, a webhook body, a schedule) read as the
-spec's inputs schema declares them, checked against it, with unknown names refused."""
+"""Run inputs: the values a user gives (``--input k=v``, a webhook body, a schedule, a library
+call) read as the spec's inputs schema declares them, checked against it, with unknown names
+refused, text that is not valid Unicode refused, and the whole bounded in size
+(``$ARMATURE_MAX_INPUT_BYTES``)."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from typing import Any
 
 import jsonschema
@@ -54,8 +58,6 @@ _NO = (False, None)
 
 def _as_type(kind: str, raw: str) -> tuple[bool, Any]:
     """``(True, value)`` when ``raw`` reads as JSON type ``kind``, else ``(False, None)``."""
-    import json
-
     text = raw.strip()
     if kind == "string":
         return True, raw
@@ -103,6 +105,63 @@ def coerce_input(inputs_schema: dict[str, Any], name: str, raw: str) -> Any:
         return raw
 
 
+def _lone_surrogates(value: Any, path: str) -> Iterator[str]:
+    """Where ``value`` holds text with a lone surrogate (``"\\ud800"``, or a byte that was not
+    UTF-8 in a command-line argument): such text has no UTF-8 form, so nothing can store it."""
+    if isinstance(value, str):
+        for i, ch in enumerate(value):
+            if "\ud800" <= ch <= "\udfff":
+                yield f"{path}: has a lone surrogate (U+{ord(ch):04X}) at character {i}"
+                return
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _lone_surrogates(key, f"{path} (a key)")
+            yield from _lone_surrogates(item, f"{path}/{key}")
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            yield from _lone_surrogates(item, f"{path}/{i}")
+
+
+def _check_text_and_size(plan: Plan, inputs: dict[str, Any]) -> None:
+    from armature_temporal.settings import max_input_bytes
+
+    bad = [where for name, v in inputs.items() for where in _lone_surrogates(v, str(name))]
+    bad += [where for name in inputs for where in _lone_surrogates(name, "an input's name")]
+    if bad:
+        raise InputError(
+            f"run inputs for {plan.name!r} are not valid Unicode text: {'; '.join(bad[:5])}; "
+            "such text cannot be stored or sent to a model — give it as UTF-8 (on a command "
+            "line, check the terminal's and the file's encoding)"
+        )
+    try:
+        size = len(json.dumps(inputs, ensure_ascii=False, default=str).encode("utf-8"))
+    except (TypeError, ValueError) as exc:
+        raise InputError(
+            f"run inputs for {plan.name!r} are not JSON data ({exc}); give strings, numbers, "
+            "booleans, null, lists and mappings"
+        ) from None
+    limit = max_input_bytes()
+    if size > limit:
+        biggest = max(
+            inputs, key=lambda k: len(json.dumps(inputs[k], ensure_ascii=False, default=str))
+        )
+        exact = f"{size:,} bytes; " if size >= 1024 else ""
+        raise InputError(
+            f"run inputs for {plan.name!r} are {_size(size)} of JSON ({exact}the largest is "
+            f"{biggest!r}), over the {_size(limit)} limit: every input is kept in "
+            "the run's history and stored with each stage that reads it. Pass a reference "
+            "(a path in the workspace, a URL) instead of the content, or raise "
+            "ARMATURE_MAX_INPUT_BYTES on every client and server"
+        )
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
+
+
 def prepare_inputs(
     plan: Plan,
     given: dict[str, Any],
@@ -112,11 +171,13 @@ def prepare_inputs(
     """Apply the input schema's defaults, then validate; ``how`` ends the error message.
 
     A spec that declares its inputs (schema properties, without ``additionalProperties``)
-    refuses names it does not declare; one that declares none accepts any.
+    refuses names it does not declare; one that declares none accepts any. Text must be valid
+    Unicode, and the inputs at most ``$ARMATURE_MAX_INPUT_BYTES`` of JSON.
 
     Raises:
         InputError: naming each problem and the schema's properties.
     """
+    _check_text_and_size(plan, dict(given))
     schema = plan.inputs_schema
     props = schema.get("properties", {}) if isinstance(schema, dict) else {}
     inputs = dict(given)

@@ -165,6 +165,47 @@ async def test_a_spec_that_declares_no_inputs_accepts_any(tmp_path: Path) -> Non
     assert f"cannot reach the Temporal server at {where}" in result.stderr
 
 
+@on_session_loop
+async def test_text_that_is_not_unicode_is_exit_2_naming_the_input(tmp_path: Path) -> None:
+    """A lone surrogate (a byte that is not UTF-8 on the command line, or "\\ud800" in an
+    inputs file) was a serialization traceback with exit 1."""
+    spec = tmp_path / "typed.yaml"
+    spec.write_text(TYPED)
+    raw = await run_armature(
+        "submit",
+        str(spec),
+        "--input",
+        "question=caf\udce9",
+        "--input",
+        "n=2",
+        "--address",
+        nowhere(),
+    )
+    assert raw.returncode == 2, raw.stderr
+    assert "question: has a lone surrogate (U+DCE9) at character 3" in raw.stderr
+    assert "Traceback" not in raw.stderr
+    given = tmp_path / "inputs.json"
+    given.write_text('{"question": "x\\ud800", "n": 2}')
+    from_file = await run_armature(
+        "submit", str(spec), "--inputs", str(given), "--address", nowhere()
+    )
+    assert from_file.returncode == 2, from_file.stderr
+    assert "question: has a lone surrogate (U+D800)" in from_file.stderr
+
+
+@on_session_loop
+async def test_an_input_over_the_limit_is_exit_2_saying_its_size(tmp_path: Path) -> None:
+    """A 60 MB input was accepted; one run then wrote 502 MB of payloads."""
+    spec = tmp_path / "typed.yaml"
+    spec.write_text(TYPED)
+    big = tmp_path / "inputs.json"
+    big.write_text(json.dumps({"question": "x" * 3_000_000, "n": 2}))
+    result = await run_armature("submit", str(spec), "--inputs", str(big), "--address", nowhere())
+    assert result.returncode == 2, result.stderr
+    assert "2.9 MiB of JSON" in result.stderr and "over the 1.0 MiB limit" in result.stderr
+    assert "ARMATURE_MAX_INPUT_BYTES" in result.stderr
+
+
 def test_validate_rejects_a_misspelt_input_read_by_a_template(tmp_path: Path) -> None:
     spec = tmp_path / "typo.yaml"
     spec.write_text(

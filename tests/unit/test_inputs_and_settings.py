@@ -172,3 +172,44 @@ def test_good_settings_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ARMATURE_STRICT_SANDBOX", "Off")
     check_settings()
     assert dev_port() == 17233 and strict_sandbox() is False
+
+
+def test_inputs_over_the_size_limit_are_refused_saying_the_size(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A 60 MB input was accepted and one run wrote 502 MB of payloads (issue 26)."""
+    plan = _plan("inputs: [topic, note]\n")
+    with pytest.raises(InputError) as caught:
+        prepare_inputs(plan, {"topic": "x" * (2 * 1024 * 1024), "note": "small"})
+    message = str(caught.value)
+    assert "are 2.0 MiB of JSON (2,097,1" in message and "the largest is 'topic'" in message
+    assert "over the 1.0 MiB limit" in message and "ARMATURE_MAX_INPUT_BYTES" in message
+    monkeypatch.setenv("ARMATURE_MAX_INPUT_BYTES", str(4 * 1024 * 1024))
+    assert prepare_inputs(plan, {"topic": "x" * (2 * 1024 * 1024), "note": "n"})["note"] == "n"
+    monkeypatch.setenv("ARMATURE_MAX_INPUT_BYTES", "10")
+    with pytest.raises(InputError, match=r"are 32 bytes of JSON \(the largest is 'topic'\)"):
+        prepare_inputs(plan, {"topic": "abcdef", "note": "n"})
+
+
+@pytest.mark.parametrize(
+    ("given", "where"),
+    [
+        ({"topic": "ok \ud800 then"}, "topic: has a lone surrogate (U+D800) at character 3"),
+        ({"topic": "bad byte \udcff"}, "topic: has a lone surrogate (U+DCFF)"),
+        ({"topic": ["a", {"k": "\udfff"}]}, "topic/1/k: has a lone surrogate"),
+        ({"topic": {"\ud83d": 1}}, "topic (a key): has a lone surrogate"),
+    ],
+)
+def test_text_that_is_not_unicode_is_an_input_error_naming_where(
+    given: dict[str, Any], where: str
+) -> None:
+    """A lone surrogate gave a serialization traceback (CLI) or a fatal error (library)."""
+    with pytest.raises(InputError) as caught:
+        prepare_inputs(_plan(""), given)
+    assert where in str(caught.value) and "not valid Unicode text" in str(caught.value)
+
+
+def test_max_input_bytes_is_a_checked_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARMATURE_MAX_INPUT_BYTES", "lots")
+    with pytest.raises(SettingError, match="ARMATURE_MAX_INPUT_BYTES='lots'"):
+        check_settings()

@@ -167,6 +167,7 @@ def test_public_api_is_pinned() -> None:
             "ArmatureError",
             "HookContext",
             "HookResult",
+            "InputError",
             "LoadedSpec",
             "Plan",
             "RunFailed",

@@ -146,6 +146,38 @@ async def test_inputs_that_do_not_fit_are_refused_before_anything_starts(
     assert [wf async for wf in temporal_env.client.list_workflows(running)] == []
 
 
+async def test_a_library_caller_gets_input_errors_in_python_terms(
+    temporal_env: WorkflowEnvironment, task_queue: str
+) -> None:
+    """``from armature_temporal import InputError`` (the README names it) works; its message
+    speaks to Python callers, not of --input; ``run(spec, "text")`` was a raw ValueError; a
+    lone surrogate or an oversized input is an InputError before anything starts."""
+    import armature_temporal
+
+    assert armature_temporal.InputError is InputError
+    address = address_of(temporal_env)
+    with pytest.raises(InputError) as caught:
+        await start(SPECS / "quickstart.yaml", {"colour": "red"}, address=address, queue=task_queue)
+    assert "start(spec, {'name': value})" in str(caught.value)
+    assert "--input" not in str(caught.value)
+    with pytest.raises(
+        InputError, match=r"must be a mapping .* not str 'text'.*\{'topic': \.\.\.\}"
+    ):
+        await run(SPECS / "quickstart.yaml", "text", address=address, queue=task_queue)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="named by strings; got 1"):
+        await start(SPECS / "quickstart.yaml", {1: "x"}, address=address, queue=task_queue)  # type: ignore[dict-item]
+    with pytest.raises(InputError, match="lone surrogate"):
+        await start(
+            SPECS / "quickstart.yaml", {"topic": "\ud800"}, address=address, queue=task_queue
+        )
+    with pytest.raises(InputError, match=r"over the 1\.0 MiB limit"):
+        await start(
+            SPECS / "quickstart.yaml", {"topic": "x" * 2_000_000}, address=address, queue=task_queue
+        )
+    running = f"TaskQueue = '{task_queue}'"
+    assert [wf async for wf in temporal_env.client.list_workflows(running)] == []
+
+
 async def test_spec_must_be_a_path_or_a_plan() -> None:
     with pytest.raises(TypeError, match="spec file's path or a compiled Plan"):
         await start(42)  # type: ignore[arg-type]
