@@ -43,6 +43,7 @@ from armature_temporal.finetune.verify import (
     base_loss,
     decide_adapters,
     heldout_inputs,
+    judged_stages,
 )
 from armature_temporal.improve.diagnose import _inputs_of
 from armature_temporal.settings import armature_home
@@ -195,8 +196,9 @@ def _record(inp: FinetuneRecordInput) -> list[Adapter]:
         for job, report, runs in zip(prepared.jobs, inp.reports, paired, strict=True)
         if report is not None  # training failed; the workflow reports why
     ]
+    judged = judged_stages(prepared.plan) if prepared.plan is not None else set()
     evidence = []
-    for _, report, runs in trained:
+    for job, report, runs in trained:
         without, with_adapter = _scores(runs)
         evidence.append(
             Evidence(
@@ -205,6 +207,8 @@ def _record(inp: FinetuneRecordInput) -> list[Adapter]:
                 eval_examples=report.eval_examples,
                 without=without,
                 with_adapter=with_adapter,
+                judged=job.stage in judged,
+                stage=job.stage,
             )
         )
     checks = decide_adapters(evidence, margin=margin)

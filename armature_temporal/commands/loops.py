@@ -173,7 +173,8 @@ def finetune(
     the base model and with the adapter, and, when the adapter's is lower, runs the spec on
     the held-out examples' inputs with and without it (paired verification runs). Verified:
     loss below the base model's and the paired runs no worse (non-inferiority within
-    finetune.noninferiority_margin); fewer than 5 pairs: insufficient_evidence. A tier
+    finetune.noninferiority_margin); fewer than 5 pairs: insufficient_evidence; no judge
+    stage reads the stage: unmeasurable (HQS cannot see reply quality there). A tier
     `{provider: local, model: <base>, adapter: latest}`
     then uses the newest verified adapter of the calling stage. `armature schedule SPEC` runs
     rounds on finetune.schedule. Exits 0 when the round finished, 1 when it failed, 2 on a

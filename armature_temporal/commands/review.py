@@ -237,7 +237,8 @@ def adapters_list(
         return
     for a in found:
         out.print(
-            f"{a.id}  {a.status}  {a.verdict}  {_adapter_figures(a)}  {a.examples} examples  "
+            f"{a.id}  {a.status}  {a.verdict}  {_adapter_figures(a)}  "
+            f"trained on {a.report.train_examples}, held out {a.report.eval_examples}  "
             f"{a.created_at[:19]}",
             markup=False,
             highlight=False,

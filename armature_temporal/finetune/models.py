@@ -73,7 +73,9 @@ class TrainReport(_Model):
 #: the adapter; ``not_better``: held-out loss not below the base model's; ``paired_worse``: the
 #: paired runs may score worse than without it (by more than the margin);
 #: ``insufficient_evidence``: fewer than 5 paired runs.
-AdapterVerdict = Literal["verified", "not_better", "paired_worse", "insufficient_evidence"]
+AdapterVerdict = Literal[
+    "verified", "not_better", "paired_worse", "insufficient_evidence", "unmeasurable"
+]
 
 
 class Adapter(_Model):

@@ -13,8 +13,14 @@ An adapter is **verified** only when both hold:
     adapters are one Holm family, family-wise 5%).
 
 With fewer than :data:`MIN_PAIRS` pairs that both scored, nothing is verified: the verdict is
-``insufficient_evidence``. Pure functions over pydantic models: no torch, no store, no
-Temporal (the workflow calls :func:`with_adapter` itself).
+``insufficient_evidence``. And the paired runs can only vouch for what HQS sees: where no judge
+that can read the adapter's replies reads its stage (:func:`judged_stages`), HQS sees whether
+they parse, never whether they are any good — an adapter whose replies are noise ties with the
+base model — so an adapter that passes there is ``unmeasurable``, not verified (one that
+scores worse is still ``paired_worse``: that much the measure did see).
+
+Pure functions over pydantic models: no torch, no store, no Temporal (the workflow calls
+:func:`with_adapter` itself).
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ __all__ = [
     "beats_base",
     "decide_adapters",
     "heldout_inputs",
+    "judged_stages",
     "with_adapter",
 ]
 
@@ -59,6 +66,30 @@ def base_loss(report: TrainReport) -> float:
 def beats_base(report: TrainReport) -> bool:
     """Condition (a): the adapter's held-out loss is below the base model's."""
     return report.eval_loss_after < base_loss(report)
+
+
+def judged_stages(plan: Plan) -> set[str]:
+    """The stages whose replies a judge can see: some judge stage reads them, directly or
+    through the stages between (``depends_on``, implied dependencies included), and that judge
+    reads text — a ``simulate`` judge does not: it scores the declared latent quality of
+    simulated outputs, and an adapter's replies come from a real local model, which has none
+    (its score would be its own noise)."""
+    by_id = {s.id: s for s in plan.stages}
+    seen: set[str] = set()
+    for judge in plan.stages:
+        if judge.role is None or judge.role.type != "judge":
+            continue
+        tier = plan.tiers.get(judge.role.model_tier)
+        if tier is None or tier.provider == "simulate":
+            continue
+        todo = list(judge.depends_on)
+        while todo:
+            sid = todo.pop()
+            if sid in seen or sid not in by_id:
+                continue
+            seen.add(sid)
+            todo.extend(by_id[sid].depends_on)
+    return seen
 
 
 def _key(value: Any) -> str:
@@ -140,7 +171,8 @@ def with_adapter(plan: Plan, stage: str, base_model: str, adapter_dir: str) -> P
 
 class Evidence(BaseModel):
     """One adapter's figures: its losses and its paired runs' HQS (aligned; None: the run did
-    not finish; both None: no paired runs were made)."""
+    not finish; both None: no paired runs were made), and whether a judge reads its stage
+    (``judged``; else HQS cannot see what the adapter changes: :func:`judged_stages`)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -149,6 +181,8 @@ class Evidence(BaseModel):
     eval_examples: int
     without: list[float | None] | None = None
     with_adapter: list[float | None] | None = None
+    judged: bool = True
+    stage: str = "the stage"
 
 
 class AdapterCheck(BaseModel):
@@ -232,7 +266,16 @@ def decide_adapters(
                 f"(rank {h.rank} of {h.m})"
             )
             held = " (Holm: an adapter with a smaller p-value already failed)" if h.blocked else ""
-            if h.passed:
+            if h.passed and not e.judged:
+                verdict = "unmeasurable"
+                detail = (
+                    f"{loss}; {paired}; not verified: no judge that reads text reads "
+                    f"{e.stage!r}, so HQS sees only whether its replies parse, not whether they "
+                    "are any good (noise ties with the base model); add a judge stage after it "
+                    "(role type judge, on a real model: a simulate judge cannot read an "
+                    "adapter's replies) and run finetune again"
+                )
+            elif h.passed:
                 verdict = "verified"
                 detail = (
                     f"{loss}; {paired}; non-inferiority (margin {margin:g} HQS): {interval} "

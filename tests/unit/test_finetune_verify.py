@@ -18,6 +18,7 @@ from armature_temporal.finetune.verify import (
     beats_base,
     decide_adapters,
     heldout_inputs,
+    judged_stages,
     with_adapter,
 )
 from armature_temporal.spec.compiler import compile_spec
@@ -52,6 +53,45 @@ def test_loss_below_the_base_and_paired_runs_no_worse_is_verified() -> None:
     assert "held-out reply loss 1.200 with the adapter vs 2.000 for the base model" in (
         check.detail
     )
+
+
+def test_an_adapter_no_judge_can_see_is_unmeasurable_never_verified() -> None:
+    """specs/distill.yaml has no judge: an adapter whose replies were noise tied with the base
+    model (+0.000 [+0.000, +0.000]) and was called verified."""
+    unjudged = _evidence(SAME, list(SAME)).model_copy(update={"judged": False, "stage": "s"})
+    (check,) = decide_adapters([unjudged])
+    assert check.verdict == "unmeasurable"
+    assert "no judge that reads text reads 's'" in check.detail
+    assert "add a judge stage" in check.detail
+    assert check.paired_n == len(SAME)  # the figures are kept with the verdict
+    # What the measure does see still counts: worse paired runs are paired_worse.
+    worse = unjudged.model_copy(update={"with_adapter": [s - 0.2 for s in SAME]})
+    assert decide_adapters([worse])[0].verdict == "paired_worse"
+
+
+def test_judged_stages_are_those_a_judge_reads_directly_or_through_others() -> None:
+    plan = compile_spec(
+        load_spec_text(
+            """\
+name: judged
+model_tiers:
+  small: {provider: simulate}
+  real: {provider: openai, model: gpt-4o-mini, api_key_env: OPENAI_API_KEY}
+stages:
+  - {id: a, role: {name: A, description: x, model_tier: small}}
+  - {id: b, role: {name: B, description: "{{ a.content }}", model_tier: small}}
+  - {id: c, role: {name: C, description: x, model_tier: small}}
+  - {id: d, role: {name: D, description: x, model_tier: small}}
+  - {id: j, depends_on: [b], role: {name: J, type: judge, description: "{{ b.content }}",
+     model_tier: real}}
+  - {id: s, depends_on: [d], role: {name: S, type: judge, description: "{{ d.content }}",
+     model_tier: small}}
+""",
+            "judged.yaml",
+        )
+    )
+    # d is judged only by a simulated judge, which scores latent quality, not text.
+    assert judged_stages(plan) == {"a", "b"}
 
 
 def test_beating_the_base_loss_but_scoring_worse_in_paired_runs_is_not_verified() -> None:
