@@ -12,6 +12,7 @@ import typer
 from armature_temporal.commands._common import (
     AddressOpt,
     JsonFlag,
+    err,
     out,
     run_coroutine,
     shorten,
@@ -57,6 +58,16 @@ def runs_watch(
             else:
                 out.print(event_line(event.model_dump(mode="json")), markup=False, highlight=False)
             last = event.type
+        if last is None:  # --after N at or past the end: say where the run ended
+            async for event in follow_events(client, run_id, after=0):
+                last = event.type
+                final = event
+            if last is not None:
+                err.print(
+                    f"nothing after event {after}: run {run_id} ended at event {final.seq} "
+                    f"({final.type}); `armature runs watch {run_id}` shows them all",
+                    markup=False,
+                )
         return last
 
     last = run_coroutine(go())

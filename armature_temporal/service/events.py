@@ -98,6 +98,8 @@ async def follow_events(
                 if event.type in FINAL_EVENTS:
                     return
             if closed:
+                if not events and last > 0 and await _ended_by(handle, last):
+                    return  # ``after`` is past the log's final event: nothing more to give
                 yield await _final_event(handle, run_id, last)
                 return
             await _wait(woke, REQUERY_S)
@@ -143,6 +145,13 @@ def _renumbered_final(events: list[RunEvent], last: int) -> list[RunEvent]:
     if events and not rest:
         rest = [events[-1].model_copy(update={"seq": last + 1})]
     return rest
+
+
+async def _ended_by(handle: WorkflowHandle[Any, Any], seq: int) -> bool:
+    """Whether the closed run's own log has its final event at or before ``seq`` (a reader
+    asking after the end gets nothing, not an invented ``run_failed``)."""
+    events = await _events_after(handle, 0, True, last=0)
+    return bool(events) and events[-1].type in FINAL_EVENTS and events[-1].seq <= seq
 
 
 async def _final_event(handle: WorkflowHandle[Any, Any], run_id: str, last: int) -> RunEvent:

@@ -32,6 +32,9 @@ async def test_runs_watch_prints_every_event_until_the_run_ends_and_resumes_afte
         await decide_gate(client, handle.id, "approve_reply", "approve", by="cli-test")
         watched = await asyncio.wait_for(watching, 120)
         resumed = await run_armature("runs", "watch", handle.id, "--after", "3", "--address", addr)
+        end = str(len(watched.stdout.splitlines()))
+        at_end = await run_armature("runs", "watch", handle.id, "--after", end, "--address", addr)
+        past = await run_armature("runs", "watch", handle.id, "--after", "99", "--address", addr)
         missing = await run_armature("runs", "watch", "nope-42", "--address", addr)
     assert watched.returncode == 0, watched.stderr
     events = [json.loads(line) for line in watched.stdout.splitlines()]
@@ -44,3 +47,9 @@ async def test_runs_watch_prints_every_event_until_the_run_ends_and_resumes_afte
     assert len(lines) == len(events) - 3
     assert lines[0].split()[0] == "4" and "run_complete" in lines[-1]
     assert missing.returncode == 2 and "no run 'nope-42'" in missing.stderr
+    # At or past the end of a completed run: nothing printed, exit 0, where it ended said on
+    # stderr (past the end printed an invented run_failed and exited 1).
+    for done in (at_end, past):
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == ""
+        assert f"ended at event {len(events)} (run_complete)" in done.stderr
