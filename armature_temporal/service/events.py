@@ -150,7 +150,7 @@ def _renumbered_final(events: list[RunEvent], last: int) -> list[RunEvent]:
 async def _ended_by(handle: WorkflowHandle[Any, Any], seq: int) -> bool:
     """Whether the closed run's own log has its final event at or before ``seq`` (a reader
     asking after the end gets nothing, not an invented ``run_failed``)."""
-    events = await _events_after(handle, 0, True, last=0)
+    events = await _events_after(handle, 0, True, last=0) or []
     return bool(events) and events[-1].type in FINAL_EVENTS and events[-1].seq <= seq
 
 
