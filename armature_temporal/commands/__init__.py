@@ -9,7 +9,8 @@ groups, such as ``runs`` or ``proposals``); ``cli.py`` adds every room's ``app``
   ``schema``, ``new``, ``scan``. No Temporal needed.
 - :mod:`~armature_temporal.commands.runs` (Run and approve): ``submit``, ``run``,
   ``schedule``, ``cancel``, ``runs list|show``; ``runs watch`` is in
-  :mod:`~armature_temporal.commands.runs_watch` (``cli.py`` mounts it on the group).
+  :mod:`~armature_temporal.commands.runs_watch` (``cli.py`` mounts it on the group), and how
+  a run is followed and printed in :mod:`~armature_temporal.commands.run_view`.
 - :mod:`~armature_temporal.commands.approvals` (Run and approve): ``approve``, ``reject``,
   ``gates``.
 - :mod:`~armature_temporal.commands.loops` (Learn and improve): ``improve``, ``finetune``.

@@ -24,9 +24,9 @@ from armature_temporal.commands._common import (
     print_json,
     print_wide,
     run_coroutine,
-    shorten,
     temporal_client,
 )
+from armature_temporal.commands.run_view import follow_run, print_run
 from armature_temporal.spec.compiler import Plan
 
 app = typer.Typer()
@@ -234,13 +234,13 @@ async def _submit(
             out.print(f"follow it: armature runs show {handle.id}", markup=False)
         return
     err.print(f"started run {handle.id} — {link}", markup=False, highlight=False)
-    view = await _follow(client, handle.id, {st.id: st.kind for st in plan.stages})
+    view = await follow_run(client, handle.id, {st.id: st.kind for st in plan.stages})
     if output is not None:
         _write_outputs(view.outputs, output)
     if as_json:
         print_json({**view.model_dump(mode="json"), "ui_url": link})
     elif output != "-":
-        _print_run(view, full=True)
+        print_run(view, full=True)
     if (view.state or view.status) != "completed":
         raise typer.Exit(1)
 
@@ -256,111 +256,6 @@ def _write_outputs(outputs: dict[str, Any], output: str) -> None:
     except OSError as exc:
         raise fail(f"error: --output {output}: cannot write it: {exc}", 1) from None
     err.print(f"outputs written to {output}", markup=False, highlight=False)
-
-
-def progress_detail(kind: str | None, st: Any) -> str:
-    """What a progress line adds to a stage's status: the attempt and tier of a model stage
-    tried more than once, a fan-out's child count; nothing unknown."""
-    if kind == "fan_out" or st.children:
-        count = len(st.children) or st.attempts
-        return f" ({count} children)" if count else ""
-    if st.attempts <= 1:
-        return ""
-    return f" (attempt {st.attempts}" + (f", tier {st.tier})" if st.tier else ")")
-
-
-async def _follow(client: Any, run_id: str, kinds: dict[str, str] | None = None) -> Any:
-    """Poll the run, reporting stage transitions on stderr, until it closes. ``kinds``: each
-    stage's kind (from the plan), so that a fan-out's count is not called an attempt."""
-    import asyncio
-
-    from armature_temporal.service.client import show_run
-
-    seen: dict[str, str] = {}
-    told: set[str] = set()
-    while True:
-        view = await show_run(client, run_id)
-        if view.status == "running" and view.reason and "no worker" not in told:
-            told.add("no worker")
-            err.print(f"  waiting: {view.reason}", markup=False, highlight=False)
-        for sid, st in view.stages.items():
-            if st.status != "pending" and seen.get(sid) != st.status:
-                seen[sid] = st.status
-                extra = progress_detail((kinds or {}).get(sid), st)
-                err.print(f"  {sid}: {st.status}{extra}", markup=False, highlight=False)
-        for gate in view.pending_gates:
-            if gate.stage not in told:
-                told.add(gate.stage)
-                err.print(
-                    f"  waiting for a person at gate {gate.stage!r}: approve with "
-                    f"`armature approve {run_id} {gate.stage}` (Ctrl-C stops waiting; "
-                    "the run keeps waiting durably)",
-                    markup=False,
-                    highlight=False,
-                )
-        if view.status != "running":
-            return view
-        await asyncio.sleep(0.5)
-
-
-def _print_run(view: Any, *, full: bool = False) -> None:
-    """A run's state, a table of its stages, its pending gates and its Web UI link; with
-    ``full``, every output and error whole (wrapped), else each cut to a line."""
-    from rich.table import Table
-
-    from armature_temporal.settings import ui_url
-
-    state = view.state or view.status
-    colour = {
-        "completed": "green",
-        "failed": "red",
-        "rejected": "red",
-        "waiting_gate": "yellow",
-    }.get(state, "cyan")
-    out.print(
-        f"run [bold]{view.run_id}[/bold] · spec {view.spec_name} · [{colour}]{state}[/{colour}]"
-    )
-    if view.reason:
-        out.print(f"reason: {view.reason}", markup=False, highlight=False)
-    cut = _whole if full else shorten
-    table = Table(show_edge=False, pad_edge=False)
-    for col in ("stage", "status", "tier", "attempts"):
-        table.add_column(col, no_wrap=True)
-    table.add_column("output / error", overflow="fold", min_width=20)
-    for sid, st in view.stages.items():
-        detail = cut(st.error) if st.error and st.status != "completed" else cut(st.output)
-        if st.escalated:
-            detail = "(escalated) " + detail
-        table.add_row(sid, st.status, st.tier or "", str(st.attempts or ""), Text(detail))
-        for child in st.children:
-            child_id = str(child.get("id", "?")).removeprefix(f"{view.run_id}/")
-            table.add_row(
-                Text(f"  └ {child_id}"),
-                str(child.get("status", "")),
-                "",
-                str(child.get("attempt", "")),
-                Text(cut(child.get("error", ""))),
-            )
-    print_wide(table)
-    for refused in view.refused_signals:
-        out.print(Text(f"refused gate signal ({refused.at[:19]}): {refused.reason}", style="red"))
-    for gate in view.pending_gates:
-        out.print(Text(f"waiting at gate {gate.stage}: {gate.message or ''}", style="yellow"))
-        out.print(
-            f"  armature approve {view.run_id} {gate.stage}   |   "
-            f"armature reject {view.run_id} {gate.stage} --reason ...",
-            markup=False,
-        )
-    out.print(f"Web UI: {ui_url(view.run_id, view.temporal_run_id)}", markup=False)
-
-
-def _whole(value: Any) -> str:
-    """``value`` whole: a string as it is, anything else as JSON on one (wrapped) line."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 @app.command(rich_help_panel=RUN)
@@ -583,4 +478,4 @@ def runs_show(
             {**view.model_dump(mode="json"), "ui_url": ui_url(view.run_id, view.temporal_run_id)}
         )
     else:
-        _print_run(view, full=full)
+        print_run(view, full=full)

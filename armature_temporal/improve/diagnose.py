@@ -83,11 +83,7 @@ def _stage_stats(stage_id: str, runs: Sequence[RunTrace], judged: list[float]) -
 
 
 def _inputs_of(run: RunTrace) -> dict[str, Any] | None:
-    start = next((r for r in run.records if r.kind == "run_start"), None)
-    if start is None:
-        return None
-    inputs = start.data.get("inputs")
-    return inputs if isinstance(inputs, dict) else None
+    return run.inputs
 
 
 def diagnose(plan: Plan, runs: Sequence[RunTrace], *, sample: int = 20) -> Diagnosis:

@@ -247,6 +247,9 @@ class RunView(BaseModel):
     status: str
     state: str | None = None
     reason: str | None = None
+    #: The inputs it started with (defaults filled in); None where its start is unreadable.
+    inputs: dict[str, Any] | None = None
+    parent_run_id: str | None = None
     stages: dict[str, StageResult] = Field(default_factory=dict)
     outputs: dict[str, Any] = Field(default_factory=dict)
     pending_gates: list[GateInfo] = Field(default_factory=list)
@@ -286,16 +289,36 @@ async def describe_run(client: Client, run_id: str) -> WorkflowExecutionDescript
         raise
 
 
+async def start_input(client: Client, handle: WorkflowHandle[Any, Any]) -> RunInput | None:
+    """What the run was started with (its plan, inputs and parent), from the first event of
+    its history; None when that event is not an Armature run's start."""
+    async for event in handle.fetch_history_events():
+        payloads = event.workflow_execution_started_event_attributes.input.payloads
+        if not payloads:
+            return None
+        try:
+            (value,) = await client.data_converter.decode(list(payloads[:1]), [RunInput])
+        except (ValueError, TypeError):  # not a RunInput: another kind of workflow
+            return None
+        return value if isinstance(value, RunInput) else None
+    return None
+
+
 async def show_run(client: Client, run_id: str) -> RunView:
     """Status, stages and outputs of one run (from the result when closed, else the query)."""
     handle = client.get_workflow_handle(run_id, result_type=RunResult)
     desc = await describe_run(client, run_id)
     status = run_status(desc.status)
+    started = await start_input(client, handle)
     view = RunView(
         run_id=run_id,
         temporal_run_id=desc.run_id,
-        spec_name=desc.typed_search_attributes.get(SPEC_NAME),
+        # A fan-out's child has no search attributes of its own: its plan names the spec.
+        spec_name=desc.typed_search_attributes.get(SPEC_NAME)
+        or (started.plan.name if started is not None else None),
         status=status,
+        inputs=started.inputs if started is not None else None,
+        parent_run_id=started.parent_run_id if started is not None else None,
     )
     if desc.status == WorkflowExecutionStatus.RUNNING:
         try:

@@ -123,6 +123,8 @@ def render_report(report: RunReport, *, full: bool = False) -> RenderableType:
         f"{report.records} trace records"
     )
     parts: list[Any] = [head, facts]
+    if report.inputs is not None:
+        parts.append(Text(f"inputs: {cut(report.inputs, 100)}"))
     if report.parent_run_id:
         parts.append(Text(f"child of {report.parent_run_id}"))
     if report.reason:
@@ -139,12 +141,15 @@ def render_report(report: RunReport, *, full: bool = False) -> RenderableType:
     for st in report.stages:
         detail = f"[{st.error_type}] {st.error or ''}" if st.error_type else cut(st.output)
         role = f"{st.role} ({st.role_type})" if st.role else (st.kind or "")
+        attempts = str(st.attempts or "")
+        if st.kind == "fan_out":  # what it counts is children, not attempts
+            attempts, detail = "", f"({st.attempts} children) {detail}"
         stages.add_row(
             st.stage_id,
             role,
             Text(st.status, style=_colour(st.status)),
             (st.tier or "") + (" ↑" if st.escalated else ""),
-            str(st.attempts or ""),
+            attempts,
             _num(st.judge_score),
             *([_evaluation(st.evaluation)] if evaluated else []),
             *([_num((st.critique or {}).get("score"))] if critiqued else []),

@@ -55,6 +55,13 @@ class RunTrace(_View):
     verification: bool = False
     records: list[TraceRecord] = Field(default_factory=list)
 
+    @property
+    def inputs(self) -> dict[str, Any] | None:
+        """The run inputs its ``run_start`` record holds (None: no such record)."""
+        start = next((r for r in self.records if r.kind == "run_start"), None)
+        inputs = start.data.get("inputs") if start is not None else None
+        return inputs if isinstance(inputs, dict) else None
+
 
 # --- one run -------------------------------------------------------------------------------
 
@@ -137,6 +144,8 @@ class RunReport(_View):
     finished_at: str | None
     latency_ms: float | None
     hqs: float | None
+    #: The run inputs it started with (defaults filled in), from its run_start record.
+    inputs: dict[str, Any] | None = None
     prompt_tokens: int
     completion_tokens: int
     cost_usd: float
@@ -260,6 +269,7 @@ def build_report(trace: RunTrace, gates: Sequence[GateView] = ()) -> RunReport:
         finished_at=trace.finished_at,
         latency_ms=trace.latency_ms,
         hqs=trace.hqs,
+        inputs=trace.inputs,
         prompt_tokens=sum(r.prompt_tokens for r in made),
         completion_tokens=sum(r.completion_tokens for r in made),
         cost_usd=sum(r.cost_usd for r in made),

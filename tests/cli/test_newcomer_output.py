@@ -158,6 +158,30 @@ async def test_report_of_a_finished_fanout_run_has_no_stage_left_running(fanout:
     assert "running" not in text.stdout
 
 
+async def test_runs_show_and_report_show_the_inputs_and_a_childs_spec(fanout: FanOut) -> None:
+    """runs show and report --json did not show a run's inputs; runs show on a fan-out child
+    said `spec None`; a fan-out stage's attempts column showed its child count."""
+    question = "Should we adopt durable execution for our agents?"
+    shown = await cli("runs", "show", fanout.run_id, "--json", "--address", fanout.address,
+                      home=fanout.home)  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["inputs"]["question"] == question
+    report = json.loads((await cli("report", fanout.run_id, "--json", home=fanout.home)).stdout)
+    assert report["inputs"]["question"] == question
+    reported = words((await cli("report", fanout.run_id, home=fanout.home)).stdout)
+    assert question in reported and "(4 children)" in reported
+    text = await cli("runs", "show", fanout.run_id, "--address", fanout.address, home=fanout.home)
+    assert f'inputs: {{"question": "{question}"' in words(text.stdout)
+    row = next(line for line in text.stdout.splitlines() if line.lstrip().startswith("research "))
+    assert "(4 children)" in words(text.stdout)
+    assert not re.search(r"research\s+│?\s*completed\s+│?\s*\S*\s+│?\s*4\b", row), row
+    child = f"{fanout.run_id}/research/0"
+    kid = await cli("runs", "show", child, "--address", fanout.address, home=fanout.home)
+    assert kid.returncode == 0, kid.stderr
+    assert "spec researcher" in kid.stdout and "spec None" not in kid.stdout
+    assert f"child of {fanout.run_id}" in words(kid.stdout)
+
+
 async def test_report_piped_at_80_columns_keeps_values_whole_and_full_shows_outputs(
     fanout: FanOut,
 ) -> None:
