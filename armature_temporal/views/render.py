@@ -141,15 +141,15 @@ def render_report(report: RunReport, *, full: bool = False) -> RenderableType:
     for st in report.stages:
         detail = f"[{st.error_type}] {st.error or ''}" if st.error_type else cut(st.output)
         role = f"{st.role} ({st.role_type})" if st.role else (st.kind or "")
-        attempts = str(st.attempts or "")
+        tries = str(st.attempts or "")
         if st.kind == "fan_out":  # what it counts is children, not attempts
-            attempts, detail = "", f"({st.attempts} children) {detail}"
+            tries, detail = "", f"({st.attempts} children) {detail}"
         stages.add_row(
             st.stage_id,
             role,
             Text(st.status, style=_colour(st.status)),
             (st.tier or "") + (" ↑" if st.escalated else ""),
-            attempts,
+            tries,
             _num(st.judge_score),
             *([_evaluation(st.evaluation)] if evaluated else []),
             *([_num((st.critique or {}).get("score"))] if critiqued else []),
