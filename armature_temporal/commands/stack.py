@@ -209,16 +209,17 @@ def dev(ctx: typer.Context) -> None:
         return
     import time
 
-    from armature_temporal.service.devstack import ensure_local_stack, stack_state, stop_stack
+    from armature_temporal.service.devstack import stack_state, start_local_stack, stop_stack
     from armature_temporal.settings import dev_ui_port
 
-    address, said = run_coroutine(ensure_local_stack(None))
+    address, said, started = run_coroutine(start_local_stack(None))
     for line in said:
         err.print(line, markup=False)
     if not said:
         err.print(f"the local stack is already running on {address}", markup=False)
+    stops = "Ctrl-C stops it" if started else "Ctrl-C leaves it running (`armature dev stop`)"
     out.print(
-        f"Temporal at {address}, Web UI http://localhost:{dev_ui_port()}; Ctrl-C stops",
+        f"Temporal at {address}, Web UI http://localhost:{dev_ui_port()}; {stops}",
         markup=False,
     )
     try:
@@ -228,8 +229,17 @@ def dev(ctx: typer.Context) -> None:
                 raise fail("the dev server exited; see the log under $ARMATURE_HOME/logs")
             time.sleep(1)
     except KeyboardInterrupt:
-        for line in stop_stack():
+        # Only what this command started: a stack already running in the background (that
+        # `armature serve` or another shell uses) stays up.
+        for line in stop_stack(only=started):
             err.print(f"stopped {line}", markup=False)
+        kept = {"temporal", "worker"} - started
+        if kept:
+            err.print(
+                f"left running what this command did not start ({', '.join(sorted(kept))}); "
+                "`armature dev stop` stops it",
+                markup=False,
+            )
 
 
 @dev_app.command("stop")

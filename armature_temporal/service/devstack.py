@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -238,11 +239,18 @@ async def wait_for_server(
     )
 
 
-def stop_stack(home: Path | None = None, timeout_s: float = 10.0) -> list[str]:
-    """Stop the worker and dev server this ARMATURE_HOME started; returns what was stopped."""
+def stop_stack(
+    home: Path | None = None,
+    timeout_s: float = 10.0,
+    only: Collection[str] = ("worker", "temporal"),
+) -> list[str]:
+    """Stop the worker and dev server this ARMATURE_HOME started (``only``: those of them, by
+    name); returns what was stopped."""
     home = home or armature_home()
     stopped = []
     for name in ("worker", "temporal"):
+        if name not in only:
+            continue
         path = _run_dir(home) / f"{name}.pid"
         pid = _read_pid(path)
         if pid is None:
@@ -267,17 +275,27 @@ async def ensure_local_stack(cli_address: str | None = None) -> tuple[str, list[
     the user's. Otherwise the local dev server on 127.0.0.1:7233 is used (started if nothing
     listens there) and a background worker is started if this ARMATURE_HOME has none running.
     """
+    address, said, _ = await start_local_stack(cli_address)
+    return address, said
+
+
+async def start_local_stack(cli_address: str | None = None) -> tuple[str, list[str], set[str]]:
+    """:func:`ensure_local_stack`, also naming the parts it started (``temporal``,
+    ``worker``), which :func:`stop_stack` takes as ``only``: a foreground ``armature dev``
+    stops those and leaves a stack that was already running alone."""
     from armature_temporal.settings import configured_address
 
     configured = configured_address(cli_address)
+    started: set[str] = set()
     if configured:
-        return configured, []
+        return configured, [], started
     home = armature_home()
     state = stack_state(home)
     address = state.address
     said = []
     if not state.listening:
         pid = start_dev_server(home)
+        started.add("temporal")
         await wait_for_server(address, server_pid=pid)
         said.append(
             f"started the local Temporal dev server (pid {pid}, Web UI "
@@ -296,11 +314,12 @@ async def ensure_local_stack(cli_address: str | None = None) -> tuple[str, list[
         state = stack_state(home)
     if state.worker_pid is None:
         pid = start_worker(address, home)
+        started.add("worker")
         said.append(
             f"started an Armature worker and its tools worker (pid {pid}, log "
             f"{home / 'logs' / 'worker.log'}); `armature dev stop` stops the local stack"
         )
-    return address, said
+    return address, said, started
 
 
 async def stack_client(address: str | None = None) -> tuple[Client, list[str]]:

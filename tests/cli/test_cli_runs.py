@@ -177,3 +177,42 @@ async def test_submit_starts_the_local_stack_once_and_dev_stop_stops_it(tmp_path
     assert stopped.returncode == 0 and "worker" in stopped.stdout and "temporal" in stopped.stdout
     again = await cli("dev", "stop", env=env)
     assert "not running" in again.stdout
+
+
+async def test_dev_in_the_foreground_stops_only_what_it_started(tmp_path: Path) -> None:
+    """`armature dev` beside a stack already running in the background stopped that stack on
+    Ctrl-C (and the `serve` using it answered 503): it now leaves what it did not start."""
+    import os
+    import signal
+
+    from armature_temporal.service.devstack import stack_state
+
+    home = tmp_path / "home"
+    env = {
+        "ARMATURE_HOME": str(home),
+        "ARMATURE_DEV_PORT": str(free_port()),
+        "ARMATURE_UI_PORT": str(free_port()),
+    }
+    try:
+        first = await cli("submit", "specs/quickstart.yaml", "--wait", env=env)
+        assert first.returncode == 0, first.stderr + first.stdout
+        before = stack_state(home, int(env["ARMATURE_DEV_PORT"]))
+        assert before.server_pid is not None and before.worker_pid is not None
+        fg = await asyncio.create_subprocess_exec(
+            ARMATURE, "dev", cwd=ROOT, env={**os.environ, **env},
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert fg.stdout is not None and fg.stderr is not None
+        line = await asyncio.wait_for(fg.stdout.readline(), 60)
+        assert b"Ctrl-C leaves it running" in line, line
+        fg.send_signal(signal.SIGINT)
+        _, said = await asyncio.wait_for(fg.communicate(), 60)
+        assert "left running what this command did not start" in said.decode(), said
+        after = stack_state(home, int(env["ARMATURE_DEV_PORT"]))
+        assert (after.server_pid, after.worker_pid) == (before.server_pid, before.worker_pid)
+        assert after.listening
+        again = await cli("submit", "specs/quickstart.yaml", "--wait", env=env)
+        assert again.returncode == 0, again.stderr
+    finally:
+        stopped = await cli("dev", "stop", env=env)
+    assert "worker" in stopped.stdout and "temporal" in stopped.stdout
