@@ -218,11 +218,11 @@ def dev(ctx: typer.Context) -> None:
     if not said:
         err.print(f"the local stack is already running on {address}", markup=False)
     stops = "Ctrl-C stops it" if started else "Ctrl-C leaves it running (`armature dev stop`)"
-    out.print(
-        f"Temporal at {address}, Web UI http://localhost:{dev_ui_port()}; {stops}",
-        markup=False,
-    )
-    try:
+    try:  # from the first line a reader can act on, Ctrl-C stops what this command started
+        out.print(
+            f"Temporal at {address}, Web UI http://localhost:{dev_ui_port()}; {stops}",
+            markup=False,
+        )
         while True:
             state = stack_state()
             if state.server_pid is None and not state.listening:

@@ -272,7 +272,8 @@ async def _litellm(
     try:
         response = await litellm.acompletion(model=model, messages=messages, **kwargs)
     except Exception as exc:  # litellm raises many types; classify by status, re-raise typed
-        raise _classify(exc, tier) from exc
+        missing = [] if "api_key" in kwargs else _missing_credentials(litellm, model, tier)
+        raise _classify(exc, tier, missing) from exc
     latency = (time.monotonic() - started) * 1000
     choice = response.choices[0].message
     finish_reason = getattr(response.choices[0], "finish_reason", None)
@@ -382,7 +383,36 @@ async def _local(
     )
 
 
-def _classify(exc: Exception, tier: ResolvedTier) -> ProviderError:
+def _missing_credentials(litellm: Any, model: str, tier: ResolvedTier) -> list[str]:
+    """The credential variables litellm expects for ``model`` that the worker lacks (a tier
+    with its own ``api_base`` is taken to need none). Consulted only after a call failed: a
+    provider that authenticates otherwise (an IAM role, a local server) is never refused."""
+    if tier.api_base:
+        return []
+    try:
+        found = litellm.validate_environment(model=model)
+    except Exception:  # an unknown provider: litellm cannot say, so neither can we
+        return []
+    if not isinstance(found, dict) or found.get("keys_in_environment", True):
+        return []
+    names = found.get("missing_keys") or []
+    return [n for n in names if isinstance(n, str) and n.endswith(("_KEY", "_TOKEN"))]
+
+
+def _classify(
+    exc: Exception, tier: ResolvedTier, missing: list[str] | None = None
+) -> ProviderError:
+    if missing:
+        # No key: whatever the call said (a DNS failure offline, a 401 online), no retry can
+        # help, and the fix is the key.
+        return ProviderError(
+            f"tier {tier.name!r} ({tier.provider}/{tier.model}) has no API key on the worker: "
+            f"{' or '.join(missing)} is not set (the call failed: {type(exc).__name__}: "
+            f"{str(exc)[:200]}); export it in the worker's environment (or name the variable "
+            "with the tier's api_key_env), or use provider: simulate to try the spec offline",
+            retryable=False,
+            kind="auth",
+        )
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) else None
     retry_after = None

@@ -72,7 +72,11 @@ WORKFLOW_NAME = "RunSpec"
 
 
 class ConnectionFailed(ArmatureError):
-    """The Temporal server could not be reached."""
+    """The Temporal server could not be reached (``reason``: what the connection said)."""
+
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message
 
 
 class RunNotFound(ArmatureError):
@@ -109,7 +113,8 @@ async def connect(address: str, namespace: str | None = None) -> Client:
     except RuntimeError as exc:
         raise ConnectionFailed(
             f"cannot reach the Temporal server at {address}: {exc}. Start the local stack with "
-            "`armature dev`, or point TEMPORAL_ADDRESS / --address at a running server"
+            "`armature dev`, or point TEMPORAL_ADDRESS / --address at a running server",
+            reason=str(exc),
         ) from None
 
 

@@ -303,6 +303,9 @@ async def start_local_stack(cli_address: str | None = None) -> tuple[str, list[s
             f"{home / 'logs' / 'temporal.log'})"
         )
     elif not state.server_ours and state.worker_pid is None:
+        from armature_temporal.service.client import connect
+
+        await connect(address)  # not a Temporal server: stack_client explains, no worker starts
         said.append(f"using the Temporal server already listening on {address}")
     stamp = _run_dir(home) / "worker.code"
     if state.worker_pid is not None and (
@@ -330,7 +333,27 @@ async def stack_client(address: str | None = None) -> tuple[Client, list[str]]:
     Raises:
         ConnectionFailed: the server cannot be reached.
     """
-    from armature_temporal.service.client import connect
+    from armature_temporal.service.client import ConnectionFailed, connect
+    from armature_temporal.settings import configured_address
 
-    addr, said = await ensure_local_stack(address)
-    return await connect(addr), said
+    addr = configured_address(address) or stack_state().address
+    try:
+        addr, said = await ensure_local_stack(address)
+        return await connect(addr), said
+    except ConnectionFailed as exc:
+        if configured_address(address):
+            raise
+        # The embedded stack's port: what answers there is not our dev server.
+        state = stack_state()
+        if state.server_ours:
+            raise ConnectionFailed(
+                f"the local Temporal dev server (pid {state.server_pid}) does not answer on "
+                f"{addr} ({exc.reason}); see {armature_home() / 'logs' / 'temporal.log'}, "
+                "then `armature dev stop` and try again"
+            ) from None
+        raise ConnectionFailed(
+            f"something that is not a Temporal server Armature can talk to listens on {addr} "
+            f"(ARMATURE_DEV_PORT={dev_port()}), so the local stack cannot use it: stop what "
+            "listens on that port, or set ARMATURE_DEV_PORT and ARMATURE_UI_PORT to free "
+            f"ports (the connection said: {exc.reason})"
+        ) from None

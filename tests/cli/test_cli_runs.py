@@ -216,3 +216,33 @@ async def test_dev_in_the_foreground_stops_only_what_it_started(tmp_path: Path) 
     finally:
         stopped = await cli("dev", "stop", env=env)
     assert "worker" in stopped.stdout and "temporal" in stopped.stdout
+
+
+async def test_submit_on_a_dev_port_another_server_holds_says_to_free_or_move_it(
+    tmp_path: Path,
+) -> None:
+    """With ARMATURE_DEV_PORT on a port another server holds, submit advised `armature dev`
+    (and started a worker against that server); doctor already gave the right fix."""
+    import http.server
+    import threading
+
+    from armature_temporal.service.devstack import stack_state
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_port
+    home = tmp_path / "home"
+    env = {"ARMATURE_HOME": str(home), "ARMATURE_DEV_PORT": str(port),
+           "ARMATURE_UI_PORT": str(free_port())}  # fmt: skip
+    try:
+        done = await cli("submit", "specs/quickstart.yaml", "--wait", env=env)
+    finally:
+        server.shutdown()
+        await cli("dev", "stop", env=env)
+    assert done.returncode == 1, done.stderr
+    assert f"not a Temporal server Armature can talk to listens on 127.0.0.1:{port}" in (
+        done.stderr
+    )
+    assert "set ARMATURE_DEV_PORT and ARMATURE_UI_PORT to free ports" in done.stderr
+    assert "Start the local stack with `armature dev`" not in done.stderr
+    assert stack_state(home, port).worker_pid is None

@@ -174,3 +174,34 @@ async def test_a_local_tier_refuses_tools_with_the_fix() -> None:
             tools=[{"name": "file_read"}],
         )
     assert not caught.value.retryable
+
+
+@pytest.mark.parametrize("key", [None, "sk-test"])
+async def test_a_provider_key_the_worker_lacks_is_named_whatever_the_call_said(
+    monkeypatch: pytest.MonkeyPatch, key: str | None
+) -> None:
+    """A 0.7.0 spec's tier names no api_key_env: litellm reads OPENAI_API_KEY itself. Without
+    it (and offline) the call retried for 18 s and said `APIConnectionError (HTTP 500)`, never
+    naming the key. Here nothing listens where the provider is, as offline."""
+    monkeypatch.setenv("OPENAI_API_BASE", "http://127.0.0.1:9/v1")
+    if key is None:
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    else:
+        monkeypatch.setenv("OPENAI_API_KEY", key)
+    legacy = ResolvedTier(name="small", provider="openai", model="gpt-4o-mini")
+    with pytest.raises(ProviderError) as info:
+        await complete(
+            legacy,
+            [{"role": "user", "content": "q"}],
+            seed="s",
+            role_type="worker",
+            output_mode="text",
+            output_schema=None,
+        )
+    if key is None:
+        assert info.value.retryable is False and info.value.kind == "auth"
+        assert "has no API key on the worker: OPENAI_API_KEY is not set" in str(info.value)
+        assert "provider: simulate" in str(info.value)
+    else:  # with the key, a connection failure is the server's: retried by Temporal
+        assert info.value.retryable is True
+        assert "API key" not in str(info.value)
