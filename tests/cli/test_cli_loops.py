@@ -121,12 +121,12 @@ def test_adapters_list_and_retire(tmp_path: Path) -> None:
     assert listed.exit_code == 0
     # Stored before the paired runs: its report's losses, no paired figures.
     assert (
-        "s-a-a1  active  verified  loss 2.500 vs base 5.000  paired: not measured  10 examples"
+        "s-a-a1  active  verified  loss 2.500 vs base 5.000  paired: not measured  trained on 8, held out 2"
         in listed.stdout
     )
     assert (
         "s-b-a2  active  insufficient_evidence  loss 2.500 vs base 5.000  "
-        "paired HQS -0.013 [-0.050, +0.000] n=4  10 examples" in listed.stdout
+        "paired HQS -0.013 [-0.050, +0.000] n=4  trained on 8, held out 2" in listed.stdout
     )
     as_json = runner.invoke(app, ["adapters", "list", "--spec", "s", "--stage", "b", "--json"])
     (row,) = json.loads(as_json.stdout)
