@@ -121,8 +121,8 @@ def test_adapters_list_and_retire(tmp_path: Path) -> None:
     assert listed.exit_code == 0
     # Stored before the paired runs: its report's losses, no paired figures.
     assert (
-        "s-a-a1  active  verified  loss 2.500 vs base 5.000  paired: not measured  trained on 8, held out 2"
-        in listed.stdout
+        "s-a-a1  active  verified  loss 2.500 vs base 5.000  paired: not measured  "
+        "trained on 8, held out 2" in listed.stdout
     )
     assert (
         "s-b-a2  active  insufficient_evidence  loss 2.500 vs base 5.000  "
