@@ -224,6 +224,7 @@ async def test_gate_refused_without_approve_then_decided_by_the_approver(
             "alice",
             "fine",
         )
+        assert decision.trusted, decision.record_problem  # its row checks
         unknown = await http.post(
             "/run/no-such-run/gates/approve_reply",
             json={"decision": "approve"},
