@@ -481,6 +481,7 @@ async def decide(request: Request, run_id: str, stage: str) -> Response:
         )
     from armature_temporal.service.client import (
         ConnectionFailed,
+        GateAuthError,
         GateError,
         RunNotFound,
         decide_gate,
@@ -500,6 +501,15 @@ async def decide(request: Request, run_id: str, stage: str) -> Response:
         return _unreachable(request, exc, "submit again", session)
     except RunNotFound as exc:
         return _problem(request, 404, "Unknown run", str(exc), "go back to /ui", session)
+    except GateAuthError as exc:
+        return _problem(
+            request,
+            503,
+            "Cannot record who decided",
+            str(exc),
+            "give armature serve the workers' trace key ($ARMATURE_HOME/trace.key)",
+            session,
+        )
     except GateError as exc:
         return _problem(
             request,
