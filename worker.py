@@ -25,6 +25,7 @@ from activities.bandit import bandit_maintenance, bandit_reward, bandit_select
 from activities.cache import cache_hit, cache_keep, cache_lookup, cache_settle
 from activities.experience import load_lessons, reward_lessons
 from activities.finetune import finetune_prepare, finetune_record, finetune_train
+from activities.gates import verify_gate_decision
 from activities.improve import improve_prepare, improve_record, improve_settle
 from activities.improve_combine import improve_combine, improve_record_combined
 from activities.learn import critique, learn_prepare, learn_record
@@ -64,6 +65,7 @@ ACTIVITIES: list[Any] = [
     tool_call,
     record_traces,
     load_prior_run,
+    verify_gate_decision,
     run_adapter,
     load_memory,
     capture_memory,

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import getpass
 import logging
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
@@ -157,7 +156,9 @@ class RunHandle:
         sends, recording this OS user as who decided); returns the run's answer.
 
         Raises:
-            GateError: the stage is unknown or not waiting (nothing was written).
+            GateError: the stage is unknown or not waiting (nothing was written);
+                ``GateAuthError`` (a GateError) when there is no trace key here to prove who
+                decided (nothing was sent).
         """
         return await self._decide(stage, "approve", comment)
 
@@ -166,10 +167,11 @@ class RunHandle:
         return await self._decide(stage, "reject", reason)
 
     async def _decide(self, stage: str, decision: Any, comment: str | None) -> str:
+        from armature_temporal.runtime.gate_auth import os_user
         from armature_temporal.service.client import decide_gate
 
         return await decide_gate(
-            self.client, self.run_id, stage, decision, comment=comment, by=getpass.getuser()
+            self.client, self.run_id, stage, decision, comment=comment, by=os_user()
         )
 
     async def cancel(self) -> CancelOutcome:

@@ -99,8 +99,9 @@ class RunSpecWorkflow:
 
     @workflow.update(name="resolve_gate")
     async def resolve_gate(self, decision: GateDecision) -> str:
-        """Approve or reject a waiting gate. The validator rejects unknown or resolved gates."""
-        self.ctx.decisions[decision.stage] = decision
+        """Approve or reject a waiting gate. The validator rejects unknown or resolved gates.
+        Who decided is never taken from the payload (``Gates.receive``)."""
+        self.gates.receive(decision)
         return f"{decision.stage}: {'approved' if decision.decision == 'approve' else 'rejected'}"
 
     @resolve_gate.validator
@@ -134,7 +135,7 @@ class RunSpecWorkflow:
         if problem:
             self._refuse(sent, problem, decision.stage)
             return
-        self.ctx.decisions[decision.stage] = decision
+        self.gates.receive(decision)
 
     def _refuse(self, sent: Any, reason: str, stage: str | None = None) -> None:
         workflow.logger.warning("refused gate signal: %s", reason)

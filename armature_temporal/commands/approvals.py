@@ -23,8 +23,7 @@ app = typer.Typer()
 def _decide(
     run_id: str, stage: str, decision: Any, comment: str | None, address: str | None
 ) -> None:
-    import getpass
-
+    from armature_temporal.runtime.gate_auth import os_user
     from armature_temporal.service.client import decide_gate
 
     async def go() -> str:
@@ -34,7 +33,7 @@ def _decide(
             stage,
             decision,
             comment=comment,
-            by=getpass.getuser(),
+            by=os_user(),
         )
 
     out.print(run_coroutine(go()), markup=False)
@@ -52,6 +51,10 @@ def approve(
     """Approve a stage waiting at a human gate. Exits 2, changing nothing, if it is not
     waiting.
 
+    The decision is recorded as yours (your account's name, by uid), proved with the trace
+    key under ARMATURE_HOME, which the run's workers must share; without a key here nothing
+    is sent (exit 2).
+
     With no --address and no $TEMPORAL_ADDRESS, the local stack is started if needed, as
     `armature submit` does."""
     _decide(run_id, stage, "approve", comment, address)
@@ -64,7 +67,8 @@ def reject(
     reason: Annotated[str, typer.Option("--reason", help="Why it is rejected (required).")],
     address: AddressOpt = None,
 ) -> None:
-    """Reject a stage waiting at a human gate; the run ends rejected.
+    """Reject a stage waiting at a human gate; the run ends rejected. Recorded as yours, as
+    `armature approve` records it.
 
     With no --address and no $TEMPORAL_ADDRESS, the local stack is started if needed, as
     `armature submit` does."""

@@ -31,7 +31,9 @@ app.add_typer(proposals_app, name="proposals", rich_help_panel=LEARN)
 
 
 def _proposal_or_exit(store: Any, proposal_id: str) -> Any:
-    found = store.proposal(proposal_id)
+    """The stored proposal (a ``StoredProposal``: the proposal, and whether its record
+    verifies), or exit 2 naming the id."""
+    found = store.stored_proposal(proposal_id)
     if found is None:
         known = [p.id for p in store.proposals(limit=200)]
         raise fail(
@@ -56,15 +58,22 @@ def proposals_list(
         raise fail(f"error: --status {status!r}: use proposed, applied or dismissed", 2)
     store, where = open_store()
     try:
-        found = store.proposals(spec=spec, status=status, limit=limit)
+        stored = store.stored_proposals(spec=spec, status=status, limit=limit)
     finally:
         store.close()
     if as_json:
         print_json(
-            [p.model_dump(mode="json", exclude={"spec_text", "base_spec_text"}) for p in found]
+            [
+                {
+                    **s.proposal.model_dump(mode="json", exclude={"spec_text", "base_spec_text"}),
+                    "record_verified": s.trusted,
+                    "record_problem": s.record_problem,
+                }
+                for s in stored
+            ]
         )
         return
-    if not found:
+    if not stored:
         out.print(
             f"no proposals in the store at {where}; `armature improve SPEC` makes some",
             markup=False,
@@ -72,7 +81,14 @@ def proposals_list(
         return
     from armature_temporal.improve.render import render_proposals
 
-    out.print(render_proposals(found))
+    unverified = [s.proposal.id for s in stored if not s.trusted]
+    out.print(render_proposals([s.proposal for s in stored], unverified))
+    if unverified:
+        err.print(
+            f"warning: the record of {', '.join(unverified)} does not verify (`armature "
+            "proposals show ID` says why); `armature proposals apply` refuses them",
+            markup=False,
+        )
 
 
 @proposals_app.command("show")
@@ -83,11 +99,19 @@ def proposals_show(
     """Show a proposal: the change, the evidence behind it, the paired scores and the diff."""
     store, _ = open_store()
     try:
-        found = _proposal_or_exit(store, proposal_id)
+        stored = _proposal_or_exit(store, proposal_id)
     finally:
         store.close()
+    found = stored.proposal
     from armature_temporal.improve.apply import ProposalMismatch, rederive
 
+    if not stored.trusted:
+        err.print(
+            f"warning: proposal {found.id}: its record in the store does not verify "
+            f"({stored.record_problem}): what follows may be forged; `armature proposals "
+            "apply` refuses it",
+            markup=False,
+        )
     mismatch: str | None = None
     try:  # what is shown must be what apply would write
         rederive(found, filename=f"<proposal {found.id}>", base_dir=Path.cwd())
@@ -102,7 +126,14 @@ def proposals_show(
             mismatch = str(exc)
             err.print(f"warning: {mismatch}; `armature proposals apply` refuses it", markup=False)
     if as_json:
-        print_json({**found.model_dump(mode="json"), "mismatch": mismatch})
+        print_json(
+            {
+                **found.model_dump(mode="json"),
+                "mismatch": mismatch,
+                "record_verified": stored.trusted,
+                "record_problem": stored.record_problem,
+            }
+        )
         return
     from armature_temporal.improve.render import render_proposal
 
@@ -118,20 +149,41 @@ def proposals_apply(
     ],
     force: Annotated[
         bool,
-        typer.Option("--force", help="Apply a proposal whose change was not verified."),
+        typer.Option(
+            "--force",
+            help="Apply a proposal whose change was not verified, or whose record in the "
+            "store does not verify.",
+        ),
     ] = False,
 ) -> None:
     """Write a proposal's change into the spec file (only if the file is exactly the text the
     proposal was made from), and mark it applied. Runs after this are a new spec version.
 
-    The text written is re-derived: the proposal's recorded changes applied to its base text.
-    A proposal whose stored text, spec hashes or diff disagree with that (it was altered in
-    the store) is refused, saying what differs; nothing is written then (exit 1)."""
+    The proposal's record must verify (its MAC, made with the trace key, checks): one that
+    does not — edited or forged in the store, or stored before MACs — is refused unless
+    --force (exit 1). The text written is re-derived: the proposal's recorded changes applied
+    to its base text. A proposal whose stored text, spec hashes or diff disagree with that (it
+    was altered in the store) is refused, saying what differs; nothing is written then
+    (exit 1)."""
     import os
+
+    from armature_temporal.improve.apply import ProposalUnverified, refuse_unverified
 
     store, _ = open_store()
     try:
-        found = _proposal_or_exit(store, proposal_id)
+        stored = _proposal_or_exit(store, proposal_id)
+        found = stored.proposal
+        if not force:
+            try:
+                refuse_unverified(proposal_id, stored.record_problem)
+            except ProposalUnverified as exc:
+                raise fail(f"error: {exc}", 1) from None
+        elif not stored.trusted:
+            err.print(
+                f"warning: proposal {proposal_id}: its record does not verify "
+                f"({stored.record_problem}); applying it because of --force",
+                markup=False,
+            )
         if found.status != "proposed":
             raise fail(
                 f"error: proposal {proposal_id} is already {found.status}; nothing changed", 2

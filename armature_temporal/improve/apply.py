@@ -20,7 +20,13 @@ from armature_temporal.improve.models import Proposal
 from armature_temporal.spec.compiler import compile_spec
 from armature_temporal.spec.loader import load_spec_text
 
-__all__ = ["MismatchKind", "ProposalMismatch", "rederive"]
+__all__ = [
+    "MismatchKind",
+    "ProposalMismatch",
+    "ProposalUnverified",
+    "rederive",
+    "refuse_unverified",
+]
 
 
 MismatchKind = Literal["unappliable", "base_hash", "text", "candidate_hash", "diff"]
@@ -37,6 +43,25 @@ class ProposalMismatch(ArmatureError):
         super().__init__(f"{what}; {fix}")
         self.what = what
         self.kind: MismatchKind = kind
+
+
+class ProposalUnverified(ArmatureError):
+    """A stored proposal's record does not verify (its MAC does not check, or it has none):
+    it cannot be told from one forged in the store, so it is not acted on unless forced."""
+
+
+def refuse_unverified(proposal_id: str, problem: str | None) -> None:
+    """Raise :class:`ProposalUnverified` when the proposal's record did not verify
+    (``problem``: why, from the store's check; None: it verified)."""
+    if problem is None:
+        return
+    raise ProposalUnverified(
+        f"proposal {proposal_id}: its record in the store does not verify ({problem}); "
+        "nothing was written. It may have been forged or edited by someone who can write the "
+        "trace database: check the store with `armature traces verify`, dismiss it "
+        f"(`armature proposals dismiss {proposal_id}`) and run `armature improve` again for a "
+        "proposal you can trust; --force applies it anyway"
+    )
 
 
 def _first_difference(expected: str, stored: str, limit: int = 6) -> str:

@@ -3,7 +3,7 @@ one proposal's evidence and diff."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from armature_temporal.improve.models import (
@@ -76,9 +76,12 @@ def render_diagnosis(diag: Diagnosis) -> RenderableType:
     return Group(head, table)
 
 
-def render_proposals(proposals: Sequence[Proposal]) -> RenderableType:
+def render_proposals(
+    proposals: Sequence[Proposal], unverified: Collection[str] = ()
+) -> RenderableType:
     """One row each: id, verdict (and status once applied or dismissed), the measured HQS
-    change with its interval, and the change itself (last, so it is what wraps)."""
+    change with its interval, and the change itself (last, so it is what wraps). The ids in
+    ``unverified`` (their record in the store does not verify) say so after the verdict."""
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False)
@@ -88,6 +91,8 @@ def render_proposals(proposals: Sequence[Proposal]) -> RenderableType:
     for p in proposals:
         colour = {"verified": "green", "not_better": "yellow", "failed": "red"}[p.verdict]
         status = "" if p.status == "proposed" else f" ({p.status})"
+        if p.id in unverified:
+            status += " [red](record unverified)[/red]"
         table.add_row(
             p.id,
             f"[{colour}]{p.verdict}[/{colour}]{status}",

@@ -14,10 +14,14 @@ from armature_temporal.runtime.confidence._models import Confidence
 from armature_temporal.spec.compiler import Plan, PlanAdapter, PlanStage, ResolvedTier
 
 __all__ = [
+    "UNAUTHENTICATED",
     "AdapterCallInput",
     "AdapterCallResult",
+    "DecisionProof",
     "GateDecision",
     "GateInfo",
+    "GateProofCheck",
+    "GateProofResult",
     "LLMCallInput",
     "LLMCallResult",
     "Lessons",
@@ -131,13 +135,55 @@ class GateInfo(_Model):
     tool_call: ToolApproval | None = None
 
 
+#: ``by`` of a gate decision no valid proof vouches for (a raw ``temporal workflow signal`` or
+#: ``update``, the Temporal Web UI, anything else that reached the frontend).
+UNAUTHENTICATED = "signal"
+
+
+class DecisionProof(_Model):
+    """What ``decide_gate`` (the CLI, the run API, the library) attaches to a decision: a MAC,
+    under a key derived from the trace key, over the run, the gate, the decision, the comment,
+    who the sender authenticated (``by``), when (``issued_at``) and a ``nonce``
+    (:mod:`armature_temporal.runtime.gate_auth`). The worker checks it."""
+
+    issued_at: str
+    nonce: str
+    mac: str
+
+
 class GateDecision(_Model):
-    """A person's decision on a waiting gate (update ``resolve_gate`` or signal ``gate``)."""
+    """A decision on a waiting gate (update ``resolve_gate`` or signal ``gate``).
+
+    Temporal does not say who sent an update or a signal, so the run never takes ``by`` from
+    what arrives: it records the name a valid ``proof`` vouches for, else ``by="signal"``
+    (unauthenticated) with what the sender claimed kept apart in ``claimed_by`` and, when a
+    proof was sent but did not check, why in ``unverified``. Decisions the run takes itself
+    (a timeout, a verification run) name what took them.
+    """
 
     stage: str
     decision: Literal["approve", "reject"]
     comment: str | None = None
     by: str | None = None
+    claimed_by: str | None = None
+    proof: DecisionProof | None = None
+    unverified: str | None = None
+
+
+class GateProofCheck(_Model):
+    """``verify_gate_decision``'s input: a decision as it arrived at run ``run_id``, and since
+    when its gate waits (a proof made before that is not for this wait)."""
+
+    run_id: str
+    decision: GateDecision
+    waiting_since: str
+
+
+class GateProofResult(_Model):
+    """The authenticated decider (``by``), or None and why the proof did not check."""
+
+    by: str | None = None
+    problem: str | None = None
 
 
 class RefusedSignal(_Model):

@@ -49,6 +49,7 @@ from armature_temporal.spec.compiler import Plan
 __all__ = [
     "CancelOutcome",
     "ConnectionFailed",
+    "GateAuthError",
     "GateError",
     "InputError",
     "RunNotFound",
@@ -85,6 +86,11 @@ class RunNotFound(ArmatureError):
 
 class GateError(ArmatureError):
     """A gate decision was refused (unknown stage, or not waiting)."""
+
+
+class GateAuthError(GateError):
+    """A decision cannot be sent as the caller: there is no trace key here to make its proof
+    with (nothing was sent)."""
 
 
 async def connect(address: str, namespace: str | None = None) -> Client:
@@ -463,15 +469,24 @@ async def decide_gate(
 ) -> str:
     """Resolve a waiting gate through the validated update.
 
+    ``by`` is who the caller authenticated (the OS user, an API token's name): the decision
+    carries a proof of it made with the trace key under ARMATURE_HOME, which the run's worker
+    checks (:mod:`armature_temporal.runtime.gate_auth`). Without ``by`` it is sent bare, and
+    the run records it as decided by ``signal``.
+
     Raises:
+        GateAuthError: ``by`` was given but there is no trace key here (nothing was sent).
         GateError: the stage is unknown or not waiting (nothing was written).
         RunNotFound: no such run.
     """
+    sent = GateDecision(stage=stage, decision=decision, comment=comment, by=by)
+    if by is not None:
+        sent = await _signed(run_id, sent)
     handle = client.get_workflow_handle(run_id)
     try:
         answer: str = await handle.execute_update(
             "resolve_gate",
-            GateDecision(stage=stage, decision=decision, comment=comment, by=by),
+            sent,
             result_type=str,
             # An update waits for a worker to take it; with none polling it would wait forever.
             rpc_timeout=timedelta(seconds=GATE_UPDATE_TIMEOUT_S),
@@ -496,6 +511,29 @@ async def decide_gate(
                 f"no run {run_id!r} on this server; see `armature runs list`"
             ) from None
         raise
+
+
+async def _signed(run_id: str, decision: GateDecision) -> GateDecision:
+    import asyncio
+
+    from armature_temporal.runtime.gate_auth import sign_decision
+    from armature_temporal.store.engine import StoreError
+    from armature_temporal.store.keys import key_path, load_key
+
+    cannot = f"cannot decide gate {decision.stage!r} of run {run_id!r} as {decision.by!r}"
+    fix = (
+        "run this where the workers' ARMATURE_HOME is, or copy their trace.key here (mode 0600; "
+        "README: Running on a cluster); nothing was sent"
+    )
+    try:
+        key = await asyncio.to_thread(load_key, create=False)
+    except StoreError as exc:  # there, but not readable by this user, or not a key
+        raise GateAuthError(f"{cannot}: {exc}; {fix}") from None
+    if key is None:
+        raise GateAuthError(
+            f"{cannot}: there is no trace key at {key_path()} to prove who decided; {fix}"
+        )
+    return sign_decision(key, run_id, decision)
 
 
 #: How long a gate decision waits for a worker to take it.

@@ -77,6 +77,15 @@ class TraceKey:
     def ledger_mac(self, entry_hash: str) -> str:
         return self.mac("ledger", entry_hash)
 
+    def derived(self, purpose: str) -> TraceKey:
+        """A key for one purpose only (``gate-decision``, ``gate-row``, ``proposal-row``),
+        derived from this one: a MAC made for one purpose never checks for another, and
+        whoever holds a derived key cannot make record MACs with it."""
+        secret = hmac.new(
+            self.secret, b"armature-derived-key\0" + purpose.encode("utf-8"), hashlib.sha256
+        ).digest()
+        return TraceKey(secret, self.path)
+
 
 def key_id_of(mac: str | None) -> str | None:
     """The key id a tagged MAC names (None: untagged or no MAC)."""

@@ -434,6 +434,16 @@ def _v16_api_tokens(conn: Connection) -> None:
     meta.create_all(conn)
 
 
+def _v17_row_macs(conn: Connection) -> None:
+    """Gate decisions and improvement proposals carry a MAC (the trace key, derived per
+    table); a gate decision keeps an unauthenticated sender's claimed name and why its proof
+    did not check apart from who decided. Older rows keep NULL: shown as unverified."""
+    conn.execute(text("ALTER TABLE gate_decisions ADD COLUMN claimed_by VARCHAR(200)"))
+    conn.execute(text("ALTER TABLE gate_decisions ADD COLUMN unverified TEXT"))
+    conn.execute(text("ALTER TABLE gate_decisions ADD COLUMN mac VARCHAR(100)"))
+    conn.execute(text("ALTER TABLE improvement_proposals ADD COLUMN mac VARCHAR(100)"))
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "initial", _v1_initial),
     (2, "run_quality", _v2_run_quality),
@@ -450,6 +460,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (13, "proposal_test", _v13_proposal_test),
     (15, "adapter_evidence", _v15_adapter_evidence),
     (16, "api_tokens", _v16_api_tokens),
+    (17, "row_macs", _v17_row_macs),
 ]
 
 

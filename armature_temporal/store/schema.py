@@ -144,6 +144,12 @@ class GateDecisionRow(Base):
     decided_by: Mapped[str | None] = mapped_column(String(200))
     comment: Mapped[str | None] = mapped_column(Text)
     decided_at: Mapped[str] = mapped_column(String(40))
+    # An unauthenticated decision (decided_by "signal"): the name its sender claimed, and why
+    # the proof it carried did not check, if it carried one (migration 17).
+    claimed_by: Mapped[str | None] = mapped_column(String(200))
+    unverified: Mapped[str | None] = mapped_column(Text)
+    # ``<key id>:<HMAC>`` over every column above (store/signed_rows.py; None: before 17).
+    mac: Mapped[str | None] = mapped_column(String(100))
 
     __table_args__ = (UniqueConstraint("run_id", "stage_id", name="uq_gate_run_stage"),)
 
@@ -179,6 +185,9 @@ class ProposalRow(Base):
     lane: Mapped[str] = mapped_column(String(10), default="review", server_default="review")
     lane_reasons: Mapped[Any] = mapped_column(JSON, nullable=True)
     test: Mapped[Any] = mapped_column(JSON, nullable=True)
+    # ``<key id>:<HMAC>`` over the proposal and its status (store/signed_rows.py; None: before
+    # migration 17).
+    mac: Mapped[str | None] = mapped_column(String(100))
 
     __table_args__ = (Index("ix_proposals_spec_created", "spec_name", "created_at"),)
 

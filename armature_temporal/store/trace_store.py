@@ -35,6 +35,7 @@ from armature_temporal.store.migrations import migrate
 from armature_temporal.store.proposals import ProposalError, ProposalStore
 from armature_temporal.store.rounds import RoundStore
 from armature_temporal.store.schema import GateDecisionRow, RunRow, TraceRow
+from armature_temporal.store.signed_rows import GateRecord, gate_record, gate_row_mac
 from armature_temporal.store.tamper import (
     LEDGER_SUMMARY_FIELDS,
     Anchor,
@@ -144,7 +145,7 @@ class TraceStore(
             ]
         )
         starts = [_run_start_row(r) for r in records if r.kind == "run_start"]
-        gates = [_gate_row(r) for r in records if r.kind == "gate"]
+        gates = [_gate_row(r, key) for r in records if r.kind == "gate"]
         ends = [r for r in records if r.kind == "run_end"]
         with self.engine.begin() as conn:
             new = {(run_id, seq) for run_id, seq in conn.execute(self._insert_traces, rows)}
@@ -304,34 +305,23 @@ class TraceStore(
                 session.expunge(row)
             return rows
 
-    def gate_decisions(self, run_id: str) -> list[GateDecisionRow]:
-        with Session(self.engine) as session:
-            rows = list(
-                session.execute(
-                    select(GateDecisionRow)
-                    .where(GateDecisionRow.run_id == run_id)
-                    .order_by(GateDecisionRow.id)
-                )
-                .scalars()
-                .all()
-            )
-            for row in rows:
-                session.expunge(row)
-            return rows
+    def gate_decisions(self, run_id: str) -> list[GateRecord]:
+        """A run's gate decisions, oldest first, each checked against its MAC."""
+        table = table_of(GateDecisionRow)
+        return self._gate_records(
+            select(table).where(table.c.run_id == run_id).order_by(table.c.id)
+        )
 
-    def recent_gate_decisions(self, limit: int = 20) -> list[GateDecisionRow]:
-        """The newest gate decisions of every run (the approval inbox's "recent decisions")."""
-        with Session(self.engine) as session:
-            rows = list(
-                session.execute(
-                    select(GateDecisionRow).order_by(GateDecisionRow.id.desc()).limit(limit)
-                )
-                .scalars()
-                .all()
-            )
-            for row in rows:
-                session.expunge(row)
-            return rows
+    def recent_gate_decisions(self, limit: int = 20) -> list[GateRecord]:
+        """The newest gate decisions of every run (the approval inbox's "recent decisions"),
+        each checked against its MAC."""
+        table = table_of(GateDecisionRow)
+        return self._gate_records(select(table).order_by(table.c.id.desc()).limit(limit))
+
+    def _gate_records(self, query: Any) -> list[GateRecord]:
+        key = self.trace_key()
+        with self.engine.connect() as conn:
+            return [gate_record(key, row) for row in conn.execute(query).mappings()]
 
     def run_ids(self) -> list[str]:
         with self.engine.connect() as conn:
@@ -446,15 +436,18 @@ def _run_start_row(record: TraceRecord) -> dict[str, Any]:
     }
 
 
-def _gate_row(record: TraceRecord) -> dict[str, Any]:
-    return {
+def _gate_row(record: TraceRecord, key: TraceKey) -> dict[str, Any]:
+    row = {
         "run_id": record.run_id,
         "stage_id": record.stage_id or "",
         "decision": record.data.get("decision", ""),
         "decided_by": record.data.get("by"),
         "comment": record.data.get("comment"),
         "decided_at": record.recorded_at,
+        "claimed_by": record.data.get("claimed_by"),
+        "unverified": record.data.get("unverified"),
     }
+    return {**row, "mac": gate_row_mac(key, row)}
 
 
 def _to_record(values: Any) -> TraceRecord:

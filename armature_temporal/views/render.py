@@ -208,8 +208,14 @@ def render_report(report: RunReport, *, full: bool = False) -> RenderableType:
     if report.gates:
         gates = _table("stage", "decision", "by", "at", "comment")
         for g in report.gates:
-            gates.add_row(g.stage_id, g.decision, g.by or "", g.decided_at[:19], g.comment or "")
+            by = Text(g.decider, style="" if g.verified and not g.claimed_by else "red")
+            gates.add_row(g.stage_id, g.decision, by, g.decided_at[:19], g.comment or "")
         parts += [Text("\ngate decisions", style="bold"), gates]
+        parts += [
+            Text(f"gate {g.stage_id}: its record does not verify: {g.unverified}", style="red")
+            for g in report.gates
+            if not g.verified
+        ]
     return Group(*parts)
 
 

@@ -123,11 +123,30 @@ class StageView(_View):
 
 
 class GateView(_View):
+    """A gate decision. ``by`` is who decided as the run recorded it (``signal``: nobody
+    proved who; ``claimed_by`` is then what the sender claimed). ``verified`` is whether the
+    store's row checks against its MAC; when it does not, ``unverified`` says why and every
+    field here may have been edited."""
+
     stage_id: str
     decision: str
     by: str | None = None
     comment: str | None = None
     decided_at: str
+    claimed_by: str | None = None
+    verified: bool = False
+    unverified: str | None = None
+
+    @property
+    def decider(self) -> str:
+        """``by`` as a person should read it: an unauthenticated sender's claim labelled as
+        one, an unverified row marked so."""
+        shown = self.by or "?"
+        if self.claimed_by:
+            shown += f" (unauthenticated; claimed {self.claimed_by!r})"
+        if not self.verified:
+            shown += " (UNVERIFIED record)"
+        return shown
 
 
 class RunReport(_View):
@@ -325,6 +344,9 @@ def load_run(store: TraceStore, run_id: str) -> tuple[RunTrace, list[GateView]] 
             by=g.decided_by,
             comment=g.comment,
             decided_at=g.decided_at,
+            claimed_by=g.claimed_by,
+            verified=g.trusted,
+            unverified=g.record_problem,
         )
         for g in store.gate_decisions(run_id)
     ]

@@ -1,8 +1,11 @@
-"""`armature proposals apply` re-derives what it writes (issue #14, item 5).
+"""`armature proposals apply` re-derives what it writes (issue #14, item 5) and acts only on
+a proposal whose record verifies (issue #25, item 6).
 
-The attack: a row in the proposals table whose ``diff`` (what `proposals show` prints) is a
-one-line temperature change, but whose ``spec_text`` adds a hidden shell stage. Apply used to
-check only that the file is the base text, then write the stored ``spec_text``.
+The attacks: a row in the proposals table whose ``diff`` (what `proposals show` prints) is a
+one-line temperature change, but whose ``spec_text`` adds a hidden shell stage (apply used to
+check only that the file is the base text, then write the stored ``spec_text``); and a row
+consistent with itself — verdict verified, lane auto — inserted by someone who can write the
+database but not read the trace key (apply used to write it without --force).
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sqlalchemy import text
+from sqlalchemy import MetaData, Table, insert, text
 from typer.testing import CliRunner
 
 from armature_temporal.improve.edit import apply_changes, unified_diff
@@ -144,7 +147,11 @@ def test_changes_edited_in_the_row_no_longer_match_its_text(tmp_path: Path) -> N
         store.close()
     applied = runner.invoke(app, ["proposals", "apply", "notes-p1", str(spec)])
     assert applied.exit_code == 1 and spec.read_text() == BASE
-    assert "the text it would write is not what its changes make" in applied.stderr
+    assert "its record in the store does not verify" in applied.stderr  # its MAC, first
+    # Forced past the record check, the re-derivation still refuses it.
+    forced = runner.invoke(app, ["proposals", "apply", "notes-p1", str(spec), "--force"])
+    assert forced.exit_code == 1 and spec.read_text() == BASE
+    assert "the text it would write is not what its changes make" in forced.stderr
 
 
 def test_an_honest_proposal_is_re_derived_and_applied(tmp_path: Path) -> None:
@@ -155,3 +162,57 @@ def test_an_honest_proposal_is_re_derived_and_applied(tmp_path: Path) -> None:
     assert applied.exit_code == 0, applied.stderr
     assert spec.read_text() == honest
     assert "temperature: 0.2" in spec.read_text()
+
+
+def test_a_self_consistent_forged_row_without_a_mac_is_refused_without_force(
+    tmp_path: Path,
+) -> None:
+    spec = tmp_path / "notes.yaml"
+    spec.write_text(BASE)
+    honest = apply_changes(BASE, [CHANGE])
+    forged = _proposal(honest, compile_spec(load_spec_text(honest)).spec_hash, spec)
+    forged = forged.model_copy(update={"lane": "auto", "lane_reasons": []})
+    store = TraceStore(database_url())
+    try:  # inserted as someone who can write the database, without the trace key
+        with store.engine.begin() as conn:
+            table = Table("improvement_proposals", MetaData(), autoload_with=conn)
+            conn.execute(insert(table), forged.model_dump(mode="json"))
+    finally:
+        store.close()
+
+    applied = runner.invoke(app, ["proposals", "apply", "notes-p1", str(spec)])
+    assert applied.exit_code == 1, applied.stdout
+    assert spec.read_text() == BASE, "nothing is written"
+    message = applied.stderr
+    assert "proposal notes-p1: its record in the store does not verify" in message
+    assert "it has no MAC" in message  # why
+    assert "armature traces verify" in message and "armature improve" in message  # what to do
+    assert "--force" in message
+
+    listed = runner.invoke(app, ["proposals", "list"])
+    assert "record unverified" in listed.stdout
+    assert "warning: the record of notes-p1 does not verify" in listed.stderr
+    as_json = json.loads(runner.invoke(app, ["proposals", "list", "--json"]).stdout)
+    assert [(p["id"], p["record_verified"]) for p in as_json] == [("notes-p1", False)]
+    shown = runner.invoke(app, ["proposals", "show", "notes-p1"])
+    assert "its record in the store does not verify" in shown.stderr
+
+    forced = runner.invoke(app, ["proposals", "apply", "notes-p1", str(spec), "--force"])
+    assert forced.exit_code == 0, forced.stderr
+    assert "applying it because of --force" in forced.stderr
+    assert spec.read_text() == honest
+
+
+def test_an_honest_row_relabelled_auto_lane_in_the_store_is_refused(
+    tmp_path: Path,
+) -> None:
+    spec, _ = _honest(tmp_path)
+    store = TraceStore(database_url())
+    try:  # the honest row re-labelled: auto lane, for a change a person should review
+        with store.engine.begin() as conn:
+            conn.execute(text("UPDATE improvement_proposals SET lane = 'auto'"))
+    finally:
+        store.close()
+    applied = runner.invoke(app, ["proposals", "apply", "notes-p1", str(spec)])
+    assert applied.exit_code == 1 and spec.read_text() == BASE
+    assert "its MAC does not match its content" in applied.stderr

@@ -144,6 +144,9 @@ async def test_report_shows_every_attempt_of_a_retried_escalated_run(traced: Tra
             "by": "timeout",
             "comment": "timed out after 1s",
             "decided_at": report["gates"][0]["decided_at"],
+            "claimed_by": None,
+            "verified": True,  # its row checks against its MAC
+            "unverified": None,
         }
     ]
     assert report["status"] == "completed" and report["hqs"] is not None

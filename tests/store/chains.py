@@ -32,6 +32,8 @@ def make_run(
     fail_stage: str | None = None,
     judge_score: float | None = None,
     gate_stage: str | None = None,
+    gate_by: str = "ana",
+    gate_claimed_by: str | None = None,
     latency_ms: float = 4000.0,
     start: float = 0.0,
     hqs_weights: dict[str, float] | None = None,
@@ -106,7 +108,12 @@ def make_run(
                 _at(clock + 1),
                 stage_id=stage,
                 status="completed",
-                data={"decision": "approve", "by": "ana", "comment": "looks right"},
+                data={
+                    "decision": "approve",
+                    "by": gate_by,
+                    "comment": "looks right",
+                    **({"claimed_by": gate_claimed_by} if gate_claimed_by else {}),
+                },
             )
     if judge_score is not None and status == "completed":
         clock += 0.5

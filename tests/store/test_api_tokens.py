@@ -91,7 +91,7 @@ def test_a_use_is_recorded_as_last_used(store: TraceStore) -> None:
 def test_migration_16_adds_api_tokens_to_a_store_at_15(db_url: str) -> None:
     engine = make_engine(db_url)
     assert migrate(engine, upto=15)[-1] == 15
-    assert migrate(engine) == [16]
+    assert migrate(engine, upto=16) == [16]
     engine.dispose()
     store = TraceStore(db_url)
     try:

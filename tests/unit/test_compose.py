@@ -227,6 +227,21 @@ def test_tools_worker_serves_the_tools_queue_and_holds_no_secrets(
     assert "container_name" not in tools and "ports" not in tools
 
 
+def test_serve_has_the_workers_trace_key_to_prove_who_decided_a_gate(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """A gate decision through the run API or /ui is proved with the trace key the workers
+    check it with (issue #25 item 2): serve's ARMATURE_HOME is the workers' volume."""
+    worker, serve = services["armature-worker"], services["armature-serve"]
+    assert _env(serve)["ARMATURE_HOME"] == _env(worker)["ARMATURE_HOME"]
+    home = _env(worker)["ARMATURE_HOME"]
+    on_home = {
+        side: [str(v).split(":")[0] for v in svc["volumes"] if str(v).split(":")[1] == home]
+        for side, svc in (("worker", worker), ("serve", serve))
+    }
+    assert on_home["serve"] == on_home["worker"] and len(on_home["serve"]) == 1
+
+
 def test_serve_is_optional_needs_a_token_and_a_secret_and_serves_examples(
     services: dict[str, dict[str, Any]],
 ) -> None:

@@ -59,7 +59,7 @@ class CollaboratorHarness:
 
     @workflow.update(name="resolve_gate")
     async def resolve_gate(self, decision: GateDecision) -> str:
-        self.ctx.decisions[decision.stage] = decision
+        self.gates.receive(decision)
         return f"{decision.stage}: {decision.decision}"
 
     @resolve_gate.validator

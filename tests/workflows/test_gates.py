@@ -115,13 +115,16 @@ stages:
         await handle.signal("gate", GateDecision(stage="ok", decision="approve", by="ui"))
         result = await handle.result()
     assert result.state == "completed"
+    # A signal proves nobody: it is recorded as by "signal", its claim kept apart.
     assert result.outputs["ok"] == {
         "approved": True,
         "feedback": None,
         "decision": "approve",
         "comment": None,
-        "by": "ui",
+        "by": "signal",
     }
+    gate = result.stages["ok"].gate
+    assert gate is not None and gate.claimed_by == "ui"
 
 
 async def test_tool_call_that_needs_approval_waits_then_runs(

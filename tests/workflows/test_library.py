@@ -5,7 +5,8 @@ on a gated run, failures raised as RunFailed naming the stage."""
 from __future__ import annotations
 
 import asyncio
-import getpass
+import os
+import pwd
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
@@ -84,7 +85,8 @@ async def test_start_approve_result_on_a_gated_run_records_who_decided(
     assert {"draft", "after"} <= set(outputs)
     gate = view.stages["ok"].gate
     assert gate is not None and (gate.decision, gate.comment) == ("approve", "ship it")
-    assert gate.by == getpass.getuser()
+    assert gate.by == pwd.getpwuid(os.getuid()).pw_name  # this account, proved
+    assert gate.claimed_by is None and gate.unverified is None
 
 
 async def test_a_rejected_run_raises_run_failed_naming_the_gate(

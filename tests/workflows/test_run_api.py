@@ -189,6 +189,10 @@ async def test_gate_refused_without_approve_then_decided_by_the_approver(
         assert still["stages"]["approve_reply"]["gate"] is None
         assert still["status"] == "running"
 
+        named = await http.post(
+            gate, json={"decision": "approve", "by": "mallory"}, headers=bearer(approver)
+        )
+        assert named.status_code == 422, named.text  # who decided is the token, not the body
         bare_reject = await http.post(gate, json={"decision": "reject"}, headers=bearer(approver))
         assert bare_reject.status_code == 422
         assert bare_reject.json()["error"]["code"] == "reason_required"
@@ -207,13 +211,18 @@ async def test_gate_refused_without_approve_then_decided_by_the_approver(
         assert twice.json()["error"]["code"] == "not_waiting"
         done = await until(http, run_id, runner, lambda v: v["status"] != "running")
         assert done["status"] == "completed", done
+        # The token's name, proved by this server with the trace key: no claim, nothing
+        # unverified (a name in the body is refused: extra fields are 422).
         assert done["stages"]["approve_reply"]["gate"] == {
             "stage": "approve_reply",
             "decision": "approve",
             "comment": "fine",
             "by": "alice",
+            "claimed_by": None,
+            "proof": None,
+            "unverified": None,
         }
-        # The trace records the decision under the token's name too.
+        # The trace records the decision under the token's name too, in a row that checks.
         traces = TraceStore()
         try:
             [decision] = traces.gate_decisions(run_id)
@@ -224,6 +233,7 @@ async def test_gate_refused_without_approve_then_decided_by_the_approver(
             "alice",
             "fine",
         )
+        assert decision.trusted, decision.record_problem
         unknown = await http.post(
             "/run/no-such-run/gates/approve_reply",
             json={"decision": "approve"},

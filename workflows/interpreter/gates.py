@@ -7,9 +7,18 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
 
 from armature_temporal.errors import did_you_mean
-from armature_temporal.runtime.models import GateDecision, GateInfo, ToolApproval
+from armature_temporal.runtime.models import (
+    UNAUTHENTICATED,
+    GateDecision,
+    GateInfo,
+    GateProofCheck,
+    GateProofResult,
+    ToolApproval,
+)
 from armature_temporal.runtime.search_attributes import WAITING_GATE
 from armature_temporal.spec.compiler import PlanStage
 from armature_temporal.spec.templating import render
@@ -22,7 +31,8 @@ __all__ = ["Gates"]
 
 class Gates:
     """Which gates wait, what they ask, and the wait itself. Decisions arrive through the
-    workflow's ``resolve_gate`` update or ``gate`` signal into ``RunContext.decisions``."""
+    workflow's ``resolve_gate`` update or ``gate`` signal (:meth:`receive`) into
+    ``RunContext.decisions``."""
 
     def __init__(self, run: RunContext, tracer: Tracer) -> None:
         self.run = run
@@ -44,6 +54,15 @@ class Gates:
         return (
             f"stage {gate_id!r} is not waiting for approval (status: {status}); "
             f"waiting gates: {waiting or 'none'}"
+        )
+
+    def receive(self, decision: GateDecision) -> None:
+        """Take a decision that arrived by update or signal (its gate waits: the caller
+        checked :meth:`problem`). Temporal does not say who sent it, so its ``by`` is only a
+        claim: kept as ``claimed_by``, with ``by`` the unauthenticated ``signal`` until
+        :meth:`wait` has the worker check the proof it carries."""
+        self.run.decisions[decision.stage] = decision.model_copy(
+            update={"by": UNAUTHENTICATED, "claimed_by": decision.by, "unverified": None}
         )
 
     @staticmethod
@@ -101,6 +120,8 @@ class Gates:
                     f"{_duration(timeout_s or 0)}, on_timeout {on_timeout}"
                 ),
             )
+            if run.decisions[gate_id].proof is not None:
+                await self._authenticate(gate_id)
         except TimeoutError:
             if on_timeout == "fail":
                 raise StageFailure(
@@ -122,6 +143,37 @@ class Gates:
             if not evicted:
                 self._after(gate_id)
         return run.decisions[gate_id]
+
+    async def _authenticate(self, gate_id: str) -> None:
+        """Record who decided ``gate_id`` as its decision's proof vouches, checked by the
+        worker (the ``verify_gate_decision`` local activity: workflow code holds no key);
+        ``by`` stays ``signal`` when it does not check, with why in ``unverified``.
+
+        Only decisions sent with a proof get here, and only this version's clients send one,
+        so histories from before it replay without the activity."""
+        run = self.run
+        sent = run.decisions[gate_id]
+        try:
+            checked = await workflow.execute_local_activity(
+                "verify_gate_decision",
+                GateProofCheck(
+                    run_id=run.run_id, decision=sent, waiting_since=run.pending[gate_id].since
+                ),
+                result_type=GateProofResult,
+                start_to_close_timeout=timedelta(seconds=10),
+                retry_policy=RetryPolicy(maximum_attempts=3),
+                summary=f"who decided {gate_id}: check the decision's proof",
+            )
+        except (ActivityError, ApplicationError) as exc:  # local activities raise the latter
+            checked = GateProofResult(problem=f"the proof could not be checked: {exc.cause or exc}")
+        if checked.by is not None:
+            update: dict[str, Any] = {"by": checked.by, "claimed_by": None, "proof": None}
+        else:
+            workflow.logger.warning(
+                "gate %s: decision recorded as by %r: %s", gate_id, UNAUTHENTICATED, checked.problem
+            )
+            update = {"by": UNAUTHENTICATED, "proof": None, "unverified": checked.problem}
+        run.decisions[gate_id] = sent.model_copy(update=update)
 
     def _after(self, gate_id: str) -> None:
         """A gate stopped waiting: trace its decision, clear it from the status."""

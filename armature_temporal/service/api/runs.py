@@ -443,8 +443,9 @@ async def decide(
     run_id: str, stage: str, caller: Approver, body: GateRequest, client: Temporal
 ) -> dict[str, Any]:
     """The same validated update as ``armature approve|reject``: an unknown or decided gate
-    is 409 and nothing is written. The decision records ``by`` = the token's name."""
-    from armature_temporal.service.client import GateError, decide_gate
+    is 409 and nothing is written. The decision records ``by`` = the token's name: this
+    server proves it with the trace key (503 ``cannot_authenticate`` when it has none)."""
+    from armature_temporal.service.client import GateAuthError, GateError, decide_gate
 
     comment = body.reason or body.comment
     if body.decision == "reject" and not comment:
@@ -459,6 +460,13 @@ async def decide(
             answer = await decide_gate(
                 client, run_id, stage, body.decision, comment=comment, by=caller.name
             )
+    except GateAuthError as exc:
+        raise ApiError(
+            503,
+            "cannot_authenticate",
+            str(exc),
+            "give armature serve the workers' trace key ($ARMATURE_HOME/trace.key)",
+        ) from None
     except GateError as exc:
         raise ApiError(
             409,

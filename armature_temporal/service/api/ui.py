@@ -98,12 +98,19 @@ class GateCard:
 
 @dataclass
 class Decision:
+    """A recent decision as the inbox lists it. ``claimed_by``: what an unauthenticated
+    sender claimed (``by`` is then ``signal``); ``verified``: whether the store's row checks
+    against its MAC (``unverified`` says why not)."""
+
     run_id: str
     stage: str
     decision: str
     by: str | None
     comment: str | None
     at: str | None
+    claimed_by: str | None = None
+    verified: bool = False
+    unverified: str | None = None
 
 
 def _shown(value: Any) -> str:
@@ -189,7 +196,17 @@ async def recent_decisions(state: ServiceState) -> tuple[list[Decision], str | N
         if not isinstance(store, TraceStore):
             store = state.extra["ui_store"] = TraceStore(state.store_url)
         return [
-            Decision(r.run_id, r.stage_id, r.decision, r.decided_by, r.comment, r.decided_at)
+            Decision(
+                r.run_id,
+                r.stage_id,
+                r.decision,
+                r.decided_by,
+                r.comment,
+                r.decided_at,
+                claimed_by=r.claimed_by,
+                verified=r.trusted,
+                unverified=r.record_problem,
+            )
             for r in store.recent_gate_decisions(RECENT_DECISIONS)
         ]
 
@@ -464,6 +481,7 @@ async def decide(request: Request, run_id: str, stage: str) -> Response:
         )
     from armature_temporal.service.client import (
         ConnectionFailed,
+        GateAuthError,
         GateError,
         RunNotFound,
         decide_gate,
@@ -483,6 +501,15 @@ async def decide(request: Request, run_id: str, stage: str) -> Response:
         return _unreachable(request, exc, "submit again", session)
     except RunNotFound as exc:
         return _problem(request, 404, "Unknown run", str(exc), "go back to /ui", session)
+    except GateAuthError as exc:
+        return _problem(
+            request,
+            503,
+            "Cannot record who decided",
+            str(exc),
+            "give armature serve the workers' trace key ($ARMATURE_HOME/trace.key)",
+            session,
+        )
     except GateError as exc:
         return _problem(
             request,
