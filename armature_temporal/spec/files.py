@@ -7,7 +7,7 @@ text goes into the compiled Plan, so ``armature plan --json`` prints it and ever
 carry it: a spec that could name ``~/.armature/trace.key`` or ``/proc/self/environ`` would hand
 them to whoever reads the plan or the model. So each path, resolved the way the OS will open it
 (``..`` collapsed, symlinks followed), must lie in the top-level spec's folder tree (or a folder
-listed in ``$ARMATURE_SPEC_ROOTS``), never in ``/proc``, ``/sys`` or ``/dev``, and never in what
+listed in ``$ARMATURE_SPEC_ROOTS``), never in ``/proc`` or ``/sys``, and never in what
 tools may not see either (``$ARMATURE_HOME``, the worker's credential files: see
 :func:`armature_temporal.tools.sandbox.hidden_paths`). The file is opened without following a
 final symlink and without blocking (a FIFO would), checked again on the descriptor (a regular
@@ -34,8 +34,10 @@ __all__ = [
     "spec_file_path",
 ]
 
-#: Kernel file systems a spec may never read from, whatever the roots.
-KERNEL_TREES: tuple[Path, ...] = (Path("/proc"), Path("/sys"), Path("/dev"))
+#: Kernel file systems a spec may never read from, whatever the roots: their files look
+#: regular, say size 0, and hold the process's environment, memory maps, keys. (Device nodes,
+#: in /dev or anywhere, are refused as not regular files; /dev/shm holds ordinary files.)
+KERNEL_TREES: tuple[Path, ...] = (Path("/proc"), Path("/sys"))
 
 _ROOTS_HINT = "ARMATURE_SPEC_ROOTS"
 

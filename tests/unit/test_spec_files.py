@@ -117,12 +117,22 @@ def test_the_trace_key_is_refused_even_inside_the_spec_folder(
 
 
 @pytest.mark.parametrize(
-    "src", ["/proc/self/environ", "/proc/self/status", "/sys/kernel/uevent_seqnum", "/dev/zero"]
+    ("src", "why"),
+    [
+        ("/proc/self/environ", "is in /proc, a kernel file system"),
+        ("/proc/self/status", "is in /proc, a kernel file system"),
+        ("/sys/kernel/uevent_seqnum", "is in /sys, a kernel file system"),
+        ("/dev/zero", "is a device, not a regular file"),
+        ("/dev/null", "is a device, not a regular file"),
+    ],
 )
-def test_kernel_files_are_refused(tmp_path: Path, src: str) -> None:
+def test_kernel_files_and_devices_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, src: str, why: str
+) -> None:
+    monkeypatch.setenv("ARMATURE_SPEC_ROOTS", "/")  # even where every folder is allowed
     spec = write_spec(tmp_path / "s", LAYER.format(src=src))
     (issue,) = issues(spec)
-    assert "context_layers[0].src" in issue and "a kernel file system" in issue, issue
+    assert "context_layers[0].src" in issue and why in issue, issue
 
 
 def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
