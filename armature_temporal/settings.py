@@ -26,6 +26,7 @@ __all__ = [
     "dev_ui_port",
     "namespace",
     "payload_threshold",
+    "spec_roots",
     "strict_sandbox",
     "task_queue",
     "tool_output_cap",
@@ -142,6 +143,24 @@ def workspace_root(spec_name: str) -> Path:
     return Path(override) if override else armature_home() / "workspace" / spec_name
 
 
+def spec_roots() -> list[Path]:
+    """Folders, besides a spec's own, whose files a spec may name (``$ARMATURE_SPEC_ROOTS``,
+    absolute paths separated by ``os.pathsep``; default none): a shared prompts folder.
+
+    Raises:
+        SettingError: an entry is not an absolute path.
+    """
+    raw = os.environ.get("ARMATURE_SPEC_ROOTS", "")
+    roots = [Path(part).expanduser() for part in raw.split(os.pathsep) if part.strip()]
+    for root in roots:
+        if not root.is_absolute():
+            raise SettingError(
+                f"ARMATURE_SPEC_ROOTS={raw!r} has the relative path {str(root)!r}; list "
+                f"absolute folders separated by {os.pathsep!r}, or unset it"
+            )
+    return roots
+
+
 def strict_sandbox() -> bool:
     """ARMATURE_STRICT_SANDBOX=1: re-import the interpreter in every run's sandbox, where a
     non-deterministic call raises at once (the test suite runs so); default off."""
@@ -169,7 +188,8 @@ def check_settings() -> None:
     (``ARMATURE_DEV_PORT``, ``ARMATURE_UI_PORT``, 1-65535 and not the same), the sizes
     (``ARMATURE_TOOL_OUTPUT_CAP``, ``ARMATURE_PAYLOAD_THRESHOLD``, ``ARMATURE_MAX_INPUT_BYTES``,
     positive integers),
-    ``ARMATURE_STRICT_SANDBOX`` (yes/no) and ``ARMATURE_UI_URL`` (http(s)://).
+    ``ARMATURE_STRICT_SANDBOX`` (yes/no), ``ARMATURE_UI_URL`` (http(s)://) and
+    ``ARMATURE_SPEC_ROOTS`` (absolute folders).
 
     Raises:
         SettingError: the first bad one, in one line naming it and the accepted values.
@@ -185,3 +205,4 @@ def check_settings() -> None:
     max_input_bytes()
     strict_sandbox()
     _url()
+    spec_roots()

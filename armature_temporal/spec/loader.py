@@ -20,6 +20,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from armature_temporal.errors import SpecError, SpecIssue, did_you_mean
 from armature_temporal.spec.checks import check_spec
+from armature_temporal.spec.files import SpecFileRefused, SpecRoots, roots_of, spec_file_path
 from armature_temporal.spec.models import IDENTIFIER, Spec
 from armature_temporal.spec.references import implicit_dependencies
 from armature_temporal.spec.resources import attach_resources
@@ -60,24 +61,28 @@ def format_path(path: Sequence[str | int]) -> str:
 def load_spec(path: str | Path) -> LoadedSpec:
     """Load, validate and cross-check a spec file and its subagent specs.
 
+    The files it names (subagent specs, skill, context and agent files, and theirs) must lie
+    in this file's folder tree (see :mod:`armature_temporal.spec.files`).
+
     Raises:
         SpecError: With every problem found, in this file and in the files it references.
     """
-    return _load_file(Path(path), display=str(path), stack=())
+    return _load_file(Path(path), str(path), (), roots_of(Path(path).parent, str(path)))
 
 
 def load_spec_text(
     text: str, filename: str = "<string>", base_dir: str | Path | None = None
 ) -> LoadedSpec:
-    """Load a spec from text. Relative subagent paths resolve against ``base_dir``.
+    """Load a spec from text. The files it names resolve against ``base_dir`` (default: the
+    working directory) and must lie in its tree.
 
     The text is held to the same limits as a file: ``MAX_SPEC_BYTES`` (UTF-8) and bounded
     YAML alias expansion."""
     base = Path(base_dir) if base_dir is not None else Path.cwd()
-    return _load_text(text, display=filename, base_dir=base, stack=())
+    return _load_text(text, filename, base, (), roots_of(base, filename))
 
 
-def _load_file(path: Path, display: str, stack: tuple[Path, ...]) -> LoadedSpec:
+def _load_file(path: Path, display: str, stack: tuple[Path, ...], roots: SpecRoots) -> LoadedSpec:
     """Read at most ``MAX_SPEC_BYTES`` characters (plus one, to tell a larger file), and only
     from a regular file: ``/dev/zero`` or a FIFO would never end, or block on opening."""
 
@@ -117,10 +122,12 @@ def _load_file(path: Path, display: str, stack: tuple[Path, ...]) -> LoadedSpec:
         ) from None
     except OSError as exc:
         raise SpecError([SpecIssue(display, 0, 0, "", f"cannot read: {exc.strerror}")]) from None
-    return _load_text(text, display=display, base_dir=path.parent, stack=(*stack, path.resolve()))
+    return _load_text(text, display, path.parent, (*stack, path.resolve()), roots)
 
 
-def _load_text(text: str, display: str, base_dir: Path, stack: tuple[Path, ...]) -> LoadedSpec:
+def _load_text(
+    text: str, display: str, base_dir: Path, stack: tuple[Path, ...], roots: SpecRoots
+) -> LoadedSpec:
     root = _parse_yaml(text, display)
     locate = _Locator(root, display)
     data = _plain(root, (), locate)
@@ -146,7 +153,7 @@ def _load_text(text: str, display: str, base_dir: Path, stack: tuple[Path, ...])
         if salvaged is None:
             raise SpecError(issues) from None
         spec, placeholders, skip = salvaged
-    spec, resource_problems = attach_resources(spec, base_dir)
+    spec, resource_problems = attach_resources(spec, base_dir, roots)
     issues += [locate.issue(path, msg) for path, msg in resource_problems]
     implicit = implicit_dependencies(spec)
     if implicit:
@@ -164,7 +171,11 @@ def _load_text(text: str, display: str, base_dir: Path, stack: tuple[Path, ...])
             continue
         path = ("stages", i, "subagent_spec")
         child_path = base_dir / stage.subagent_spec
-        resolved = child_path.resolve()
+        try:  # in the top-level spec's folder tree, a regular file
+            resolved = spec_file_path(roots, base_dir, stage.subagent_spec)
+        except SpecFileRefused as exc:
+            issues.append(locate.issue(path, str(exc)))
+            continue
         if resolved in stack:
             chain = " -> ".join(p.name for p in (*stack, resolved))
             issues.append(
@@ -174,17 +185,8 @@ def _load_text(text: str, display: str, base_dir: Path, stack: tuple[Path, ...])
                 )
             )
             continue
-        if not child_path.is_file():
-            issues.append(
-                locate.issue(
-                    path,
-                    f"subagent spec file {str(child_path)!r} does not "
-                    "exist (paths are relative to this spec's folder)",
-                )
-            )
-            continue
         try:
-            children[stage.id] = _load_file(child_path, str(child_path), stack)
+            children[stage.id] = _load_file(resolved, str(child_path), stack, roots)
             warnings += children[stage.id].warnings
         except SpecError as exc:
             issues.append(

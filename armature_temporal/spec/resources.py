@@ -2,7 +2,9 @@
 skill text files (``skill_library.*.path``) and context layer files (``context_layers[].src``).
 
 The loader reads them once, at load time, and puts their content into the spec, so a compiled
-Plan is self-contained (the workflow never reads files) and its hash changes when they do.
+Plan is self-contained (the workflow never reads files) and its hash changes when they do. Each
+is read through :func:`armature_temporal.spec.files.read_spec_file`: only inside the spec's
+folder tree, only a regular file, at most :data:`MAX_RESOURCE_BYTES` counted by reading.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pydantic import ValidationError
 from ruamel.yaml.error import YAMLError
 
 from armature_temporal.errors import did_you_mean
+from armature_temporal.spec.files import SpecFileRefused, SpecRoots, read_spec_file
 from armature_temporal.spec.models import Role, SafetyRule, SkillDef, Spec
 from armature_temporal.spec.yaml_limits import YAMLLimitError, bounded_yaml
 
@@ -24,9 +27,13 @@ MAX_RESOURCE_BYTES = 512 * 1024
 Problem = tuple[tuple[str | int, ...], str]
 
 
-def attach_resources(spec: Spec, base_dir: Path) -> tuple[Spec, list[Problem]]:
+def attach_resources(
+    spec: Spec, base_dir: Path, roots: SpecRoots | None = None
+) -> tuple[Spec, list[Problem]]:
     """The spec with agent roles, skill texts and layer texts filled in, and the problems
-    (missing or unreadable files, invalid bundles)."""
+    (missing, unreadable or refused files, invalid bundles). Paths are relative to
+    ``base_dir`` and must lie within ``roots`` (default: ``base_dir``'s tree)."""
+    roots = roots if roots is not None else SpecRoots.of(base_dir)
     problems: list[Problem] = []
     skills = dict(spec.skill_library)
     rules: list[SafetyRule] = []
@@ -35,7 +42,7 @@ def attach_resources(spec: Spec, base_dir: Path) -> tuple[Spec, list[Problem]]:
         if skill.id is None:
             updates["id"] = key
         if skill.path is not None:
-            text = _read(base_dir, skill.path, ("skill_library", key, "path"), problems)
+            text = _read(roots, base_dir, skill.path, ("skill_library", key, "path"), problems)
             if text is not None:
                 updates["content"] = text.strip()
         if updates:
@@ -43,7 +50,7 @@ def attach_resources(spec: Spec, base_dir: Path) -> tuple[Spec, list[Problem]]:
     layers = []
     for i, layer in enumerate(spec.context_layers):
         if layer.src is not None:
-            text = _read(base_dir, layer.src, ("context_layers", i, "src"), problems)
+            text = _read(roots, base_dir, layer.src, ("context_layers", i, "src"), problems)
             layer = layer.model_copy(update={"content": (text or "").strip()})
         layers.append(layer)
     stages = []
@@ -64,7 +71,7 @@ def attach_resources(spec: Spec, base_dir: Path) -> tuple[Spec, list[Problem]]:
             )
             stages.append(stage)
             continue
-        bundle = _read_bundle(base_dir, ref.path, path, problems)
+        bundle = _read_bundle(roots, base_dir, ref.path, path, problems)
         if bundle is None:
             stages.append(stage)
             continue
@@ -81,26 +88,27 @@ def attach_resources(spec: Spec, base_dir: Path) -> tuple[Spec, list[Problem]]:
 
 
 def _read(
-    base_dir: Path, relative: str, path: tuple[str | int, ...], problems: list[Problem]
+    roots: SpecRoots,
+    base_dir: Path,
+    relative: str,
+    path: tuple[str | int, ...],
+    problems: list[Problem],
 ) -> str | None:
-    file = base_dir / relative
     try:
-        if not file.is_file():
-            problems.append((path, f"file {str(file)!r} does not exist (relative to the spec)"))
-            return None
-        if file.stat().st_size > MAX_RESOURCE_BYTES:
-            problems.append((path, f"file {str(file)!r} is over {MAX_RESOURCE_BYTES} bytes"))
-            return None
-        return file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        problems.append((path, f"cannot read {str(file)!r}: {exc}"))
+        return read_spec_file(roots, base_dir, relative, MAX_RESOURCE_BYTES)
+    except SpecFileRefused as exc:
+        problems.append((path, str(exc)))
         return None
 
 
 def _read_bundle(
-    base_dir: Path, relative: str, path: tuple[str | int, ...], problems: list[Problem]
+    roots: SpecRoots,
+    base_dir: Path,
+    relative: str,
+    path: tuple[str | int, ...],
+    problems: list[Problem],
 ) -> tuple[Role, dict[str, SkillDef], list[SafetyRule]] | None:
-    text = _read(base_dir, relative, path, problems)
+    text = _read(roots, base_dir, relative, path, problems)
     if text is None:
         return None
     try:
