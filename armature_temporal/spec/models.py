@@ -161,7 +161,9 @@ class Stage(_Model):
     )
     tool: ToolCall | None = Field(None, description="Makes this a tool stage.")
     subagent_spec: str | None = Field(
-        None, description="Path (relative to this spec) of a spec run as child workflows."
+        None,
+        description="Path (relative to this spec, inside the top-level spec's folder tree) of "
+        "a spec run as child workflows.",
     )
     fan_out: int | None = Field(
         None, ge=1, le=1000, description="How many child workflows of subagent_spec to run."

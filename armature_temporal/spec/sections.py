@@ -411,7 +411,8 @@ class SkillDef(_Model):
     description: str = Field("", description="The skill's heading in the prompt.")
     content: str | None = Field(None, description="The skill's text.")
     path: str | None = Field(
-        None, description="A file holding the text, relative to the spec's folder."
+        None,
+        description="A file holding the text, relative to the spec's folder and inside its tree.",
     )
     adapter: dict[str, Any] | None = Field(
         None,
@@ -430,7 +431,9 @@ class SkillDef(_Model):
 class AgentRef(_Model):
     """An agent bundle file (agent.yaml with a role) a stage uses by ``agent: key``."""
 
-    path: str = Field(..., min_length=1, description="agent.yaml, relative to the spec.")
+    path: str = Field(
+        ..., min_length=1, description="agent.yaml, relative to the spec, inside its folder tree."
+    )
     version: str | None = Field(None, description="Informational.")
 
 
@@ -440,7 +443,9 @@ class ContextLayer(_Model):
     name: str = Field(..., pattern=IDENTIFIER.pattern, description="Its name in must/never.")
     precedence: int = Field(0, description="Higher layers come first.")
     content: str | None = Field(None, description="The text.")
-    src: str | None = Field(None, description="A file with the text, relative to the spec.")
+    src: str | None = Field(
+        None, description="A file with the text, relative to the spec, inside its folder tree."
+    )
     never: StrList = Field(
         default_factory=list, description="Context keys no stage may see (a floor)."
     )
