@@ -72,6 +72,7 @@ ErrorType = Literal[
     "cancelled",
     "judge_blocked",
     "limit_exceeded",
+    "verification_gate",
 ]
 
 
@@ -95,9 +96,9 @@ class RunInput(_Model):
     prior_run: dict[str, Any] | None = None
     parent_run_id: str | None = None
     outer_policies: list[PolicySet] = Field(default_factory=list)
-    # A verification run of the improvement loop: gates decide themselves (stage gates
-    # approve, tool and model-call approvals reject: nothing irreversible runs unattended)
-    # and no bandit is rewarded.
+    # A verification run (improvement, memory CI, fine-tune pairs): no gate is ever approved
+    # (a stage gate holds its stage and everything after it; tool, hook and adapter approvals
+    # are refused), only fully reversible tool calls run, and no bandit is rewarded.
     verification: bool = False
     #: Which replicate of these inputs this run is: the simulate provider seeds its noise from
     #: the run inputs and this number, so runs with the same inputs and replicate share it.

@@ -42,6 +42,9 @@ class RunContext:
         self.outputs: dict[str, Any] = {}
         self.pending: dict[str, GateInfo] = {}
         self.decisions: dict[str, GateDecision] = {}
+        #: In a verification run, each stage held unapproved → the gate it is held at (its
+        #: own id for the gated stage itself): those stages do not run.
+        self.held: dict[str, str] = {}
         #: ``gate`` signals the run refused, with the reason (a signal cannot answer back).
         self.refused_signals: list[RefusedSignal] = []
         self.state: RunState = "running"
