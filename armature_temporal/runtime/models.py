@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from armature_temporal.runtime.confidence._models import Confidence
 from armature_temporal.spec.compiler import Plan, PlanAdapter, PlanStage, ResolvedTier
+from armature_temporal.spec.safety import HttpSafe
 
 __all__ = [
     "UNAUTHENTICATED",
@@ -86,6 +87,8 @@ class PolicySet(_Model):
     safety_mode: Literal["permissive", "strict"] = "permissive"
     safety_rules: list[Any] = Field(default_factory=list)
     http_allow_hosts: list[str] = Field(default_factory=list)
+    #: The requests it marks safe: a subagent's request is safe only where every level says so.
+    http_safe: list[HttpSafe] = Field(default_factory=list)
 
 
 class RunInput(_Model):
@@ -348,7 +351,10 @@ class ToolCallInput(_Model):
     spec_name: str | None = None
     outer_policies: list[PolicySet] = Field(default_factory=list)
     http_allow_hosts: list[str] = Field(default_factory=list)
-    verification: bool = False  # an improvement round's run: only fully reversible calls
+    #: The requests the spec marks safe (http_safe): the only http_request calls that are
+    #: fully reversible.
+    http_safe: list[HttpSafe] = Field(default_factory=list)
+    verification: bool = False  # a verification run's call: only fully reversible ones run
     tool_modules: list[str] = Field(default_factory=list)  # the plan's; loaded before the call
 
 

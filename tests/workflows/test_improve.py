@@ -184,7 +184,7 @@ TOOL_CASES = [
     (
         "{name: http_request, args: {url: 'https://example.com', method: POST}}",
         "policy_blocked",
-        "is reversibility 'partial', and verification runs only make calls",
+        "is reversibility 'none', and verification runs only make calls",
     ),
 ]
 

@@ -31,6 +31,8 @@ from armature_temporal.improve.models import ImproveResult
 from armature_temporal.runtime.models import RunInput, RunResult
 from armature_temporal.runtime.payloads import data_converter
 from armature_temporal.service.client import decide_gate, run_outcome
+from armature_temporal.spec.compiler import compile_spec
+from armature_temporal.spec.loader import load_spec
 from armature_temporal.store import TraceStore
 from armature_temporal.store.engine import database_url
 from armature_temporal.views import load_runs
@@ -369,3 +371,64 @@ async def test_a_verification_run_approves_no_gate_and_refuses_tool_approvals(
     )
     replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert replayed.replay_failure is None, replayed.replay_failure
+
+
+def _fetch(port: int, ticket: str, method: str = "GET") -> str:
+    return (
+        f'{{name: http_request, args: {{url: "http://127.0.0.1:{port}/?ticket={ticket}", '
+        f"method: {method}}}}}"
+    )
+
+
+async def test_a_verification_run_sends_only_what_the_spec_marks_safe(
+    client: Client, task_queue: str, listener: Listener, tmp_path: Path
+) -> None:
+    """An outbound request is an action (reversibility none), a GET too, unless the spec marks
+    its host and method safe; a subagent's mark counts only where its parents mark it too."""
+    port = listener.port
+    allow = "http_allow_hosts: [127.0.0.1]\n"
+    mark = "http_safe: [{host: 127.0.0.1, methods: [GET]}]\n"
+    files = {
+        # A child that marks its own GET safe, under a parent that marks it too / does not.
+        "child-a.yaml": f"name: child-a\n{allow}{mark}stages:\n"
+        f"  - {{id: get, tool: {_fetch(port, 'child-of-marked')}}}\n",
+        "child-b.yaml": f"name: child-b\n{allow}{mark}stages:\n"
+        f"  - {{id: get, tool: {_fetch(port, 'child-of-unmarked')}}}\n",
+        "marked.yaml": f"name: marked\n{allow}{mark}stages:\n"
+        f"  - {{id: get, tool: {_fetch(port, 'marked')}}}\n"
+        f"  - {{id: post, fail_as_value: true, tool: {_fetch(port, 'post', 'POST')}}}\n"
+        "  - {id: sub, subagent_spec: child-a.yaml}\n",
+        "unmarked.yaml": f"name: unmarked\n{allow}stages:\n"
+        f"  - {{id: get, fail_as_value: true, tool: {_fetch(port, 'unmarked')}}}\n"
+        "  - {id: sub, subagent_spec: child-b.yaml}\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    plans = {n: compile_spec(load_spec(tmp_path / f"{n}.yaml")) for n in ("marked", "unmarked")}
+    outcomes: dict[str, RunResult | None] = {}
+    async with build_worker(client, task_queue):
+        for name, plan in plans.items():
+            handle = await client.start_workflow(
+                "RunSpec",
+                RunInput(plan=plan, inputs={}, verification=True),
+                id=f"{name}-verification",
+                task_queue=task_queue,
+                result_type=RunResult,
+            )
+            outcomes[name] = await run_outcome(handle)
+        # A real run of the unmarked spec sends as before: marks matter to verification runs.
+        plain = await run_outcome(await start(client, plans["unmarked"], task_queue))
+    assert plain is not None and plain.stages["get"].status == "completed"
+    assert sorted(listener.tickets()) == [
+        "child-of-marked",
+        "child-of-unmarked",  # the real run's
+        "marked",
+        "unmarked",  # the real run's
+    ]
+    marked, unmarked = outcomes["marked"], outcomes["unmarked"]
+    assert marked is not None and unmarked is not None
+    assert marked.stages["get"].status == "completed"
+    for refused in (marked.outputs["post"], unmarked.outputs["get"]):
+        assert refused["_failed"] and "reversibility 'none'" in refused["error"], refused
+    assert unmarked.stages["sub"].status == "failed"  # its child's GET was refused
+    assert "reversibility 'none'" in (unmarked.stages["sub"].error or "")

@@ -99,4 +99,5 @@ class RunContext:
             safety_mode=self.plan.safety_mode,
             safety_rules=[r.model_dump() for r in self.plan.safety_rules],
             http_allow_hosts=self.plan.http_allow_hosts,
+            http_safe=self.plan.http_safe,
         )
