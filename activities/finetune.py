@@ -45,7 +45,7 @@ from armature_temporal.finetune.verify import (
     heldout_inputs,
     judged_stages,
 )
-from armature_temporal.improve.diagnose import _inputs_of
+from armature_temporal.improve.replay import replay_inputs
 from armature_temporal.settings import armature_home
 from armature_temporal.spec.compiler import compile_spec
 from armature_temporal.spec.loader import load_spec_text
@@ -110,7 +110,8 @@ def _prepare(inp: FinetuneInput, round_id: str) -> FinetunePrepared:
         )
     stages = list(ft.target_stages) or [s.id for s in plan.stages if s.role is not None]
     runs = load_runs(store_for(database_url()), spec=plan.name, limit=HISTORY)
-    inputs = {run.run_id: _inputs_of(run) for run in runs}
+    # The paired runs' inputs: never those of a run in which a person rejected a gate.
+    inputs = {run.run_id: replay_inputs(run) for run in runs}
     jobs: list[StageJob] = []
     skipped: dict[str, str] = {}
     for stage in stages:
@@ -181,7 +182,8 @@ def _scores(
     """HQS of the runs without and with the adapter (as the improvement loop scores its)."""
     if paired is None:
         return None, None
-    return _score(paired.without), _score(paired.with_adapter)
+    without, with_adapter = _score(paired.without, paired.with_adapter)
+    return without, with_adapter
 
 
 def _record(inp: FinetuneRecordInput) -> list[Adapter]:

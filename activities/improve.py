@@ -38,8 +38,10 @@ from armature_temporal.improve.pending import settle
 from armature_temporal.improve.predict import failures, predictions, verify
 from armature_temporal.improve.propose import candidates
 from armature_temporal.improve.refine import history_of, parse_reply, refiner_messages, screen
+from armature_temporal.improve.replay import left_out
 from armature_temporal.runtime.hqs import run_hqs
 from armature_temporal.runtime.llm import ProviderError, complete
+from armature_temporal.runtime.traces import TraceRecord
 from armature_temporal.spec.compiler import Plan, compile_spec
 from armature_temporal.spec.loader import load_spec_text
 from armature_temporal.spec.models import Spec
@@ -300,31 +302,43 @@ async def improve_prepare(inp: ImproveInput) -> Prepared:
     return await asyncio.to_thread(_prepare, inp)
 
 
-def _score(run_ids: list[str]) -> list[float | None]:
-    """Each run's HQS without its latency part (see :func:`_scored`); memory CI uses it."""
-    return _scored(run_ids, {}).hqs
+def _score(*versions: list[str]) -> list[list[float | None]]:
+    """Each version's runs' HQS, scored as :func:`_scored` does (memory CI and fine-tune use
+    it)."""
+    return [scored.hqs for scored in _scored(*versions)]
 
 
-def _scored(run_ids: list[str], ladder: dict[str, int]) -> Scored:
-    """Each verification run's HQS from its records (None: it did not finish), without the
-    latency component: that one compares a run with its own version's median, and the two
-    sides' medians come from different populations (production history vs. the candidate's
-    own concurrent runs). Also each run's cost in USD and in tier units (each model attempt
-    counts its tier's 1-based position on ``ladder``).
+def _scored(*versions: list[str], ladder: dict[str, int] | None = None) -> list[Scored]:
+    """Each version's verification runs (lists aligned by pair index), scored: each run's HQS
+    from its records (None: it did not finish), and its cost in USD and in tier units (each
+    model attempt counts its tier's 1-based position on ``ladder``).
+
+    HQS is taken without its latency component: that one compares a run with its own
+    version's median, and the two sides' medians come from different populations (production
+    history vs. the candidate's own concurrent runs). Pair *i* of every version is scored over
+    the same stages: what any of them did not execute (held behind a gate a verification run
+    never approves) is left out of all (:func:`~armature_temporal.improve.replay.left_out`).
     """
     store = store_for(database_url())
+    records = [[store.records(run_id) for run_id in run_ids] for run_ids in versions]
+    skip = left_out(records)
+    return [_score_runs(runs, skip, ladder or {}) for runs in records]
+
+
+def _score_runs(
+    runs: list[list[TraceRecord]], skip: list[frozenset[str]], ladder: dict[str, int]
+) -> Scored:
     scores: list[float | None] = []
     usd: list[float] = []
     units: list[float] = []
-    for run_id in run_ids:
-        records = store.records(run_id)
+    for records, leave in zip(runs, skip, strict=False):
         attempts = [r for r in records if r.kind == "attempt"]
         usd.append(sum(r.cost_usd for r in attempts))
         units.append(float(sum(ladder.get(r.tier or "", 1) for r in attempts)))
         if not any(r.kind == "run_end" for r in records):
             scores.append(None)
             continue
-        scores.append(run_hqs(records, None).hqs)
+        scores.append(run_hqs(records, None, left_out=leave).hqs)
     return Scored(hqs=scores, usd=usd, units=units)
 
 
@@ -336,13 +350,8 @@ def _record(inp: RecordInput) -> list[Proposal]:
     assert plan is not None
     assert prepared.diagnosis is not None
     ladder = {t: i + 1 for i, t in enumerate(plan.tier_ladder)}
-    base = _scored(inp.baseline_runs, ladder)
-    judged = decide_round(
-        plan,
-        [c.change for c in prepared.candidates],
-        base,
-        [_scored(runs, ladder) for runs in inp.candidate_runs],
-    )
+    base, *scored = _scored(inp.baseline_runs, *inp.candidate_runs, ladder=ladder)
+    judged = decide_round(plan, [c.change for c in prepared.candidates], base, scored)
     before = sorted(failures(prepared.diagnosis))
     proposals: list[Proposal] = []
     for k, (candidate, j) in enumerate(zip(prepared.candidates, judged, strict=True)):

@@ -48,14 +48,10 @@ def _record_combined(inp: CombineRecordInput) -> Proposal:
     plan = inp.prepared.plan
     assert plan is not None
     ladder = {t: i + 1 for i, t in enumerate(plan.tier_ladder)}
-    judged = decide_combined(
-        plan,
-        inp.members,
-        inp.m,
-        _scored(inp.baseline_runs, ladder),
-        _scored(inp.best_runs, ladder),
-        _scored(inp.combined_runs, ladder),
+    base, best, combined = _scored(
+        inp.baseline_runs, inp.best_runs, inp.combined_runs, ladder=ladder
     )
+    judged = decide_combined(plan, inp.members, inp.m, base, best, combined)
     proposal = combined_proposal(inp, judged)
     store_for(database_url()).save_proposals([proposal])
     return proposal

@@ -50,6 +50,7 @@ from armature_temporal.experience.learning import (
 )
 from armature_temporal.experience.models import Heuristic, HeuristicError
 from armature_temporal.experience.verify import Decision, PairedScores, decide
+from armature_temporal.improve.replay import replay_inputs
 from armature_temporal.runtime.llm import ProviderError, complete
 from armature_temporal.spec.compiler import Plan, compile_spec
 from armature_temporal.spec.loader import load_spec_text
@@ -147,14 +148,14 @@ def _plan(inp: LearnInput) -> Plan:
 def recent_inputs(runs: list[RunTrace], wanted: int) -> list[dict[str, Any]]:
     """Distinct inputs of the newest finished real runs (at most ``wanted``), in the order of
     their canonical JSON: which input gets which replicate number (simulator seed) then does
-    not depend on the order concurrent runs happened to start in."""
+    not depend on the order concurrent runs happened to start in. A run in which a gate was
+    rejected is never replayed (:func:`~armature_temporal.improve.replay.rejected`)."""
     found: dict[str, dict[str, Any]] = {}
     for run in sorted(runs, key=lambda r: r.started_at, reverse=True):
         if run.verification or run.finished_at is None or len(found) >= wanted:
             continue
-        start = next((r for r in run.records if r.kind == "run_start"), None)
-        value = start.data.get("inputs") if start is not None else None
-        if isinstance(value, dict):
+        value = replay_inputs(run)
+        if value is not None:
             found.setdefault(json.dumps(value, sort_keys=True, default=str), value)
     return [found[key] for key in sorted(found)]
 
@@ -348,31 +349,38 @@ def _record(inp: LearnRecordInput) -> LearnResult:
     prepared = inp.prepared
     assert prepared.plan is not None
     store = store_for(database_url())
-    base = _score(inp.baseline_runs)
+    # Re-verification: the promoted set without the heuristic (baseline) against the promoted
+    # set (candidate: the round's baseline runs). None when the workflow ran no such replays.
+    checks = len(inp.reverify_runs) == len(prepared.reverify) > 0
+    rechecks = inp.reverify_runs if checks else []
+    base, *scores = _score(inp.baseline_runs, *inp.candidate_runs, *rechecks)
     tests = [
         PairedScores(
             heuristic_id=hid,
             baseline=base,
-            candidate=_score(runs),
+            candidate=score,
             baseline_runs=inp.baseline_runs,
             candidate_runs=runs,
         )
-        for hid, runs in zip(prepared.tests, inp.candidate_runs, strict=True)
+        for hid, runs, score in zip(
+            prepared.tests, inp.candidate_runs, scores[: len(inp.candidate_runs)], strict=True
+        )
     ]
-    # Re-verification: the promoted set without the heuristic (baseline) against the promoted
-    # set (candidate: the round's baseline runs). None when the workflow ran no such replays.
-    checks = len(inp.reverify_runs) == len(prepared.reverify) > 0
-    if checks:
-        tests += [
-            PairedScores(
-                heuristic_id=hid,
-                baseline=_score(runs),
-                candidate=base,
-                baseline_runs=runs,
-                candidate_runs=inp.baseline_runs,
-            )
-            for hid, runs in zip(prepared.reverify, inp.reverify_runs, strict=True)
-        ]
+    tests += [
+        PairedScores(
+            heuristic_id=hid,
+            baseline=score,
+            candidate=base,
+            baseline_runs=runs,
+            candidate_runs=inp.baseline_runs,
+        )
+        for hid, runs, score in zip(
+            prepared.reverify if checks else [],
+            rechecks,
+            scores[len(inp.candidate_runs) :],
+            strict=True,
+        )
+    ]
     decided = decide(tests)  # Holm-adjusted across all of them
     decisions = decided[: len(prepared.tests)]
     for d in decisions:

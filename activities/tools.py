@@ -28,7 +28,7 @@ from armature_temporal.runtime.models import PolicySet, ToolCallInput, ToolCallR
 from armature_temporal.runtime.payloads import MAX_STAGE_OUTPUT
 from armature_temporal.runtime.policy import PolicyDecision, evaluate_policy
 from armature_temporal.settings import tool_output_cap, workspace_root
-from armature_temporal.spec.models import SafetyRule
+from armature_temporal.spec.models import HttpSafe, SafetyRule
 from armature_temporal.spec.templating import evaluate, render
 from armature_temporal.tools import (
     Reversibility,
@@ -99,16 +99,29 @@ def _outer_host_block(args: dict[str, Any], outer: list[PolicySet]) -> str | Non
 def _resolve(
     tool: str, args: dict[str, Any], modules: list[str], ctx: ToolContext
 ) -> tuple[ToolSpec, Reversibility, dict[str, Any], dict[str, str]]:
-    """Load the plan's tool modules, then the tool's spec, this call's reversibility, what the
-    policy sees and the pseudo-fields (what will run, resolved in ``ctx``). Blocking (imports,
-    symlinks): run it in a thread."""
+    """Load the plan's tool modules, then the tool's spec, this call's reversibility (in
+    ``ctx``: the requests the spec marks safe), what the policy sees and the pseudo-fields
+    (what will run, resolved in ``ctx``). Blocking (imports, symlinks): run it in a thread."""
     load_tool_modules(modules)
     return (
         get_tool_spec(tool),
-        tool_reversibility(tool, args),
+        tool_reversibility(tool, args, ctx=ctx),
         policy_args(tool, args),
         resolved_fields(tool, args, ctx),
     )
+
+
+def _safe_pairs(marks: list[HttpSafe]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    return tuple((m.host, tuple(m.methods)) for m in marks)
+
+
+def _outer_unsafe(args: dict[str, Any], outer: list[PolicySet]) -> bool:
+    """Whether an enclosing run does not mark this request safe: a subagent's marks can only
+    narrow its parents'."""
+    from armature_temporal.tools._http import marked_safe
+
+    method, url = str(args.get("method", "GET")), str(args.get("url", ""))
+    return any(not marked_safe(method, url, _safe_pairs(level.http_safe)) for level in outer)
 
 
 class _Checked(NamedTuple):
@@ -132,6 +145,9 @@ async def _check(inp: ToolCallInput, args: dict[str, Any], ctx: ToolContext) -> 
     spec, reversibility, seen, resolved = await asyncio.to_thread(
         _resolve, inp.tool, args, inp.tool_modules, ctx
     )
+    full = reversibility == "full"
+    if inp.tool == "http_request" and full and _outer_unsafe(args, inp.outer_policies):
+        reversibility = "none"
     # A subagent runs under every enclosing run's policy too: it can only tighten them.
     levels = [
         *inp.outer_policies,
@@ -212,6 +228,7 @@ async def tool_call(inp: ToolCallInput) -> ToolCallResult:
         workspace=workspace,
         output_cap_bytes=tool_output_cap(),
         http_allow_hosts=tuple(inp.http_allow_hosts),
+        http_safe=_safe_pairs(inp.http_safe),
     )
     try:
         checked = await _check(inp, args, ctx)

@@ -3,8 +3,12 @@ runs, fine-tune's runs with and without an adapter, the memory CI's replays).
 
 Pair ``index`` of every version runs with ``replicate=index``, so the simulate provider gives
 pair i of each version the same noise and the pairs differ from each other (common random
-numbers). The run is a child workflow with ``verification=True`` (gates decide themselves,
-tool approvals are refused, bandits are not rewarded) and the id ``<parent>/<label>/<index>``.
+numbers). The run is a child workflow with ``verification=True`` and the id
+``<parent>/<label>/<index>``. A verification run never acts: no gate is approved (a stage gate
+holds its stage and what depends on it, which are not executed; tool, hook and adapter
+approvals are refused), only fully reversible tool calls run, and no bandit is rewarded. The
+loops choose its inputs from past runs, never from one in which a gate was rejected
+(``armature_temporal.improve.replay``).
 """
 
 from __future__ import annotations

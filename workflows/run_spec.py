@@ -235,8 +235,8 @@ class RunSpecWorkflow:
     def _missing_outputs(self) -> str | None:
         """contracts.outputs: the first required output the run did not produce, or None."""
         for contract in self.plan.required_outputs:
-            if not contract.required:
-                continue
+            if not contract.required or contract.stage in self.ctx.held:
+                continue  # held: a verification run stopped before it, at a gate
             output = self.ctx.outputs.get(contract.stage)
             if not isinstance(output, dict) or output.get(contract.key) is None:
                 return (
@@ -274,6 +274,7 @@ class RunSpecWorkflow:
         reason: str | None = None
         try:
             while True:
+                self.gates.hold_after(stages)
                 if reason is None:
                     for stage in stages:
                         result = results[stage.id]
@@ -334,6 +335,9 @@ class RunSpecWorkflow:
             elif stage.kind == "fan_out":
                 output = await self.fan_out.stage(stage, variables)
             if stage.gate is not None:
+                if self.gates.never_approves():
+                    self.gates.hold(stage, output)
+                    return
                 decision = await self.gates.wait(
                     stage.id,
                     self.gates.message(stage, variables, output),

@@ -79,8 +79,10 @@ def learn(
     Distils lessons from the spec's recent runs (their critic and judge scores) on the
     distiller tier, admits them to memory (immune scan, near-duplicates merged, the rest
     quarantined), and replay-tests up to --max-tests quarantined heuristics: each recent
-    input is run with the promoted heuristics and with those plus the one under test (gates
-    approve themselves, tool approvals are refused, nothing is rewarded). A heuristic is
+    input (never one of a run in which a gate was rejected) is run with the promoted
+    heuristics and with those plus the one under test (no gate is approved: a gated stage and
+    what follows it are not executed; tool approvals are refused; nothing is rewarded). A
+    heuristic is
     promoted only when its paired HQS gain's Holm-adjusted interval lies above 0, else
     rejected. Slots left re-verify promoted heuristics last verified over
     experience.reverify_after_days ago (the promoted set without one against all of it): it

@@ -65,8 +65,9 @@ def improve(
 
     Diagnoses the spec's current version from its traces, proposes single changes on its
     self_improvement.editable_surfaces (model tier, temperature, max_tokens, description),
-    and verifies each by running it and the current spec on the same recent inputs (gates
-    approve themselves, tool approvals are refused, bandits are not rewarded). Verified
+    and verifies each by running it and the current spec on the same recent inputs, never
+    those of a run in which a gate was rejected (no gate is approved: a gated stage and what
+    follows it are not executed; tool approvals are refused; bandits are not rewarded). Verified
     changes are kept as proposals: nothing is written to the spec until you run
     `armature proposals apply`. `armature schedule SPEC` runs rounds on the block's schedule.
     Review lanes: a verified change to anything but a role's description, temperature,

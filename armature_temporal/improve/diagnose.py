@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from armature_temporal.improve.models import Diagnosis, StageStats
+from armature_temporal.improve.replay import replay_inputs
 from armature_temporal.runtime.traces import TraceRecord
 from armature_temporal.spec.compiler import Plan
 from armature_temporal.views.report import RunTrace
@@ -82,10 +83,6 @@ def _stage_stats(stage_id: str, runs: Sequence[RunTrace], judged: list[float]) -
     )
 
 
-def _inputs_of(run: RunTrace) -> dict[str, Any] | None:
-    return run.inputs
-
-
 def diagnose(plan: Plan, runs: Sequence[RunTrace], *, sample: int = 20) -> Diagnosis:
     """What the finished runs of ``plan``'s version (its spec_hash) say, stage by stage.
 
@@ -110,7 +107,7 @@ def diagnose(plan: Plan, runs: Sequence[RunTrace], *, sample: int = 20) -> Diagn
     for run in sorted(mine, key=lambda r: r.started_at, reverse=True):
         if len(inputs) >= sample:
             break
-        value = _inputs_of(run)
+        value = replay_inputs(run)
         if value is None:
             continue
         key = json.dumps(value, sort_keys=True, default=str)

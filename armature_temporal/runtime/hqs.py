@@ -32,6 +32,13 @@ the spec's own history, never an absolute constant (0.7.0 used
 ``quality_score``, ``confidence`` that is a number in [0, 1] (0.7.0's quorum score). Stages of
 other role types never score.
 
+A verification run never approves a gate: the gated stage is skipped (error type
+``verification_gate``) once it has run up to its gate, and counts as completed for
+``happy_path``; the stages after the gate are not executed (:func:`not_executed`) and not
+scored. ``left_out`` names more stages to leave out (a paired comparison leaves out, on both
+sides, what either side did not execute); a run that failed only in stages left out counts as a
+success.
+
 A component with nothing to measure (no judge scored; no latency baseline yet, or no latency;
 no model attempts; no LLM stages; no run end) is left out and the weights of the rest
 renormalised, as is a component whose weight is 0. Aggregates are computed per spec version
@@ -42,7 +49,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -57,6 +64,7 @@ __all__ = [
     "hqs_weights",
     "judge_score",
     "median",
+    "not_executed",
     "run_hqs",
 ]
 
@@ -134,6 +142,8 @@ def run_hqs(
     records: Sequence[TraceRecord],
     latency_p50_ms: float | None,
     weights: Mapping[str, float] | None = None,
+    *,
+    left_out: Collection[str] = (),
 ) -> HQSBreakdown:
     """The HQS of one finished run from its records, given its spec version's p50 latency.
 
@@ -143,6 +153,8 @@ def run_hqs(
             the latency component out.
         weights: Weights to score with (see :func:`hqs_weights`); default the ones the run
             recorded in its ``run_start`` record, else the defaults.
+        left_out: Stage ids whose records are not scored, beside those the run itself did
+            not execute (see the module's docstring).
 
     Raises:
         ValueError: weights that :func:`hqs_weights` refuses.
@@ -150,8 +162,11 @@ def run_hqs(
     used = hqs_weights(weights if weights is not None else _recorded_weights(records))
     end = next((r for r in records if r.kind == "run_end"), None)
     components: dict[str, float] = {}
+    skip = not_executed(records) | frozenset(left_out)
     if end is not None:
-        components["success"] = 1.0 if end.status == "completed" else 0.0
+        components["success"] = 1.0 if _succeeded(end, records, skip) else 0.0
+    if skip:
+        records = [r for r in records if r.stage_id not in skip]
     attempts = [
         r.output_valid for r in records if r.kind == "attempt" and r.output_valid is not None
     ]
@@ -168,10 +183,42 @@ def run_hqs(
         components["latency"] = min(1.0, latency_p50_ms / end.latency_ms)
     llm_stages = [r for r in records if r.kind == "stage" and r.role_type is not None]
     if llm_stages:
-        happy = [r.status == "completed" and r.attempt <= 1 and not r.escalated for r in llm_stages]
+        happy = [_reached_its_end(r) and r.attempt <= 1 and not r.escalated for r in llm_stages]
         components["happy_path"] = sum(happy) / len(happy)
     total = sum(used[k] for k in components)
     score = sum(used[k] * v for k, v in components.items()) / total if total else 0.0
     return HQSBreakdown(
         hqs=round(score, 4), components={k: round(v, 4) for k, v in components.items()}
     )
+
+
+def not_executed(records: Sequence[TraceRecord]) -> frozenset[str]:
+    """The stages a verification run did not execute because they come after a gate it never
+    approved (``data.verification_gate`` names that gate; the gated stage itself ran up to its
+    gate and is not among them)."""
+    return frozenset(
+        r.stage_id
+        for r in records
+        if r.kind == "stage"
+        and r.stage_id is not None
+        and r.error_type == "verification_gate"
+        and r.data.get("verification_gate") not in (None, r.stage_id)
+    )
+
+
+def _reached_its_end(stage: TraceRecord) -> bool:
+    """A stage record of a stage that completed, or that ran up to a gate a verification run
+    never approves."""
+    return stage.status == "completed" or stage.error_type == "verification_gate"
+
+
+def _succeeded(end: TraceRecord, records: Sequence[TraceRecord], left_out: Collection[str]) -> bool:
+    """The run completed; or, with stages left out, every stage that failed is one of them."""
+    if end.status == "completed":
+        return True
+    if not left_out:
+        return False
+    bad = [
+        r for r in records if r.kind == "stage" and r.status in ("failed", "rejected", "cancelled")
+    ]
+    return bool(bad) and all(r.stage_id in left_out for r in bad)

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from armature_temporal.runtime.confidence._models import Confidence
 from armature_temporal.spec.compiler import Plan, PlanAdapter, PlanStage, ResolvedTier
+from armature_temporal.spec.safety import HttpSafe
 
 __all__ = [
     "UNAUTHENTICATED",
@@ -72,6 +73,7 @@ ErrorType = Literal[
     "cancelled",
     "judge_blocked",
     "limit_exceeded",
+    "verification_gate",
 ]
 
 
@@ -85,6 +87,8 @@ class PolicySet(_Model):
     safety_mode: Literal["permissive", "strict"] = "permissive"
     safety_rules: list[Any] = Field(default_factory=list)
     http_allow_hosts: list[str] = Field(default_factory=list)
+    #: The requests it marks safe: a subagent's request is safe only where every level says so.
+    http_safe: list[HttpSafe] = Field(default_factory=list)
 
 
 class RunInput(_Model):
@@ -95,9 +99,9 @@ class RunInput(_Model):
     prior_run: dict[str, Any] | None = None
     parent_run_id: str | None = None
     outer_policies: list[PolicySet] = Field(default_factory=list)
-    # A verification run of the improvement loop: gates decide themselves (stage gates
-    # approve, tool and model-call approvals reject: nothing irreversible runs unattended)
-    # and no bandit is rewarded.
+    # A verification run (improvement, memory CI, fine-tune pairs): no gate is ever approved
+    # (a stage gate holds its stage and everything after it; tool, hook and adapter approvals
+    # are refused), only fully reversible tool calls run, and no bandit is rewarded.
     verification: bool = False
     #: Which replicate of these inputs this run is: the simulate provider seeds its noise from
     #: the run inputs and this number, so runs with the same inputs and replicate share it.
@@ -347,7 +351,10 @@ class ToolCallInput(_Model):
     spec_name: str | None = None
     outer_policies: list[PolicySet] = Field(default_factory=list)
     http_allow_hosts: list[str] = Field(default_factory=list)
-    verification: bool = False  # an improvement round's run: only fully reversible calls
+    #: The requests the spec marks safe (http_safe): the only http_request calls that are
+    #: fully reversible.
+    http_safe: list[HttpSafe] = Field(default_factory=list)
+    verification: bool = False  # a verification run's call: only fully reversible ones run
     tool_modules: list[str] = Field(default_factory=list)  # the plan's; loaded before the call
 
 

@@ -106,14 +106,20 @@ def compile_spec(loaded: LoadedSpec) -> Plan:
         for spec_stage in order
     ]
     contracts = spec.contracts
+    # A field a spec leaves at its default stays out of both hashes (http_safe is newer than
+    # most specs), so a spec that does not use it keeps its version and policy version.
+    unused = {"http_safe"} if not spec.http_safe else set()
     policy = {
         "http_allow_hosts": list(spec.http_allow_hosts),
         "safety_mode": spec.safety_mode,
         "safety_rules": [r.model_dump(mode="json") for r in spec.safety_rules],
+        **(
+            {"http_safe": [r.model_dump(mode="json") for r in spec.http_safe]} if not unused else {}
+        ),
     }
     spec_hash = _sha256(
         {
-            "spec": spec.model_dump(mode="json"),
+            "spec": spec.model_dump(mode="json", exclude=unused),
             "children": {k: v.spec_hash for k, v in sorted(children.items())},
         }
     )
@@ -131,6 +137,7 @@ def compile_spec(loaded: LoadedSpec) -> Plan:
         safety_mode=spec.safety_mode,
         safety_rules=list(spec.safety_rules),
         http_allow_hosts=list(spec.http_allow_hosts),
+        http_safe=list(spec.http_safe),
         continuation=spec.continuation,
         triggers=list(spec.triggers),
         self_improvement=_self_improvement(spec),

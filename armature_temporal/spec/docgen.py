@@ -38,6 +38,7 @@ _SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("stages[].cache", spec_module.StageCache),
     ("safety_rules[]", spec_module.SafetyRule),
     ("safety_rules[].condition", spec_module.Condition),
+    ("http_safe[]", spec_module.HttpSafe),
     ("continuation", spec_module.Continuation),
     ("triggers[]", spec_module.Trigger),
     ("self_improvement", spec_module.SelfImprovement),

@@ -37,7 +37,7 @@ from armature_temporal.spec.fields import (
     unwrap_expression,
 )
 from armature_temporal.spec.roles import Arm, Role
-from armature_temporal.spec.safety import Condition, SafetyRule
+from armature_temporal.spec.safety import Condition, HttpSafe, SafetyRule
 from armature_temporal.spec.sections import (
     HQS_COMPONENTS,
     SURFACE_GROUPS,
@@ -81,6 +81,7 @@ __all__ = [
     "FinetuneConfig",
     "Gate",
     "HQSConfig",
+    "HttpSafe",
     "LoopConfig",
     "MemoryCapture",
     "MemoryConfig",
@@ -363,6 +364,14 @@ class Spec(_Model):
         default_factory=list,
         description="Hosts the http_request tool may reach (exact names, or *.example.com for "
         "subdomains); empty allows none. A subagent may only narrow its parent's list.",
+    )
+    http_safe: list[HttpSafe] = Field(
+        default_factory=list,
+        description="Requests that change nothing and send out nothing that matters, as "
+        "[{host, methods}], e.g. [{host: api.example.com, methods: [GET, HEAD]}]: those "
+        "http_request calls are fully reversible (verification runs may make them). Any other "
+        "request is an action (reversibility none), a GET too: its URL carries data out. A "
+        "subagent's call is safe only if every enclosing spec marks it safe too.",
     )
     continuation: Continuation | None = Field(
         None, description="Carry values from the previous run."

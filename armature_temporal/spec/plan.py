@@ -11,13 +11,20 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 from armature_temporal.spec.caching import StageCache
 from armature_temporal.spec.experience import ExperienceConfig
 from armature_temporal.spec.models import (
     Continuation,
     FinetuneConfig,
+    HttpSafe,
     MemoryConfig,
     OutputContract,
     SafetyRule,
@@ -183,6 +190,8 @@ class Plan(_Frozen):
     safety_mode: Literal["permissive", "strict"] = "permissive"
     safety_rules: list[SafetyRule] = Field(default_factory=list)
     http_allow_hosts: list[str] = Field(default_factory=list)
+    #: Requests marked safe (spec ``http_safe``); left out of the canonical JSON when empty.
+    http_safe: list[HttpSafe] = Field(default_factory=list)
     continuation: Continuation | None = None
     triggers: list[Trigger] = Field(default_factory=list)
     self_improvement: SelfImprovement | None = None
@@ -211,6 +220,15 @@ class Plan(_Frozen):
         raise KeyError(
             f"no stage {stage_id!r} in plan {self.name!r}; stages: {[s.id for s in self.stages]}"
         )
+
+    @model_serializer(mode="wrap")
+    def _without_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Fields newer than most plans are left out while empty, so a plan that does not use
+        them keeps its bytes (and older workers read it)."""
+        data: dict[str, Any] = handler(self)
+        if not data.get("http_safe"):
+            data.pop("http_safe", None)
+        return data
 
     def to_json(self) -> str:
         """Canonical JSON: the same spec always gives the same bytes."""

@@ -164,6 +164,27 @@ def _shape_warnings(spec: Spec) -> Iterator[Problem]:
             )
 
 
+def _http_reversibility_warnings(spec: Spec) -> Iterator[Problem]:
+    """A rule on ``_tool_reversibility`` that reaches http_request in a spec that marks no
+    request safe: every request is ``none`` now (a GET was ``full`` before http_safe)."""
+    uses_http = any(
+        (st.role is not None and "http_request" in st.role.tools)
+        or (st.tool is not None and st.tool.name == "http_request")
+        for st in spec.stages
+    )
+    if not uses_http or spec.http_safe:
+        return
+    for k, rule in enumerate(spec.safety_rules):
+        on_it = rule.condition is not None and rule.condition.field == "_tool_reversibility"
+        if on_it and rule.tool in ("*", "http_request"):
+            yield (
+                ("safety_rules", k, "condition"),
+                "every http_request call is reversibility 'none' here (a GET too: its URL "
+                "carries data out), since the spec marks no request safe; for requests that "
+                "change nothing, add e.g. http_safe: [{host: api.example.com, methods: [GET]}]",
+            )
+
+
 def spec_warnings(spec: Spec) -> list[Problem]:
     """What deserves a look but does not stop a run (validate prints them and exits 0)."""
     warnings: list[Problem] = []
@@ -172,6 +193,7 @@ def spec_warnings(spec: Spec) -> list[Problem]:
     warnings += _field_read_warnings(spec)
     warnings += _shape_warnings(spec)
     warnings += _unregistered_tools(spec)
+    warnings += _http_reversibility_warnings(spec)
     for key, instead in _ACCEPTED_ONLY.items():
         value = getattr(spec, key)
         if value:

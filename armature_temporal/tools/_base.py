@@ -68,7 +68,7 @@ class ToolImpl:
     args_model: type[BaseModel]
     run: RunFn
     postcondition: Postcondition | None = None
-    reversibility_of: Callable[[Mapping[str, Any]], Reversibility] | None = None
+    reversibility_of: Callable[[Mapping[str, Any], ToolContext | None], Reversibility] | None = None
     policy_view: PolicyView | None = None
     check_schema: bool = True
     #: The pseudo-fields ``resolve_fields`` can give (what spec checks accept in rules).
@@ -80,10 +80,12 @@ class ToolImpl:
         spec = self.spec.model_copy(update={"name": name})
         return dataclasses.replace(self, spec=spec)
 
-    def reversibility(self, args: Mapping[str, Any]) -> Reversibility:
-        """How far this particular call can be undone."""
+    def reversibility(
+        self, args: Mapping[str, Any], ctx: ToolContext | None = None
+    ) -> Reversibility:
+        """How far this particular call can be undone (in ``ctx``: what the spec marks safe)."""
         if self.reversibility_of is not None:
-            return self.reversibility_of(args)
+            return self.reversibility_of(args, ctx)
         return self.spec.reversibility
 
 

@@ -6,10 +6,16 @@ empty list allows nothing. Redirects are followed by hand (at most :data:`MAX_RE
 target checked against the allow-list before it is contacted. The allow-list is checked on
 names, not addresses: a name that resolves to an internal address is reached.
 
+An outbound request is an action: it can change something where it lands, and any request,
+a GET too, carries data out in its URL. So a call's reversibility is ``none`` unless the spec
+marks its host and method safe (``http_safe``, :attr:`ToolContext.http_safe`; see
+:func:`marked_safe`): then ``full``, and a verification run may make it. A redirect of such a
+call must land on a host and method marked safe too, or it is refused.
+
 The model may not set the headers that decide where a request goes or how it is framed
 (:data:`FORBIDDEN_HEADERS`, and every ``Proxy-*``): ``Host`` would reach another virtual host
-behind an allowed name, the framing ones smuggle requests, a method override turns a GET (which
-safety rules see as fully reversible) into a DELETE. A redirect to another origin (scheme, host
+behind an allowed name, the framing ones smuggle requests, a method override turns a GET
+marked safe into a DELETE. A redirect to another origin (scheme, host
 or port) carries only :data:`CROSS_ORIGIN_HEADERS` of the model's headers, so an ``X-Api-Key``
 meant for one service never reaches another. The body is decoded (gzip or deflate, the codings
 the tool asks for) a bounded piece at a time and never past the output cap, so a small
@@ -35,13 +41,11 @@ __all__ = [
     "FORBIDDEN_HEADERS",
     "HTTP_TOOL",
     "MAX_REDIRECTS",
-    "SAFE_METHODS",
     "host_allowed",
+    "marked_safe",
 ]
 
 MAX_REDIRECTS = 5
-#: Methods that change nothing on the server (RFC 9110): their calls are fully reversible.
-SAFE_METHODS: frozenset[str] = frozenset({"GET", "HEAD", "OPTIONS"})
 
 _HOP_BY_HOP = "hop-by-hop (it is about this one connection, which the tool manages)"
 _FRAMING = "the tool frames the request from its body; a second framing smuggles requests"
@@ -127,6 +131,19 @@ def host_allowed(host: str, allow: tuple[str, ...]) -> bool:
         elif host == entry:
             return True
     return False
+
+
+def marked_safe(method: str, url: str, safe: tuple[tuple[str, tuple[str, ...]], ...]) -> bool:
+    """Whether the spec marks a ``method`` request to ``url``'s host safe (``safe``: its
+    ``(host, methods)`` pairs; hosts match as in :func:`host_allowed`)."""
+    try:
+        host = httpx.URL(url).host
+    except httpx.InvalidURL:
+        return False
+    method = method.upper()
+    return bool(host) and any(
+        method in methods and host_allowed(host, (entry,)) for entry, methods in safe
+    )
 
 
 def _check_url(url: httpx.URL, ctx: ToolContext) -> None:
@@ -281,6 +298,7 @@ async def _send(args: HttpRequestArgs, ctx: ToolContext, timeout: float) -> dict
         else {"json": args.body}
     )
     headers = {**args.headers, "Accept-Encoding": _CODINGS}
+    safe = marked_safe(args.method, str(url), ctx.http_safe)
     async with httpx.AsyncClient(follow_redirects=False, timeout=timeout) as client:
         request = client.build_request(args.method, url, headers=headers, **body)
         for _ in range(MAX_REDIRECTS + 1):
@@ -304,6 +322,14 @@ async def _send(args: HttpRequestArgs, ctx: ToolContext, timeout: float) -> dict
                 raise ToolFailure(
                     exc.error_type, f"redirect from {str(response.url)!r} refused: {exc.message}"
                 ) from None
+            if safe and not marked_safe(nxt.method, str(nxt.url), ctx.http_safe):
+                # Let through as safe, it may not become a request nobody marked safe.
+                raise ToolFailure(
+                    "policy_blocked",
+                    f"redirect from {str(response.url)!r} to {nxt.method} {str(nxt.url)!r} "
+                    f"refused: the request ran as one http_safe marks safe, and {nxt.url.host!r} "
+                    f"with {nxt.method} is not marked safe; add it to http_safe if it is",
+                )
             if _origin(nxt.url) != _origin(request.url):
                 _strip_for_other_origin(nxt)
             request = nxt
@@ -325,9 +351,12 @@ async def _run_http(args: HttpRequestArgs, ctx: ToolContext) -> dict[str, Any]:
         ) from exc
 
 
-def _reversibility(args: Mapping[str, Any]) -> Reversibility:
-    method = args.get("method", "GET")
-    return "full" if isinstance(method, str) and method.upper() in SAFE_METHODS else "partial"
+def _reversibility(args: Mapping[str, Any], ctx: ToolContext | None) -> Reversibility:
+    """``none``: an outbound request acts; ``full`` where the spec marks it safe."""
+    method, url = args.get("method", "GET"), args.get("url")
+    if ctx is None or not isinstance(method, str) or not isinstance(url, str):
+        return "none"
+    return "full" if marked_safe(method, url, ctx.http_safe) else "none"
 
 
 HTTP_TOOL = ToolImpl(
@@ -336,7 +365,7 @@ HTTP_TOOL = ToolImpl(
         "Make an HTTP request to an allowed host. Returns status_code, url, headers, body "
         "(capped, see truncated).",
         HttpRequestArgs,
-        "partial",
+        "none",
     ),
     args_model=HttpRequestArgs,
     run=typed_run(HttpRequestArgs, _run_http),

@@ -107,6 +107,12 @@ class ToolContext(_Frozen):
         description="Hosts http_request may reach (exact names, or *.example.com for "
         "subdomains); empty allows none.",
     )
+    http_safe: tuple[tuple[str, tuple[str, ...]], ...] = Field(
+        (),
+        description="(host, methods) pairs the spec marks safe (http_safe): http_request calls "
+        "to such a host with such a method are fully reversible; any other is reversibility "
+        "none. Hosts as in http_allow_hosts.",
+    )
     max_write_bytes: int = Field(
         10_000_000, gt=0, description="Cap on the content file_write may write."
     )

@@ -374,16 +374,21 @@ def get_tool_spec(name: str, *, registry: ToolRegistry | None = None) -> ToolSpe
 
 
 def tool_reversibility(
-    name: str, args: Mapping[str, Any], *, registry: ToolRegistry | None = None
+    name: str,
+    args: Mapping[str, Any],
+    *,
+    registry: ToolRegistry | None = None,
+    ctx: ToolContext | None = None,
 ) -> Reversibility:
-    """How far this call can be undone (``http_request`` with GET/HEAD/OPTIONS: ``full``).
+    """How far this call can be undone (``http_request``: ``none``, unless ``ctx`` holds the
+    spec's mark that its host and method are safe: ``full``).
 
     Pass it to :func:`armature_temporal.runtime.policy.evaluate_policy`.
 
     Raises:
         ToolError: as :func:`get_tool_spec`.
     """
-    return (registry or ToolRegistry.default()).resolve(name).reversibility(args)
+    return (registry or ToolRegistry.default()).resolve(name).reversibility(args, ctx)
 
 
 def policy_args(

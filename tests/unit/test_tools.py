@@ -273,12 +273,39 @@ def test_builtin_reversibility() -> None:
         "file_list": "full",
         "file_write": "partial",
         "shell": "none",
-        "http_request": "partial",
+        "http_request": "none",
     }
-    assert tool_reversibility("http_request", {"url": "http://a", "method": "GET"}) == "full"
-    assert tool_reversibility("http_request", {"url": "http://a"}) == "full"
-    assert tool_reversibility("http_request", {"url": "http://a", "method": "POST"}) == "partial"
+    # An outbound request is an action, a GET too (its URL carries data out)...
+    assert tool_reversibility("http_request", {"url": "http://a", "method": "GET"}) == "none"
+    assert tool_reversibility("http_request", {"url": "http://a"}) == "none"
     assert tool_reversibility("shell", {"argv": ["ls"]}) == "none"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ({"url": "https://api.example.com/v1?q=1"}, "full"),  # GET by default
+        ({"url": "https://API.example.com./v1", "method": "head"}, "full"),
+        ({"url": "https://api.example.com:8443/", "method": "GET"}, "full"),  # any port
+        ({"url": "https://api.example.com/", "method": "POST"}, "none"),  # not that method
+        ({"url": "https://other.example.com/", "method": "GET"}, "none"),  # not that host
+        ({"url": "https://x.docs.example.org/", "method": "GET"}, "full"),  # *.docs...
+        ({"url": "https://docs.example.org/", "method": "GET"}, "none"),  # not the apex
+        ({"url": "https://api.example.com.evil.test/", "method": "GET"}, "none"),
+        ({"url": "http://[::1", "method": "GET"}, "none"),  # does not parse
+        ({"method": "GET"}, "none"),
+    ],
+)
+def test_a_request_is_fully_reversible_only_where_the_spec_marks_it_safe(
+    tmp_path: Path, args: dict[str, Any], expected: str
+) -> None:
+    """...unless the spec marks that host and method safe (http_safe)."""
+    marked = ToolContext(
+        workspace=tmp_path,
+        http_safe=(("api.example.com", ("GET", "HEAD")), ("*.docs.example.org", ("GET",))),
+    )
+    assert tool_reversibility("http_request", args, ctx=marked) == expected
+    assert tool_reversibility("http_request", args, ctx=ToolContext(workspace=tmp_path)) == "none"
 
 
 # --- Python function tools ---------------------------------------------------------------------
@@ -601,7 +628,7 @@ def test_builtin_tools_declare_their_reversibility_explicitly() -> None:
         "file_write": "partial",
         "file_list": "full",
         "shell": "none",
-        "http_request": "partial",
+        "http_request": "none",
     }
 
 
@@ -732,6 +759,30 @@ async def test_http_redirects_are_followed_only_to_allowed_hosts(
     assert out.error_type == "policy_blocked"
     assert "redirect" in (out.error or "") and "'localhost'" in (out.error or "")
     assert server.seen == ["GET /redirect-out"]  # type: ignore[attr-defined]
+
+
+async def test_a_request_run_as_safe_follows_no_redirect_to_a_request_not_marked_safe(
+    workspace: Path, server: http.server.ThreadingHTTPServer
+) -> None:
+    """A GET the spec marks safe (so a verification run may make it) that redirects to an
+    allowed host not marked safe is refused there: it would become an unmarked request."""
+    port = server.server_address[1]
+    ctx = http_ctx(workspace, "127.0.0.1", "localhost").model_copy(
+        update={"http_safe": (("127.0.0.1", ("GET",)),)}
+    )
+    inside = await call_tool("http_request", {"url": f"http://127.0.0.1:{port}/redirect-in"}, ctx)
+    assert inside.ok and inside.output["body"] == "hello there"
+    server.seen.clear()  # type: ignore[attr-defined]
+    out = await call_tool("http_request", {"url": f"http://127.0.0.1:{port}/redirect-out"}, ctx)
+    assert (out.ok, out.error_type) == (False, "policy_blocked")
+    assert "'localhost' with GET is not marked safe" in (out.error or ""), out.error
+    assert server.seen == ["GET /redirect-out"]  # type: ignore[attr-defined]
+    # Not run as safe (no mark), the same redirect to an allowed host is followed.
+    unmarked = http_ctx(workspace, "127.0.0.1", "localhost")
+    followed = await call_tool(
+        "http_request", {"url": f"http://127.0.0.1:{port}/redirect-out"}, unmarked
+    )
+    assert followed.ok and followed.output["body"] == "hello there"
 
 
 async def test_http_response_body_is_capped(

@@ -1,6 +1,6 @@
 """Every example spec in specs/ runs to its end on a real Temporal dev server, unattended: as
-verification runs (stage gates approve themselves, tool approvals are refused), with the
-spec's default inputs."""
+verification runs (no gate is approved: a stage gate holds the stages from it on, tool
+approvals are refused), with the spec's default inputs."""
 
 from __future__ import annotations
 
@@ -17,8 +17,10 @@ from tests.fakes import SPECS
 from worker import build_worker
 
 #: How each example ends when nobody is there: a verification run makes only fully reversible
-#: tool calls, so safe-shell's first shell command is refused and the rest never run.
+#: tool calls, so safe-shell's first shell command is refused and the rest never run; it never
+#: approves a gate, so customer-triage completes without its approval.
 EXPECTED = {
+    "customer-triage.yaml": ("completed", {"approve_reply": "verification_gate"}),
     "safe-shell.yaml": (
         "failed",
         {
@@ -27,7 +29,7 @@ EXPECTED = {
             "archive": "dependency_failed",
             "summarize": "dependency_failed",
         },
-    )
+    ),
 }
 #: Inputs for specs with required ones (researcher.yaml is research-fanout's subagent).
 INPUTS = {"researcher.yaml": {"partition": ["Why do tides happen?"], "index": 0, "count": 1}}

@@ -171,7 +171,11 @@ async def test_a_round_at_target_or_without_surfaces_stops_with_the_reason(
 TOOL_CASES = [
     # (the stage's tool, the error type, words in the error)
     ("{name: file_read, args: {path: missing.txt}}", "tool_error", "missing.txt"),  # it ran
-    ("{name: file_list, args: {}}", "policy_blocked", "decided automatically (reject)"),
+    (
+        "{name: file_list, args: {}}",
+        "policy_blocked",
+        "rejected by verification run: not approved: a verification run never approves a gate",
+    ),
     (
         "{name: file_write, args: {path: notes/x.txt, content: hi}}",
         "policy_blocked",
@@ -180,12 +184,12 @@ TOOL_CASES = [
     (
         "{name: http_request, args: {url: 'https://example.com', method: POST}}",
         "policy_blocked",
-        "is reversibility 'partial', and verification runs only make calls",
+        "is reversibility 'none', and verification runs only make calls",
     ),
 ]
 
 
-async def test_verification_runs_decide_gates_and_make_only_reversible_tool_calls(
+async def test_verification_runs_approve_no_gate_and_make_only_reversible_tool_calls(
     client: Client, task_queue: str
 ) -> None:
     triage = compile_spec(load_spec(SPECS / "customer-triage.yaml"))
@@ -214,9 +218,13 @@ async def test_verification_runs_decide_gates_and_make_only_reversible_tool_call
                 result_type=RunResult,
             )
             outcomes.append(await run_outcome(handle))
-    gate = gated.stages["approve_reply"].gate
-    assert gated.state == "completed"
-    assert gate is not None and gate.decision == "approve" and gate.by == "armature improve"
+    # The gate is never approved: the run completes with the stages before it.
+    held = gated.stages["approve_reply"]
+    assert gated.state == "completed", gated.reason
+    assert (held.status, held.error_type, held.gate) == ("skipped", "verification_gate", None)
+    assert "never approves a gate" in (held.error or "")
+    assert gated.stages["draft_reply"].status == "completed"
+    assert "approve_reply" not in gated.outputs
     for (tool, error_type, words), outcome in zip(TOOL_CASES, outcomes, strict=True):
         assert outcome is not None, tool
         stage = outcome.stages["t"]

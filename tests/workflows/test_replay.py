@@ -16,6 +16,7 @@ import pytest
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
+from armature_temporal.runtime.models import RunInput, RunResult
 from armature_temporal.runtime.payloads import data_converter
 from armature_temporal.service.client import decide_gate, run_outcome
 from armature_temporal.spec.compiler import load_plan
@@ -66,6 +67,7 @@ def test_golden_histories_are_committed() -> None:
         "research-fanout",
         "loop-retry-escalate",
         "safe-shell-approved",
+        "customer-triage-verification",
     } <= names
 
 
@@ -116,6 +118,23 @@ async def test_write_golden_histories(client: Client, task_queue: str) -> None:
         await decide_gate(client, triage.id, "approve_reply", "approve", comment="ok")
         await triage.result()
         await save("customer-triage-approved", triage.id)
+
+        # The committed one was recorded before verification runs stopped approving gates:
+        # it replays through the workflow.patched branch that keeps such runs as they ran.
+        # Written again here, it records today's behaviour (the gate held) instead.
+        verifying = await client.start_workflow(
+            "RunSpec",
+            RunInput(
+                plan=load_plan(SPECS / "customer-triage.yaml"),
+                inputs={"ticket": "I was charged twice.", "customer_tier": "pro"},
+                verification=True,
+            ),
+            id="customer-triage-verification",
+            task_queue=task_queue,
+            result_type=RunResult,
+        )
+        await verifying.result()
+        await save("customer-triage-verification", verifying.id)
 
         fan = await start(
             client, load_plan(SPECS / "research-fanout.yaml"), task_queue, run_id="research-fanout"

@@ -1,5 +1,13 @@
 """``Gates``: durable waits for a person's decision — stage gates and mid-stage approvals
-(a tool call or a hook that asks for one)."""
+(a tool call or a hook that asks for one).
+
+A verification run (an improvement round's, memory CI's, a fine-tune pair's) never approves a
+gate: it has nobody to ask, and it replays inputs people gave real runs. A stage gate holds its
+stage (:meth:`Gates.hold`) and everything after it (:meth:`Gates.hold_after`), each marked
+skipped with error type ``verification_gate``; the run completes with the stages before the
+gate, which is what the paired comparison scores. A tool, hook or adapter approval is refused at
+once, with the reason the model sees.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +34,13 @@ from workflows.interpreter.failures import StageFailure
 from workflows.interpreter.state import RunContext
 from workflows.interpreter.tracing import Tracer
 
-__all__ = ["Gates"]
+__all__ = ["VERIFICATION_NEVER_APPROVES", "Gates"]
+
+#: workflow.patched id: a verification run approves no gate (before it, stage gates approved
+#: themselves there). Runs started before it replay as they ran.
+VERIFICATION_NEVER_APPROVES = "verification-never-approves"
+#: Who refused an approval in a verification run (the decision's ``by``).
+VERIFICATION_BY = "verification run"
 
 
 class Gates:
@@ -87,10 +101,14 @@ class Gates:
         tool_call: ToolApproval | None = None,
     ) -> GateDecision:
         """Wait durably for a person's decision on ``gate_id``. In a verification run nobody
-        is asked: the gate takes its ``unattended`` decision at once. ``tool_call`` is the
-        exact call a tool approval asks about (shown by the status query)."""
+        is asked and nothing is approved: the decision is a refusal, at once (``unattended``
+        is what runs started before that rule decided, kept so they replay). ``tool_call``
+        is the exact call a tool approval asks about (shown by the status query)."""
         run = self.run
         if run.verification:
+            if self.never_approves():
+                return self._not_approved(gate_id)
+            # A run started before that rule replays as it ran: the gate took ``unattended``.
             run.decisions[gate_id] = GateDecision(
                 stage=gate_id,
                 decision=unattended,
@@ -174,6 +192,63 @@ class Gates:
             )
             update = {"by": UNAUTHENTICATED, "proof": None, "unverified": checked.problem}
         run.decisions[gate_id] = sent.model_copy(update=update)
+
+    def never_approves(self) -> bool:
+        """Whether this run holds every gate unapproved: a verification run (one started
+        before :data:`VERIFICATION_NEVER_APPROVES` replays as it ran)."""
+        return self.run.verification and workflow.patched(VERIFICATION_NEVER_APPROVES)
+
+    def _not_approved(self, gate_id: str) -> GateDecision:
+        """A verification run's answer to an approval: refused, traced, nobody asked."""
+        decided = GateDecision(
+            stage=gate_id,
+            decision="reject",
+            comment="not approved: a verification run never approves a gate, so the call it "
+            "asks about was not made (in a real run a person decides)",
+            by=VERIFICATION_BY,
+        )
+        self.run.decisions[gate_id] = decided
+        self.tracer.gate(gate_id, decided)
+        self.run.events.gate_decided(decided)
+        return decided
+
+    def hold(self, stage: PlanStage, output: Any) -> None:
+        """A verification run reached ``stage``'s gate: it is never approved. The stage is
+        skipped (``verification_gate``) with what it produced before the gate, which is not
+        passed on; :meth:`hold_after` holds the stages after it."""
+        result = self.run.results[stage.id]
+        result.status, result.error_type = "skipped", "verification_gate"
+        result.error = (
+            f"gate {stage.id!r} not approved: a verification run never approves a gate, so "
+            "this stage's output goes no further and the stages after it are not executed "
+            "(in a real run a person decides)"
+        )
+        result.output = output
+        self.run.held[stage.id] = stage.id
+
+    def hold_after(self, stages: list[PlanStage]) -> None:
+        """Mark every pending stage that depends, directly or not, on a held gate as not
+        executed (skipped, ``verification_gate``) and trace it, so a comparison can leave it
+        out on both sides (``data.verification_gate`` names the gate). No-op outside
+        verification runs: nothing is held there."""
+        run = self.run
+        changed = bool(run.held)
+        while changed:
+            changed = False
+            for stage in stages:
+                result = run.results[stage.id]
+                behind = [run.held[d] for d in stage.depends_on if d in run.held]
+                if result.status != "pending" or not behind:
+                    continue
+                result.status, result.error_type = "skipped", "verification_gate"
+                result.error = (
+                    f"not executed in a verification run: it comes after gate {behind[0]!r}, "
+                    "which a verification run never approves"
+                )
+                run.held[stage.id] = behind[0]
+                self.tracer.stage(stage)
+                run.events.stage_complete(stage.id, result)
+                changed = True
 
     def _after(self, gate_id: str) -> None:
         """A gate stopped waiting: trace its decision, clear it from the status."""

@@ -42,6 +42,9 @@ class RunContext:
         self.outputs: dict[str, Any] = {}
         self.pending: dict[str, GateInfo] = {}
         self.decisions: dict[str, GateDecision] = {}
+        #: In a verification run, each stage held unapproved → the gate it is held at (its
+        #: own id for the gated stage itself): those stages do not run.
+        self.held: dict[str, str] = {}
         #: ``gate`` signals the run refused, with the reason (a signal cannot answer back).
         self.refused_signals: list[RefusedSignal] = []
         self.state: RunState = "running"
@@ -96,4 +99,5 @@ class RunContext:
             safety_mode=self.plan.safety_mode,
             safety_rules=[r.model_dump() for r in self.plan.safety_rules],
             http_allow_hosts=self.plan.http_allow_hosts,
+            http_safe=self.plan.http_safe,
         )

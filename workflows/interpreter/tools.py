@@ -82,6 +82,7 @@ class ToolCalls:
                     safety_rules=policy.safety_rules,
                     outer_policies=run.outer_policies,
                     http_allow_hosts=policy.http_allow_hosts,
+                    http_safe=policy.http_safe,
                     approved=approved,
                     spec_name=run.plan.name,
                     verification=run.verification,

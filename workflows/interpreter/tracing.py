@@ -105,6 +105,8 @@ class Tracer:
             data["judges"] = [d for d in stage.depends_on if d in llm_ids]
         if judge is not None and result.status == "completed" and judge < LOW_QUALITY_THRESHOLD:
             error_type = "low_quality"
+        if stage.id in self.run.held:  # a verification run's gate, never approved
+            data["verification_gate"] = self.run.held[stage.id]
         arm_id, decision_id = self.run.arm_of(stage.id)
         self.chain.add(
             "stage",
