@@ -12,18 +12,19 @@ import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_args, get_origin
+from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from ruamel.yaml.comments import CommentedBase, CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from armature_temporal.errors import SpecError, SpecIssue, did_you_mean
 from armature_temporal.spec.checks import check_spec
 from armature_temporal.spec.files import SpecFileRefused, SpecRoots, roots_of, spec_file_path
-from armature_temporal.spec.models import IDENTIFIER, Spec
+from armature_temporal.spec.models import Spec
 from armature_temporal.spec.references import implicit_dependencies
 from armature_temporal.spec.resources import attach_resources
+from armature_temporal.spec.salvage import Salvaged, allowed_fields, salvage
 from armature_temporal.spec.warnings import spec_warnings
 from armature_temporal.spec.yaml_limits import YAMLLimitError, bounded_yaml, text_bytes
 
@@ -142,25 +143,24 @@ def _load_text(
             ]
         )
     issues: list[SpecIssue] = []
-    skip: set[str] = set()
-    placeholders: set[int] = set()
+    salvaged: Salvaged | None = None
     early_warnings = [locate.issue(p, m) for p, m in _render_load_time(data)]
     try:
         spec = Spec.model_validate(data)
     except ValidationError as exc:
         issues = [_issue_from_pydantic(err, locate) for err in exc.errors()]
-        salvaged = _salvage(data, exc)
-        if salvaged is None:
+        salvaged = salvage(data, exc)
+        if salvaged is None or salvaged.spec is None:
             raise SpecError(issues) from None
-        spec, placeholders, skip = salvaged
+        spec = salvaged.spec
     spec, resource_problems = attach_resources(spec, base_dir, roots)
     issues += [locate.issue(path, msg) for path, msg in resource_problems]
     implicit = implicit_dependencies(spec)
     if implicit:
         spec = _with_dependencies(spec, implicit)
-    for path, msg in check_spec(spec, skip=skip):
-        if len(path) >= 2 and path[0] == "stages" and path[1] in placeholders:
-            continue  # a stage with schema errors: its own problems are already listed
+    for path, msg in check_spec(spec, skip=salvaged.skip if salvaged is not None else set()):
+        if salvaged is not None and salvaged.set_aside(path):
+            continue  # about a placeholder the repair put there, not the user's text
         issues.append(locate.issue(path, msg))
     warnings = (
         [] if issues else early_warnings + [locate.issue(p, m) for p, m in spec_warnings(spec)]
@@ -252,59 +252,6 @@ def _with_dependencies(spec: Spec, extra: dict[str, list[str]]) -> Spec:
         for stage in spec.stages
     ]
     return spec.model_copy(update={"stages": stages})
-
-
-#: Top-level fields whose breakage makes a family of whole-document checks meaningless.
-_CHECKS_NEEDING = {
-    "model_tiers": "tiers",
-    "role_type_defaults": "tiers",
-    "inputs": "templates",
-    "contracts": "templates",
-    "continuation": "templates",
-    "memory": "templates",
-}
-
-
-def _salvage(data: dict[str, Any], exc: ValidationError) -> tuple[Spec, set[int], set[str]] | None:
-    """A spec without the parts that failed validation, so the whole-document checks can still
-    look at the rest: a broken stage becomes a placeholder that keeps its id (so references to
-    it stay valid), a broken top-level field is dropped. Returns the spec, the placeholder
-    stage indexes and the check families to skip; None when nothing sensible remains."""
-    stages = data.get("stages")
-    if not isinstance(stages, list) or not stages:
-        return None
-    broken_stages: set[int] = set()
-    broken_fields: set[str] = set()
-    for err in exc.errors():
-        loc = err["loc"]
-        if len(loc) >= 2 and loc[0] == "stages" and isinstance(loc[1], int):
-            broken_stages.add(loc[1])
-        elif loc and loc[0] != "stages":
-            broken_fields.add(str(loc[0]))
-        else:
-            return None
-    repaired = {k: v for k, v in data.items() if k not in broken_fields}
-    if "name" in broken_fields:
-        repaired["name"] = "invalid"
-    new_stages = list(stages)
-    for i in broken_stages:
-        raw = stages[i] if isinstance(stages[i], dict) else {}
-        sid = raw.get("id")
-        deps = raw.get("depends_on")
-        new_stages[i] = {
-            "id": sid if isinstance(sid, str) and IDENTIFIER.match(sid) else f"_invalid_{i}",
-            "gate": "human",
-            "depends_on": deps
-            if isinstance(deps, list) and all(isinstance(d, str) for d in deps)
-            else [],
-        }
-    repaired["stages"] = new_stages
-    try:
-        spec = Spec.model_validate(repaired)
-    except ValidationError:
-        return None
-    skip = {_CHECKS_NEEDING[f] for f in broken_fields if f in _CHECKS_NEEDING}
-    return spec, broken_stages, skip
 
 
 def _too_big(display: str, what: str, size: str) -> SpecError:
@@ -477,7 +424,7 @@ def _issue_from_pydantic(err: Any, locate: _Locator) -> SpecIssue:
     kind = err["type"]
     value = err.get("input")
     if kind == "extra_forbidden":
-        allowed = _allowed_fields(loc[:-1])
+        allowed = allowed_fields(loc[:-1])
         key = loc[-1]
         return locate.issue(
             loc, f"unknown field {key!r}; allowed here: {allowed}{did_you_mean(key, allowed)}"
@@ -508,43 +455,3 @@ def _issue_from_pydantic(err: Any, locate: _Locator) -> SpecIssue:
 def _literal_hint(value: Any, expected: str) -> str:
     choices = [c.strip().strip("'") for c in expected.replace(" or ", ",").split(",")]
     return did_you_mean(value, [c for c in choices if c])
-
-
-def _allowed_fields(loc: Sequence[str | int]) -> list[str]:
-    """Field names of the model found at ``loc`` (walks Spec's annotations)."""
-    annotation: Any = Spec
-    for part in loc:
-        annotation = _unwrap_model_or_container(annotation)
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            info = annotation.model_fields.get(str(part))
-            if info is None:
-                return []
-            annotation = info.annotation
-        elif get_origin(annotation) in (list, dict):
-            annotation = get_args(annotation)[-1]
-        else:
-            return []
-    annotation = _unwrap_model_or_container(annotation)
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return list(annotation.model_fields)
-    return []
-
-
-def _unwrap_model_or_container(annotation: Any) -> Any:
-    """Strip Annotated / Optional down to a model class or list/dict generic."""
-    for _ in range(8):
-        origin = get_origin(annotation)
-        if origin in (list, dict) or (
-            isinstance(annotation, type) and issubclass(annotation, BaseModel)
-        ):
-            return annotation
-        args = [a for a in get_args(annotation) if a is not type(None)]
-        if not args:
-            return annotation
-        models = [
-            a
-            for a in args
-            if (isinstance(a, type) and issubclass(a, BaseModel)) or get_origin(a) in (list, dict)
-        ]
-        annotation = models[0] if models else args[0]
-    return annotation

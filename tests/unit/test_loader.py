@@ -404,3 +404,60 @@ def test_local_model_and_adapter_paths_resolve_against_the_spec_directory(tmp_pa
     assert tiers["pinned"].adapter == str((tmp_path / "specs" / "adapters" / "v1").resolve())
     assert tiers["newest"].model == "/abs/base" and tiers["newest"].adapter == "latest"
     assert tiers["other"].adapter == "latest:a"
+
+
+MANY_PROBLEMS = """\
+name: many-problems
+inputs: [q]
+model_tiers:
+  small: {provider: simulate}
+stages:
+  - id: a
+    role: {name: A, descripton: "x", model_tier: fronteir}
+  - id: a
+    role: {name: B, description: "{{ nope.field }} {{ inputs.zzz }}", model_tier: huge}
+    on_fail: {loop: {max: -1}}
+  - id: c
+    depends_on: [zz]
+    role: {name: C, description: "{{ missing_name }}", temperature: 9}
+  - id: d
+    gate: {type: robot}
+  - id: e
+    tool: {name: shell, args: {argv: [ls]}}
+    output_mode: yaml
+"""
+
+
+def test_validate_reports_every_problem_in_one_pass() -> None:
+    """Schema errors hid the rest: 8 problems, then 4 more once those were fixed (an unknown
+    tier, unknown template names, a duplicate id). Now a stage with a schema error keeps the
+    rest of it checked."""
+    with pytest.raises(SpecError) as caught:
+        load_spec_text(MANY_PROBLEMS, "many.yaml")
+    found = {(i.line, i.message.split(";")[0]) for i in caught.value.issues}
+    expected = {
+        (7, "missing required field 'description'"),
+        (7, "unknown field 'descripton'"),
+        (7, "unknown tier 'fronteir'"),
+        (8, "duplicate stage id 'a' (first used by stages[0])"),
+        (9, "template uses unknown name 'nope'"),
+        (9, "template reads inputs.zzz, but the spec declares no input 'zzz'"),
+        (9, "unknown tier 'huge'"),
+        (10, "Input should be greater than or equal to 0"),
+        (12, "unknown stage 'zz'"),
+        (13, "template uses unknown name 'missing_name'"),
+        (13, "Input should be less than or equal to 2"),
+        (15, "'robot' is not one of 'human'"),
+        (18, "'yaml' is not one of 'text', 'json' or 'guided_json'"),
+    }
+    assert found == expected, sorted(found ^ expected)
+
+
+def test_a_placeholder_for_a_missing_field_is_never_reported() -> None:
+    """The repair fills a missing description with a placeholder; nothing about the
+    placeholder is reported, only that the field is missing."""
+    text = "name: x\nstages:\n  - id: a\n    role: {name: A}\n"
+    with pytest.raises(SpecError) as caught:
+        load_spec_text(text, "x.yaml")
+    (issue,) = caught.value.issues
+    assert issue.message == "missing required field 'description'"
