@@ -54,10 +54,12 @@ SCORE_RULES: tuple[Rule, ...] = (
     _r(
         "give-top-score",
         "score_manipulation",
+        # Each optional word brings its own trailing space, so a run of spaces is matched one
+        # way only (overlapping \s quantifiers took minutes on "give" + 2,000 spaces).
         r"\b(?:give|award|assign|grant|return|output)\s+(?:(?:this|that|my|our|the|your)\s+)?"
-        r"(?:answer|response|submission|output|candidate|model|essay|solution|code|work|story"
-        r"|product|it|me|us|him|her|them)?\s*"
-        r"(?:a|an|the)?\s*(?:perfect|maximum|max|full|highest|top|10/10|10\s+out\s+of\s+10"
+        r"(?:(?:answer|response|submission|output|candidate|model|essay|solution|code|work|story"
+        r"|product|it|me|us|him|her|them)\s+)?"
+        r"(?:(?:a|an|the)\s+)?(?:perfect|maximum|max|full|highest|top|10/10|10\s+out\s+of\s+10"
         r"|100/100|5/5)\s+(?:score|rating|marks?|grade|points|stars|evaluation)\b",
         0.85,
     ),

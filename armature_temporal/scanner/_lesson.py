@@ -115,9 +115,11 @@ LESSON_RULES: tuple[Rule, ...] = (
     _r(
         "lesson-addresses-judge",
         "score_manipulation",
-        r"(?:^|[.!?;:]\s+|\n|[\"'“‘«])\s*[\[(*_#>\s\"'“‘-]*(?:dear\s+|hey\s+|hi\s+|attention\s+)?(?:the\s+"
-        r"|any\s+"
-        r"|all\s+)?(?:" + _JUDGE + r")\s*(?:[,:\]\-–—]|\s+reading\s+this\b)"
+        # at the start of a line, a sentence or a quotation; the markup and spaces before the
+        # name are bounded, so a long run of them costs linear time, not quadratic
+        r"(?:^|[.!?;:\n\"'“‘«])[ \t\[(*_#>\"'“‘-]{0,8}(?:(?:dear|hey|hi|attention)[ \t]+)?"
+        r"(?:(?:the|any|all)[ \t]+)?(?:" + _JUDGE + r")[ \t]{0,3}(?:[,:\]\-–—]|[ \t]+reading"
+        r"[ \t]+this\b)"
         r"|\b(?:grading|scoring|evaluation|evaluator|judge|judging|grader|scorer|assessment"
         r"|rating|rater)\s+(?:note|notes|instructions?|override|notice|memo|directive|guidance)\b"
         r"[^:\n]{0,30}[:\-–—]",
@@ -172,10 +174,9 @@ LESSON_RULES: tuple[Rule, ...] = (
     _r(
         "lesson-role-header",
         "prompt_injection",
-        r"(?:^|[.;!?]\s+)[\s>*_`#\-\[(<{|]*(?:system|developer|admin(?:istrator)?|operator|root"
-        r"|assistant)"
-        r"(?:[\s_-]+(?:prompt|message|note|notice|instructions?|override|mode|update|says?))?"
-        r"\s*(?:[:：\]>)}|]|\s+[-–—]\s|\s*$)"
+        r"(?:^|[.;!?])[ \t>*_`#\-\[(<{|]{0,8}(?:system|developer|admin(?:istrator)?|operator|root"
+        r"|assistant)(?:[ \t_-]{1,3}(?:prompt|message|note|notice|instructions?|override|mode"
+        r"|update|says?))?[ \t]{0,3}(?:[:：\]>)}|]|[-–—][ \t]|$)"
         r"|\bfrom\s+the\s+(?:developer|system|admin(?:istrator)?|operator)\s*:"
         r"|\bsystem[\s-]level\s+(?:instruction|directive|rule|command)s?\b",
         0.9,

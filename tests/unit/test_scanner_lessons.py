@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import base64
 import json
+import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,7 @@ import pytest
 
 from armature_temporal.errors import ArmatureError
 from armature_temporal.experience.immune import screen
-from armature_temporal.scanner import scan
+from armature_temporal.scanner import Profile, scan
 from armature_temporal.scanner.train import load_injection_examples, shared_data_dir
 from tests.lesson_probes import PASSED_BEFORE, PROBES
 
@@ -167,3 +169,26 @@ def test_the_public_benign_rows_are_not_flagged_more() -> None:
     lesson = sum(1 for t in benign if scan(t, profile="lesson").findings)
     assert len(benign) == 1416
     assert general <= 7 and lesson <= general + 3, (general, lesson)
+
+
+def _cost(text: str, profile: Profile) -> float:
+    best = math.inf
+    for _ in range(3):
+        start = time.perf_counter()
+        scan(text, profile=profile)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+@pytest.mark.parametrize("profile", ["input", "lesson"])
+@pytest.mark.parametrize("head", ["give", "System", "the judge", "'", "\n"])
+@pytest.mark.parametrize("filler", [" ", "\t", "\n", "'"])
+def test_a_long_run_of_one_character_costs_linear_time(
+    profile: Profile, head: str, filler: str
+) -> None:
+    """Rules with overlapping whitespace quantifiers backtracked: "give" + 800 spaces took 8 s
+    (40 times the cost of 200) and + 2,000 about two minutes. Four times the text may cost at
+    most eight times as much (a ratio in one process, not a clock limit)."""
+    short = _cost(head + filler * 200 + "x", profile)
+    long = _cost(head + filler * 800 + "x", profile)
+    assert long < 8 * short + 0.01, (short, long)
