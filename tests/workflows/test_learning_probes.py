@@ -16,6 +16,7 @@ from __future__ import annotations
 import pytest
 from temporalio.client import Client
 
+from armature_temporal.commands.learn import render_learn
 from armature_temporal.experience import admit, get_embedder
 from armature_temporal.experience.learning import LearnInput, LearnResult
 from armature_temporal.runtime.traces import TraceRecord
@@ -128,6 +129,8 @@ async def test_a_learning_round_admits_none_of_the_probes(client: Client, task_q
         assert [e.to_status for e in store.heuristic_events(h.id)] == ["candidate", "rejected"]
     # The old waiting probe: rejected by today's scan before the replays.
     assert [(r.heuristic_id, r.status) for r in result.rescreened] == [(old, "rejected")]
+    shown = "\n".join(render_learn(result))
+    assert f"{old}  rejected (screened again)" in shown and "scan: prompt_injection" in shown
     decided = {d.heuristic_id: d for d in result.decisions}
     probe_ids = {by_text[text].heuristic_id for text, _, _ in PROBES}
     assert old not in decided and not probe_ids & set(decided)
