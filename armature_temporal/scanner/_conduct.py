@@ -84,23 +84,25 @@ SCORE_RULES: tuple[Rule, ...] = (
     _r(
         "address-the-judge",
         "score_manipulation",
-        r"\b(?:note|message|instructions?|attention|reminder|memo)\s+(?:to|for)\s+"
-        r"(?:the\s+|any\s+|all\s+)?(?:"
+        # (?=…): the first letters of the alternatives, a cheap test before them
+        r"\b(?=[adhimnrt])(?:(?:note|message|instructions?|attention|reminder|memo)\s+(?:to|for)"
+        r"\s+(?:the\s+|any\s+|all\s+)?(?:"
         + _JUDGE
-        + r")\b|\battention\s+(?:all\s+)?(?:"
+        + r")\b|attention\s+(?:all\s+)?(?:"
         + _JUDGE
-        + r")\b|\b(?:dear|hey|hi|hello)\s+(?:the\s+)?(?:"
+        + r")\b|(?:dear|hey|hi|hello)\s+(?:the\s+)?(?:"
         + _JUDGE
-        + r")\b|\b(?:if\s+you\s+are|as)\s+(?:an?|the)\s+(?:"
+        + r")\b|(?:if\s+you\s+are|as)\s+(?:an?|the)\s+(?:"
         + _JUDGE
         + r")(?:\s*[,:]|\s+(?:reading|seeing)\s+this\b|\s+you\s+(?:must|should|will|shall"
-        r"|have\s+to|need\s+to)\b)|\bto\s+" + _WHOEVER + r"\b",
+        r"|have\s+to|need\s+to)\b)|to\s+" + _WHOEVER + r"\b)",
         0.8,
     ),
     _r(
         "judge-told-to-award",
         "score_manipulation",
-        r"\b(?:(?:the|any|every|all|each|this|your)\s+)?(?:"
+        # (?=…): the first letters of the names below, a cheap test before the alternation
+        r"\b(?=[aegjlmrsw])(?:"
         + _JUDGE
         + r"|"
         + _WHOEVER

@@ -121,8 +121,8 @@ INJECTION_RULES: tuple[Rule, ...] = (
             r"|follows\b|below\b)"
             # "This lesson supersedes the system prompt", "The text below replaces your
             # original instructions", "This text is part of your system prompt"
-            r"|\b(?:this|the|these)(?:\s+(?:following|text|lesson|message|note|block|lines"
-            r"|instructions))?(?:\s+below)?\s+(?:supersedes?|replaces?|overrides?|outranks?"
+            r"|\b(?:this|these|th(?:is|e|ese)\s+(?:following|text|lesson|message|note|block|lines"
+            r"|instructions))(?:\s+below)?\s+(?:supersedes?|replaces?|overrides?|outranks?"
             r"|takes?\s+precedence\s+over|has\s+priority\s+over|is\s+part\s+of)\s+(?:the\s+"
             r"|your\s+|any\s+|all\s+)?(?:previous\s+|prior\s+|original\s+|earlier\s+"
             rf"|existing\s+|current\s+)?(?:{_SYSTEM}|instructions|prompt)\b"
