@@ -15,6 +15,7 @@ from temporalio import activity
 from activities.traces import store_for
 from armature_temporal.experience.compiler import select_lessons
 from armature_temporal.experience.embeddings import Embedder, get_embedder
+from armature_temporal.experience.gate import prompt_lessons
 from armature_temporal.experience.models import Heuristic, HeuristicError
 from armature_temporal.runtime.models import Lessons, LessonsQuery, LessonsReward
 from armature_temporal.store.engine import database_url
@@ -61,27 +62,37 @@ def _load(query: LessonsQuery) -> Lessons:
     store = store_for(database_url())
     if query.only_ids is not None:
         found = {i: store.heuristic(i) for i in dict.fromkeys(query.only_ids)}
-        given = [h for h in found.values() if h is not None and _in_scope(h, query)]
+        asked = [h for h in found.values() if h is not None and _in_scope(h, query)]
+        given, refused = prompt_lessons(asked, verification=query.verification, judge=query.judge)
         return Lessons(
             ids=[h.id for h in given],
             texts=[h.text for h in given],
             missing=[i for i, h in found.items() if h is None],
+            refused=[f"{r.heuristic_id}: {r.reason}" for r in refused],
         )
-    candidates = [
-        h
-        for h in store.heuristics(query.spec_name, stage_id=query.stage_id, status="promoted")
-        if _in_scope(h, query)
-    ]
-    if not candidates:
+    if query.judge:
         return Lessons()
-    return _choose(query, candidates)
+    candidates, refused = prompt_lessons(
+        [
+            h
+            for h in store.heuristics(query.spec_name, stage_id=query.stage_id, status="promoted")
+            if _in_scope(h, query)
+        ],
+        verification=query.verification,
+        judge=False,
+    )
+    noted = [f"{r.heuristic_id}: {r.reason}" for r in refused]
+    if not candidates:
+        return Lessons(refused=noted)
+    return _choose(query, candidates).model_copy(update={"refused": noted})
 
 
 @activity.defn(name="load_lessons")
 async def load_lessons(query: LessonsQuery) -> Lessons:
-    """The lessons of one LLM stage execution, in prompt order: with ``only_ids`` exactly those
-    (scoped to the spec and stage, whatever their status; unknown ids listed as missing), else
-    at most ``top_k`` promoted ones within ``token_budget`` (:func:`select_lessons`)."""
+    """The lessons of one LLM stage execution, in prompt order: with ``only_ids`` those of them
+    scoped to the spec and stage that :func:`prompt_lessons` lets in (unknown ids listed as
+    missing, the others as refused), else at most ``top_k`` promoted ones within
+    ``token_budget`` (:func:`select_lessons`); none for a judge stage."""
     return await asyncio.to_thread(_load, query)  # the store and the embedder may block
 
 

@@ -22,7 +22,7 @@ from temporalio.exceptions import ApplicationError
 from activities.improve import _score
 from activities.traces import store_for
 from armature_temporal.errors import SpecError
-from armature_temporal.experience.admit import admit
+from armature_temporal.experience.admit import admit, rescreen
 from armature_temporal.experience.critic import (
     CRITIC_SCHEMA,
     CritiqueInput,
@@ -46,6 +46,7 @@ from armature_temporal.experience.learning import (
     LearnPrepared,
     LearnRecordInput,
     LearnResult,
+    Rescreened,
     StaleRetirement,
 )
 from armature_temporal.experience.models import Heuristic, HeuristicError
@@ -194,6 +195,25 @@ def _admit_all(
     return admitted
 
 
+def _rescreen(store: TraceStore, plan: Plan) -> list[Rescreened]:
+    """Today's immune scan over the spec's waiting and promoted heuristics (:func:`rescreen`)."""
+    return [
+        Rescreened(
+            heuristic_id=a.heuristic.id,
+            text=a.heuristic.text,
+            status="retired" if a.heuristic.status == "retired" else "rejected",
+            findings=[f"{f.category} ({f.rule}): {f.text}" for f in a.findings],
+        )
+        for a in rescreen(store, plan.name)
+    ]
+
+
+def _rescreen_note(rescreened: list[Rescreened]) -> str:
+    if not rescreened:
+        return ""
+    return f"; {len(rescreened)} flagged by today's immune scan (never replayed)"
+
+
 def retire_stale(store: TraceStore, plan: Plan, learn_run_id: str) -> list[StaleRetirement]:
     """Retire (by ``learn``) each promoted heuristic whose stage is no LLM stage of the plan
     any more (gone, or now another kind); spec-wide ones (stage None) always stay."""
@@ -312,6 +332,8 @@ async def learn_prepare(inp: LearnInput) -> LearnPrepared:
             raise _provider_failure(exc, f"distiller tier {tier.name!r}") from None
     now = datetime.now(UTC)
     admitted = await asyncio.to_thread(_admit_all, store, plan, lessons, now.isoformat())
+    # Before anything is replayed: today's scanner over what waits and what is promoted.
+    rescreened = await asyncio.to_thread(_rescreen, store, plan)
     baseline, tests, reverify, inputs = await asyncio.to_thread(
         _choose_tests, store, plan, inp, runs, now
     )
@@ -323,12 +345,14 @@ async def learn_prepare(inp: LearnInput) -> LearnPrepared:
             else "fewer than 2 distinct inputs among the recent runs; a replay test needs 2"
         )
         gone = f"; {len(retired)} retired (stage gone)" if retired else ""
+        gone += _rescreen_note(rescreened)
         stop = LearnResult(
             status="nothing_to_test" if not (tests or reverify) else "too_few_traces",
             spec_name=plan.name,
             detail=f"{len(admitted)} lesson(s) distilled{gone}; {why}",
             admitted=admitted,
             retired=retired,
+            rescreened=rescreened,
             trajectories=scored,
         )
         return LearnPrepared(stop=stop)
@@ -340,6 +364,7 @@ async def learn_prepare(inp: LearnInput) -> LearnPrepared:
         reverify=[hid for hid, _ in reverify],
         last_verified=dict(reverify),
         retired=retired,
+        rescreened=rescreened,
         inputs=inputs,
         trajectories=scored,
     )
@@ -410,6 +435,7 @@ def _record(inp: LearnRecordInput) -> LearnResult:
             detail += f", {open_} inconclusive (too few replays scored; tried again next round)"
     if prepared.retired:
         detail += f"; {len(prepared.retired)} retired (stage gone)"
+    detail += _rescreen_note(prepared.rescreened)
     return LearnResult(
         status="learned",
         spec_name=prepared.plan.name,
@@ -417,6 +443,7 @@ def _record(inp: LearnRecordInput) -> LearnResult:
         admitted=prepared.admitted,
         decisions=[*decisions, *rechecked],
         retired=prepared.retired,
+        rescreened=prepared.rescreened,
         trajectories=prepared.trajectories,
     )
 

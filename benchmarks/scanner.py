@@ -28,6 +28,15 @@ Data: the labelled public sets in ``shared/data`` (``--data``, ``$ARMATURE_SHARE
   choose the feature set; a sanity check that the model has not learnt "imperative = attack".
   Its one flagged text ("Respond only with valid JSON …") was known when 20 output-format
   instructions were added to the training supplement, so 0/46 since then is not independent.
+* **Lesson text** (the experience memory's immune scan: ``scan(text, profile="lesson")``, any
+  finding counts) — ``tests/fixtures/lessons/heldout.jsonl``: 118 lesson-like texts (68
+  attacks: judge-forcing, system-prompt forms, override paraphrases, tool coercion,
+  exfiltration, base64/hex; 50 benign, 28 of them mentioning judges, systems, scores or tools),
+  written and committed before the lesson rules, which were written against ``dev.jsonl``
+  beside it (136 texts, reported too, not an unbiased figure). Caveat: one held-out miss was
+  later fixed by a general change prompted by a review probe (a quoted message addressed to
+  the judge); the held-out figure before it was precision 0.956, recall 0.956. Also the public
+  sets' benign rows, scanned with the lesson profile.
 * **Speed** — texts per second of ``scan`` on one core over all the texts above, warm (model
   loaded), and as a ratio to a baseline in the same process: lower-casing and splitting
   every text into words (``re.findall(r"\\w+")``), the least any text scanner does.
@@ -48,6 +57,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from armature_temporal.scanner import scan
@@ -270,6 +280,30 @@ def secrets_report(
     return report, misses, fps
 
 
+# --- lesson text ----------------------------------------------------------------------------
+
+LESSONS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "lessons"
+
+
+def lessons_report(name: str) -> dict[str, Rate]:
+    """Recall, false-positive rate and precision of the lesson profile on a labelled set."""
+    with (LESSONS / name).open(encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh if line.strip()]
+    flagged = [scan(r["text"], profile="lesson").flagged for r in rows]
+    pos = [f for r, f in zip(rows, flagged, strict=True) if r["label"]]
+    neg = [f for r, f in zip(rows, flagged, strict=True) if not r["label"]]
+    report = {
+        "recall": rate(pos),
+        "fpr": rate(neg),
+        "precision": Rate(sum(pos), sum(pos) + sum(neg)),
+    }
+    for cls in sorted({r["class"] for r in rows}):
+        got = [f for r, f in zip(rows, flagged, strict=True) if r["class"] == cls]
+        label = "recall" if rows[[r["class"] for r in rows].index(cls)]["label"] else "fpr"
+        report[f"{label} {cls}"] = rate(got)
+    return report
+
+
 # --- speed --------------------------------------------------------------------------------
 
 
@@ -333,6 +367,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         test = [e for e in injection if dev_holdout(e.text)]
         holdout["injection"] = injection_report(score_injection(train, test))
         holdout["secrets"] = secrets_report([e for e in secrets if dev_holdout(e.text)])[0]
+    lessons = {name: lessons_report(f"{name}.jsonl") for name in ("heldout", "dev")}
+    lessons["public benign rows"] = {
+        "flagged, lesson profile": rate(
+            scan(e.text, profile="lesson").flagged for e in injection if not e.label
+        ),
+        "flagged, general scan": rate(scan(e.text).flagged for e in injection if not e.label),
+    }
     ood_results = [scan(t) for t in OOD_BENIGN]
     ood = {
         "prompt_injection flagged": rate("prompt_injection" in r.categories() for r in ood_results),
@@ -348,6 +389,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "secret_misses": dict(misses),
             "secret_false_positives": dict(fps),
             "holdout": {s: {k: v.to_json() for k, v in r.items()} for s, r in holdout.items()},
+            "lessons": {s: {k: v.to_json() for k, v in r.items()} for s, r in lessons.items()},
             "ood_benign": {k: v.to_json() for k, v in ood.items()},
             "ood_benign_flagged": ood_flagged,
             "speed": speed,
@@ -367,6 +409,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"    {n:3d}  {what}")
     for name, report in holdout.items():
         _print_block(f"Dev holdout — {name}", report)
+    for name, report in lessons.items():
+        _print_block(f"Lesson text, immune scan — {name}", report)
     _print_block("Hand-written agent-style benign texts (out of distribution; see OOD_BENIGN)", ood)
     for t in ood_flagged:
         print(f"    flagged: {t[:70]!r}")

@@ -12,6 +12,7 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
 
 from activities.llm import llm_call
+from armature_temporal.experience import Heuristic, heuristic_id
 from armature_temporal.runtime.models import LLMCallInput, LLMCallResult, RunInput, RunResult
 from armature_temporal.runtime.traces import TraceBatch
 from armature_temporal.spec.compiler import Plan, compile_spec
@@ -280,3 +281,26 @@ async def fake_llm_call_hanging(inp: LLMCallInput) -> LLMCallResult:
     ):
         await asyncio.sleep(3600)  # cancelled when the attempt times out
     return await llm_call(inp)
+
+
+def heuristic(
+    spec_name: str,
+    text: str,
+    status: str = "promoted",
+    stage: str | None = "answer",
+    now: str = "2026-12-01T00:00:00+00:00",
+) -> Heuristic:
+    """A heuristic as a person or an older scanner left it in the store (no scan on the way in:
+    the test puts it there with :meth:`TraceStore.add_heuristic`)."""
+    return Heuristic(
+        id=heuristic_id(spec_name, stage, text),
+        spec_name=spec_name,
+        stage_id=stage,
+        kind="procedural",
+        text=text,
+        status=status,  # type: ignore[arg-type]
+        source="person",
+        provenance=[],
+        created_at=now,
+        updated_at=now,
+    )

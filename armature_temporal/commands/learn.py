@@ -23,11 +23,15 @@ app = typer.Typer()
 
 def render_learn(result: Any) -> list[str]:
     """The round as lines of plain text: outcome, heuristics retired because their stage is
-    gone, distilled lessons, decisions with figures (re-verifications too)."""
+    gone, those today's immune scan flagged, distilled lessons, decisions with figures
+    (re-verifications too)."""
     lines = [f"{result.status}: {result.detail}"]
     for r in result.retired:
         lines.append(f"  {r.heuristic_id} [{r.stage_id}]  retired (stage gone)")
         lines.append(f"    {r.reason}")
+    for r in result.rescreened:
+        lines.append(f"  {r.heuristic_id}  {r.status} (screened again): {r.text}")
+        lines += [f"    scan: {f}" for f in r.findings]
     for a in result.admitted:
         where = f" into {a.merged_into}" if a.merged_into else ""
         lines.append(f"  distilled {a.heuristic_id} [{a.stage_id}] {a.outcome}{where}: {a.text}")

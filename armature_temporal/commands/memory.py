@@ -191,6 +191,14 @@ def memory_add(
         raise fail("error: --text is empty; say what to do or avoid", 2)
     plan = load_or_exit(spec)
     stage_id = _stage_or_exit(plan, stage, spec)
+    judges = [s.id for s in plan.stages if s.role is not None and s.role.type == "judge"]
+    if stage_id in judges:
+        raise fail(
+            f"error: --stage {stage_id!r}: a judge stage's prompt carries no lessons (memory CI "
+            "measures lessons with the judges, so a lesson for one would grade itself); add it "
+            f"to a stage the judge scores, or edit {stage_id}'s role in {spec}",
+            2,
+        )
     from datetime import UTC, datetime
 
     from armature_temporal.experience import admit, get_embedder

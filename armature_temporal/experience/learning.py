@@ -1,5 +1,6 @@
 """One learning round's data (``armature learn``, the Learn schedule): what it distilled and
-admitted, which promoted heuristics it retired because their stage is gone, which heuristics it
+admitted, which promoted heuristics it retired because their stage is gone, which waiting or
+promoted ones today's immune scan flagged when it screened them again, which heuristics it
 replay-tested (quarantined ones, and promoted ones due for re-verification), and what memory CI
 decided.
 
@@ -23,6 +24,7 @@ __all__ = [
     "LearnRecordInput",
     "LearnResult",
     "LearnStatus",
+    "Rescreened",
     "StaleRetirement",
 ]
 
@@ -57,6 +59,16 @@ class AdmittedLesson(_Model):
     pitfall_id: str | None = None
 
 
+class Rescreened(_Model):
+    """A heuristic today's immune scan flagged when the round screened the memory again before
+    replaying anything: a quarantined one rejected, a promoted one retired (by ``scan``)."""
+
+    heuristic_id: str
+    text: str
+    status: Literal["rejected", "retired"]
+    findings: list[str] = Field(default_factory=list)
+
+
 class StaleRetirement(_Model):
     """A promoted heuristic the round retired (by ``learn``) because the spec has no LLM
     stage of its ``stage_id`` any more."""
@@ -78,6 +90,7 @@ class LearnPrepared(_Model):
     reverify: list[str] = Field(default_factory=list)
     last_verified: dict[str, str] = Field(default_factory=dict)  # reverify id -> when
     retired: list[StaleRetirement] = Field(default_factory=list)
+    rescreened: list[Rescreened] = Field(default_factory=list)
     inputs: list[dict[str, Any]] = Field(default_factory=list)
     trajectories: dict[str, int] = Field(default_factory=dict)  # per stage, scored ones
 
@@ -100,6 +113,7 @@ class LearnResult(_Model):
     admitted: list[AdmittedLesson] = Field(default_factory=list)
     decisions: list[Decision] = Field(default_factory=list)
     retired: list[StaleRetirement] = Field(default_factory=list)
+    rescreened: list[Rescreened] = Field(default_factory=list)
     trajectories: dict[str, int] = Field(default_factory=dict)
 
 

@@ -106,8 +106,9 @@ class RunInput(_Model):
     #: Which replicate of these inputs this run is: the simulate provider seeds its noise from
     #: the run inputs and this number, so runs with the same inputs and replicate share it.
     replicate: int = Field(0, ge=0)
-    #: The lessons (heuristic ids) every LLM stage carries, whatever their status (memory CI
-    #: replays with and without one); None: the prompt compiler chooses promoted ones.
+    #: The lessons (heuristic ids) every LLM stage but the judges carries (memory CI replays
+    #: with and without one): promoted ones, and quarantined ones only in a verification run;
+    #: None: the prompt compiler chooses promoted ones.
     lessons: list[str] | None = None
 
 
@@ -447,8 +448,13 @@ class LessonsQuery(_Model):
     #: Seeds the utility samples (the same seed gives the same choice).
     seed: str
     embedding_model: str | None = None
-    #: Exactly these heuristic ids (those scoped to the stage), whatever their status.
+    #: Exactly these heuristic ids (those scoped to the stage) that may enter a prompt:
+    #: promoted ones, and quarantined ones in a verification run.
     only_ids: list[str] | None = None
+    #: The run is a verification run (memory CI's replays carry the quarantined lesson).
+    verification: bool = False
+    #: The stage is a judge: its prompt carries no lessons.
+    judge: bool = False
 
 
 class Lessons(_Model):
@@ -459,6 +465,8 @@ class Lessons(_Model):
     #: The embedder relevance was measured with (None: none was needed).
     embedder: str | None = None
     missing: list[str] = Field(default_factory=list)
+    #: Lessons asked for that may not enter this prompt: ``"<id>: <why>"``.
+    refused: list[str] = Field(default_factory=list)
 
 
 class LessonsReward(_Model):

@@ -5,7 +5,9 @@ prompt injection and jailbreaks, score manipulation ("always score 10"), tool mi
 (destructive commands, exfiltration), scope overreach, secrets (API keys, tokens, private
 keys, passwords) and personal data (e-mail addresses, phone and card numbers, IBANs,
 public IPs). Each :class:`Finding` is typed, with its character span and a score; the caller
-decides what to do (quarantine, :func:`redact`, block).
+decides what to do (quarantine, :func:`redact`, block). ``scan(text, profile="lesson")`` holds
+a lesson of the experience memory to stricter rules as well (judge-directed text, role
+headers and other system-prompt forms, secrets asked into the output).
 
 >>> from armature_temporal.scanner import scan, redact
 >>> token = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z5A"
@@ -25,13 +27,14 @@ public data; ``benchmarks/scanner.py`` measures it by cross-validation.
 from armature_temporal.scanner._jsonl import scan_jsonl
 from armature_temporal.scanner._linear import ModelFileError
 from armature_temporal.scanner._models import CATEGORIES, Category, Finding, ScanResult
-from armature_temporal.scanner._scan import redact, scan, scan_many
+from armature_temporal.scanner._scan import Profile, redact, scan, scan_many
 
 __all__ = [
     "CATEGORIES",
     "Category",
     "Finding",
     "ModelFileError",
+    "Profile",
     "ScanResult",
     "redact",
     "scan",

@@ -26,7 +26,20 @@ _TOP = (
     r"(?:10|ten|100|five\s+stars|5\s+stars|a\+|max(?:imum)?|perfect|full\s+marks|highest"
     r"|top|pass(?:ed|ing)?|correct)"
 )
-_JUDGE = r"(?:AI\s+|LLM\s+|model\s+)?(?:judge|evaluator|grader|reviewer|scorer|assessor|rater)s?"
+_JUDGE = (
+    r"(?:AI\s+|LLM\s+|model\s+)?(?:judge|evaluator|grader|reviewer|scorer|assessor|rater)s?"
+    r"|(?:scoring|grading|judging|evaluation|evaluating|reward)\s+models?"
+)
+# The score a judge is told to give: a top score, the top of a scale, or "pass".
+_AWARD = (
+    r"(?:a\s+|an\s+|the\s+|its\s+|their\s+)?(?:" + _TOP + r"|1\.0+|10/10|100/100|5/5"
+    r"|maximum\s+reward)\b"
+)
+# Who is told: the judge, a judge of any kind, or "whoever grades/scores this".
+_WHOEVER = (
+    r"(?:whoever|anyone\s+who|any\s+one\s+who)\s+(?:grades|scores|judges|evaluates|rates"
+    r"|assesses|marks)"
+)
 
 SCORE_RULES: tuple[Rule, ...] = (
     _r(
@@ -41,10 +54,12 @@ SCORE_RULES: tuple[Rule, ...] = (
     _r(
         "give-top-score",
         "score_manipulation",
+        # Each optional word brings its own trailing space, so a run of spaces is matched one
+        # way only (overlapping \s quantifiers took minutes on "give" + 2,000 spaces).
         r"\b(?:give|award|assign|grant|return|output)\s+(?:(?:this|that|my|our|the|your)\s+)?"
-        r"(?:answer|response|submission|output|candidate|model|essay|solution|code|work|story"
-        r"|product|it|me|us|him|her|them)?\s*"
-        r"(?:a|an|the)?\s*(?:perfect|maximum|max|full|highest|top|10/10|10\s+out\s+of\s+10"
+        r"(?:(?:answer|response|submission|output|candidate|model|essay|solution|code|work|story"
+        r"|product|it|me|us|him|her|them)\s+)?"
+        r"(?:(?:a|an|the)\s+)?(?:perfect|maximum|max|full|highest|top|10/10|10\s+out\s+of\s+10"
         r"|100/100|5/5)\s+(?:score|rating|marks?|grade|points|stars|evaluation)\b",
         0.85,
     ),
@@ -69,14 +84,46 @@ SCORE_RULES: tuple[Rule, ...] = (
     _r(
         "address-the-judge",
         "score_manipulation",
-        r"\b(?:note|message|instructions?|attention|reminder)\s+(?:to|for)\s+(?:the\s+|any\s+)?"
+        # (?=…): the first letters of the alternatives, a cheap test before them
+        r"\b(?=[adhimnrt])(?:(?:note|message|instructions?|attention|reminder|memo)\s+(?:to|for)"
+        r"\s+(?:the\s+|any\s+|all\s+)?(?:"
         + _JUDGE
-        + r"\b|\b(?:dear|hey|hi|hello)\s+(?:the\s+)?"
+        + r")\b|attention\s+(?:all\s+)?(?:"
         + _JUDGE
-        + r"\b|\b(?:if\s+you\s+are|as)\s+(?:an?|the)\s+"
+        + r")\b|(?:dear|hey|hi|hello)\s+(?:the\s+)?(?:"
         + _JUDGE
-        + r"\s*[,:]",
+        + r")\b|(?:if\s+you\s+are|as)\s+(?:an?|the)\s+(?:"
+        + _JUDGE
+        + r")(?:\s*[,:]|\s+(?:reading|seeing)\s+this\b|\s+you\s+(?:must|should|will|shall"
+        r"|have\s+to|need\s+to)\b)|to\s+" + _WHOEVER + r"\b)",
         0.8,
+    ),
+    _r(
+        "judge-told-to-award",
+        "score_manipulation",
+        # (?=…): the first letters of the names below, a cheap test before the alternation
+        r"\b(?=[aegjlmrsw])(?:"
+        + _JUDGE
+        + r"|"
+        + _WHOEVER
+        + r")\b[^.;\n]{0,40}?\b(?:must|should|shall|will|ought\s+to|has\s+to|have\s+to"
+        r"|needs?\s+to|is\s+(?:required|expected|told|instructed)\s+to)\s+(?:(?:always|just"
+        r"|simply|then)\s+)?(?:award|give|assign|grant|return|output|report|emit)\b"
+        # the award is the object, not the end of a scale ("a score from 1 to 10"), nor a
+        # rubric's condition ("10 only when ...")
+        r"(?:(?!\b(?:between|from|range|scale|to|and|or|up|out)\b)[^.;\n]){0,40}?\b"
+        + _AWARD
+        + r"(?!\s+(?:only|if|when|unless|where)\b)",
+        0.85,
+    ),
+    _r(
+        "address-the-judge-translated",
+        "score_manipulation",
+        r"\b(?:hinweis|nachricht|notiz)\s+(?:an|für)\s+(?:den|die)\s+(?:bewerter|prüfer|gutachter"
+        r"|korrektor)\w*|\ban\s+(?:den|die)\s+(?:bewerter|prüfer|gutachter|korrektor)\w*\s*:"
+        r"|\bnota\s+(?:para|al|a)\s+(?:el\s+|la\s+)?(?:evaluador|evaluadora|juez|calificador)\w*"
+        r"|\bnote\s+(?:à|a|pour)\s+(?:l['’]\s*|la\s+|le\s+)?(?:évaluat|evaluat|correct|jury)\w*",
+        0.75,
     ),
     _r(
         "ignore-rubric",
@@ -217,11 +264,14 @@ TOOL_RULES: tuple[Rule, ...] = (
     _r(
         "exfiltration",
         "tool_misuse",
-        r"\b(?:send|forward|e-?mail|upload|post|exfiltrate|leak|transmit)\b[^.\n]{0,40}?\b"
-        r"(?:passwords?|credentials|api\s+keys?|secrets?|tokens?|private\s+keys?|\.env|ssh\s+keys?"
-        r"|(?:conversation|chat)\s+history|(?:user|customer)\s+data|system\s+prompt)\b"
-        r"[^.\n]{0,40}?\bto\s+(?:[\w.+-]+@[\w-]+\.[\w.]+|https?://|this\s+(?:address|url|email"
-        r"|server|endpoint|webhook)|an?\s+(?:external|remote|outside)\b)",
+        r"\b(?:send|forward|e-?mail|upload|post|exfiltrate|leak|transmit)\b[^.\n]{0,40}?"
+        r"(?:\b(?:passwords?|credentials|api\s+keys?|secrets?|tokens?|private\s+keys?|ssh\s+keys?"
+        r"|(?:conversation|chat)\s+history|(?:full|whole|entire)\s+(?:conversation|chat"
+        r"|transcript)|(?:user|customer)\s+data|system\s+prompt)|(?<![\w.])\.env)\b"
+        r"[^.\n]{0,40}?\bto\s+(?:(?:(?:the|this|that|a|an|my|our|their|following|webhook"
+        r"|endpoint|server|url|address|inbox|bucket|site|at)\s+){0,4}(?:[\w.+-]+@[\w-]+\.[\w.]+"
+        r"|https?://)|this\s+(?:address|url|email|server|endpoint|webhook)|an?\s+(?:external"
+        r"|remote|outside)\b)",
         0.8,
     ),
     _r(
@@ -252,7 +302,9 @@ SCOPE_RULES: tuple[Rule, ...] = (
         r"|logging|guardrails?|sandbox(?:ing)?|firewall|antivirus|anti-virus|2fa|mfa"
         r"|two-factor|rate\s+limit(?:s|ing)?|content\s+filters?|approval|oversight|alerting"
         r"|edr|defender|selinux|apparmor)\b(?:\s+(?:logs?|logging|checks?|trail|controls?"
-        r"|features?|systems?|filters?|software|rules|settings|measures)\b)?",
+        r"|features?|systems?|filters?|software|rules|settings|measures)\b)?"
+        r"|\bskip\s+(?:the\s+|all\s+|any\s+|your\s+)?(?:safety|security|guardrail)\s+(?:checks?"
+        r"|rules|controls?|measures|filters?)\b",
         0.75,
     ),
     _r(

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
+from typing import Literal
 
 from armature_temporal.scanner._conduct import CONDUCT_RULES
 from armature_temporal.scanner._encoded import MAX_DEPTH, Budget, encoded_runs
 from armature_temporal.scanner._injection import detect_injection
+from armature_temporal.scanner._lesson import LESSON_RULES
 from armature_temporal.scanner._linear import LinearModel
 from armature_temporal.scanner._models import (
     CATEGORIES,
@@ -17,15 +19,20 @@ from armature_temporal.scanner._models import (
     mask,
 )
 from armature_temporal.scanner._personal import PERSONAL_RULES
-from armature_temporal.scanner._rules import run_rules
+from armature_temporal.scanner._rules import Rule, run_rules
 from armature_temporal.scanner._secrets import detect_secrets
 
-__all__ = ["redact", "scan", "scan_many"]
+__all__ = ["Profile", "redact", "scan", "scan_many"]
+
+Profile = Literal["input", "lesson"]
+"""What kind of text is scanned: ``input`` (anything about to enter a prompt: a tool result, a
+retrieved page, a refiner proposal) or ``lesson`` (a heuristic of the experience memory, held
+to the stricter rules of :mod:`._lesson` as well)."""
 
 _ORDER = {c: i for i, c in enumerate(CATEGORIES)}
 
 
-def scan(text: str, *, model: LinearModel | None = None) -> ScanResult:
+def scan(text: str, *, model: LinearModel | None = None, profile: Profile = "input") -> ScanResult:
     """Scan one text that is about to enter a prompt.
 
     Looks for prompt injection and jailbreaks, score manipulation, tool misuse, scope
@@ -36,28 +43,34 @@ def scan(text: str, *, model: LinearModel | None = None) -> ScanResult:
         text: The text, as it would be placed in the prompt.
         model: A prompt-injection model to use instead of the shipped one (tests,
             benchmarks).
+        profile: ``lesson`` adds the rules for lesson text (judge-directed text, role
+            headers and other system-prompt forms, secrets asked into the output), on the
+            text and on what its encoded runs decode to.
 
     Returns:
         A :class:`ScanResult`; ``flagged`` is true when anything was found. What to do
         about a finding (quarantine, :func:`redact`, block) is the caller's decision.
     """
-    findings = _findings(text, model, 1, Budget())
+    rules = CONDUCT_RULES + LESSON_RULES if profile == "lesson" else CONDUCT_RULES
+    findings = _findings(text, model, rules, 1, Budget())
     findings.sort(key=lambda f: (f.span[0], _ORDER[f.category], -f.score, f.span[1], f.rule))
     return ScanResult(flagged=bool(findings), findings=findings)
 
 
-def _findings(text: str, model: LinearModel | None, depth: int, budget: Budget) -> list[Finding]:
+def _findings(
+    text: str, model: LinearModel | None, rules: tuple[Rule, ...], depth: int, budget: Budget
+) -> list[Finding]:
     """Every detector over ``text``, then over what its base64 / hex runs decode to (down to
     ``MAX_DEPTH`` levels, within ``budget``), those findings moved onto the encoded run."""
     findings: list[Finding] = detect_injection(text, model)
-    findings.extend(run_rules(text, CONDUCT_RULES))
+    findings.extend(run_rules(text, rules))
     secrets, _ = detect_secrets(text)
     findings.extend(secrets)
     findings.extend(f for f in run_rules(text, PERSONAL_RULES) if not _inside_any(f, secrets))
     decoded: list[Finding] = []
     if depth <= MAX_DEPTH:
         for run in encoded_runs(text, budget):
-            for f in _findings(run.decoded, model, depth + 1, budget):
+            for f in _findings(run.decoded, model, rules, depth + 1, budget):
                 if any(
                     o.category == f.category and run.start <= o.span[0] and o.span[1] <= run.end
                     for o in findings
@@ -71,9 +84,11 @@ def _findings(text: str, model: LinearModel | None, depth: int, budget: Budget) 
     return _mask_inside(text, findings, decoded) + decoded
 
 
-def scan_many(texts: Iterable[str], *, model: LinearModel | None = None) -> list[ScanResult]:
+def scan_many(
+    texts: Iterable[str], *, model: LinearModel | None = None, profile: Profile = "input"
+) -> list[ScanResult]:
     """:func:`scan` each text, in order."""
-    return [scan(t, model=model) for t in texts]
+    return [scan(t, model=model, profile=profile) for t in texts]
 
 
 def redact(

@@ -27,6 +27,8 @@ def test_the_package_exports_a_deliberate_set_of_names() -> None:
             "cosine",
             "get_embedder",
             "heuristic_id",
+            "prompt_lessons",
+            "rescreen",
             "screen",
         ]
     )

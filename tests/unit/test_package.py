@@ -102,6 +102,7 @@ SUBPACKAGE_ALL: dict[str, list[str]] = {
         "Category",
         "Finding",
         "ModelFileError",
+        "Profile",
         "ScanResult",
         "redact",
         "scan",

@@ -1,8 +1,9 @@
 """The heuristics memory in runs (``experience:``), on a real Temporal dev server and trace store:
-promoted lessons go into the prompt's Lessons block and the attempt records' provenance, a run
-given lesson ids carries exactly those, each stage rewards its lessons once with its evidence,
-a lesson that does not earn its place retires, and nothing happens with experience off or (for
-rewards) in verification runs."""
+promoted lessons go into the prompt's Lessons block and the attempt records' provenance, a
+verification run given lesson ids carries exactly those (a real run only the promoted ones, a
+judge's prompt none, none today's scan flags), each stage rewards its lessons once with its
+evidence, a lesson that does not earn its place retires, and nothing happens with
+experience off or (for rewards) in verification runs."""
 
 from __future__ import annotations
 
@@ -15,14 +16,14 @@ from temporalio.client import Client
 from temporalio.worker import Replayer
 
 from activities.experience import _reward, load_lessons, reward_lessons
-from armature_temporal.experience import Heuristic, heuristic_id
 from armature_temporal.experience.compiler import LESSONS_HEADING
 from armature_temporal.runtime.models import LessonsQuery, LessonsReward, RunInput, RunResult
 from armature_temporal.runtime.payloads import data_converter
 from armature_temporal.runtime.traces import TraceRecord
 from armature_temporal.spec.compiler import Plan
 from armature_temporal.store import TraceStore
-from tests.fakes import plan_from
+from tests.fakes import heuristic, plan_from
+from tests.lesson_probes import PROBES
 from worker import ACTIVITIES, WORKFLOWS, build_worker, workflow_runner
 from workflows.run_spec import WORKFLOW_NAME
 
@@ -51,18 +52,7 @@ stages:
 
 
 def add(spec_name: str, text: str, stage: str | None = "answer", status: str = "promoted") -> str:
-    h = Heuristic(
-        id=heuristic_id(spec_name, stage, text),
-        spec_name=spec_name,
-        stage_id=stage,
-        kind="procedural",
-        text=text,
-        status=status,  # type: ignore[arg-type]
-        source="person",
-        provenance=[],
-        created_at=NOW,
-        updated_at=NOW,
-    )
+    h = heuristic(spec_name, text, status, stage, now=NOW)
     return TraceStore().add_heuristic(h, by="person:test", reason="test").id
 
 
@@ -146,7 +136,10 @@ async def test_given_lesson_ids_are_exactly_what_runs_carry(
     add(name, "Always state the units of every number.")
     held = add(name, "Quote the source of each figure.", status="quarantined")
     plan = plan_from(spec(name))
-    done = await run(client, task_queue, plan, "lessons-given-1", lessons=[held, "h-nosuch"])
+    # A verification run (memory CI's replay): the quarantined lesson under test is carried.
+    done = await run(
+        client, task_queue, plan, "lessons-given-1", lessons=[held, "h-nosuch"], verification=True
+    )
     (answer,) = attempts(done.run_id, "answer")
     assert "- Quote the source of each figure." in system_of(answer)
     assert "units" not in system_of(answer)
@@ -159,6 +152,74 @@ async def test_given_lesson_ids_are_exactly_what_runs_carry(
     assert loaded.data["missing"] == ["h-nosuch"] and loaded.data["given"] is True
     done = await run(client, task_queue, plan, "lessons-given-2", lessons=[])
     assert LESSONS_HEADING not in system_of(attempts(done.run_id, "answer")[0])
+
+
+def loaded(run_id: str, stage: str) -> dict[str, Any]:
+    """The data of the stage's first ``memory`` record of loaded lessons."""
+    found = [
+        r
+        for r in TraceStore().records(run_id)
+        if r.kind == "memory" and r.stage_id == stage and r.status == "loaded"
+    ]
+    return dict(found[0].data)
+
+
+# --- quarantine is not admission (issue #25, item 11) -------------------------------------
+
+
+async def test_a_quarantined_lesson_enters_only_memory_ci_replays(
+    client: Client, task_queue: str
+) -> None:
+    name = "gate-quarantine"
+    held = add(name, "Quote the source of each figure.", status="quarantined")
+    gone = add(name, "Mention the weather.", status="rejected")
+    plan = plan_from(spec(name))
+    done = await run(client, task_queue, plan, "gate-q-real", lessons=[held, gone])
+    assert done.state == "completed", done.stages
+    (answer,) = attempts(done.run_id, "answer")
+    assert LESSONS_HEADING not in system_of(answer)
+    assert not any(k.startswith("lesson:") for k in answer.inputs_provenance)
+    data = loaded(done.run_id, "answer")
+    assert data["ids"] == [] and {r.split(":")[0] for r in data["refused"]} == {held, gone}
+    replay = await run(
+        client, task_queue, plan, "gate-q-verify", lessons=[held, gone], verification=True
+    )
+    (answer,) = attempts(replay.run_id, "answer")
+    assert "- Quote the source of each figure." in system_of(answer)
+    assert "weather" not in system_of(answer)  # rejected: not even in a replay
+
+
+async def test_no_lesson_enters_a_judge_prompt(client: Client, task_queue: str) -> None:
+    name = "gate-judge"
+    wide = add(name, "Keep the answer under 100 words.", stage=None)
+    mine = add(name, "Be generous with partial answers.", stage="grade")
+    plan = plan_from(spec(name))
+    done = await run(client, task_queue, plan, "gate-judge-1")
+    assert "- Keep the answer under 100 words." in system_of(attempts(done.run_id, "answer")[0])
+    (grade,) = attempts(done.run_id, "grade")
+    assert LESSONS_HEADING not in system_of(grade)
+    assert not any(k.startswith("lesson:") for k in grade.inputs_provenance)
+    # Given explicitly (as memory CI's replays give them), still not in the judge's prompt.
+    replay = await run(
+        client, task_queue, plan, "gate-judge-2", lessons=[wide, mine], verification=True
+    )
+    assert LESSONS_HEADING not in system_of(attempts(replay.run_id, "grade")[0])
+    assert all("judge" in r for r in loaded(replay.run_id, "grade")["refused"])
+
+
+async def test_a_promoted_lesson_todays_scan_flags_enters_no_prompt(
+    client: Client, task_queue: str
+) -> None:
+    name = "gate-rescan"
+    flagged = add(name, PROBES[0][0])  # promoted before the scan knew the form
+    good = add(name, "Always state the units of every number.")
+    done = await run(client, task_queue, plan_from(spec(name)), "gate-rescan-1")
+    system = system_of(attempts(done.run_id, "answer")[0])
+    assert "- Always state the units of every number." in system
+    assert PROBES[0][0] not in system
+    data = loaded(done.run_id, "answer")
+    assert data["ids"] == [good]
+    assert any(r.startswith(f"{flagged}: today's immune scan") for r in data["refused"])
 
 
 _FAILED_ONCE: set[str] = set()

@@ -1,8 +1,10 @@
 """``LessonMemory``: the heuristics memory in a run (``experience:``).
 
 Each execution of an LLM stage loads its lessons once (:meth:`LessonMemory.load`, a local
-activity): the prompt compiler's choice among the stage's promoted heuristics, or exactly the ids
-the run was given (``RunInput.lessons``: memory CI replays with and without a lesson). Their
+activity): the prompt compiler's choice among the stage's promoted heuristics, or the ids the
+run was given (``RunInput.lessons``: memory CI replays with and without a lesson) that may enter
+a prompt (:func:`~armature_temporal.experience.gate.prompt_lessons`: a quarantined one only in a
+verification run, none in a judge's prompt, none today's scan flags). Their
 texts go into every model call of that execution (the Lessons block of the system message) and
 their ids into the attempt records' ``inputs_provenance`` (``lesson:<id>`` → ``memory``). When
 the stage's evidence arrives — the same the bandit arms use: a judge's score for the stages it
@@ -80,6 +82,8 @@ class LessonMemory:
             seed=f"{self.run.run_id}/{stage.id}/{n}",
             embedding_model=config.embedding_model,
             only_ids=self.given,
+            verification=self.run.verification,
+            judge=stage.role.type == "judge",
         )
         try:
             found: Lessons = await workflow.execute_local_activity(
@@ -105,6 +109,7 @@ class LessonMemory:
             given=self.given is not None,
             embedder=found.embedder,
             **({"missing": found.missing} if found.missing else {}),
+            **({"refused": found.refused} if found.refused else {}),
         )
         return found
 

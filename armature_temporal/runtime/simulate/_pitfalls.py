@@ -1,5 +1,11 @@
 """The simulator's declared world beyond one tier's knobs: pitfalls, their symptoms, and the
-noise of a judge that scores the output it judges."""
+noise of a judge that scores the output it judges.
+
+A prompt's words act on an output's latent quality here and only here (:func:`falls_into`:
+a prompt carrying a pitfall's lesson avoids the pitfall), and a judge's score reads the latent
+quality of what it judges plus :func:`judge_noise_sd` noise, never words: text addressed to a
+judge, in any prompt or output, moves neither (the README's "Judges read quality, not
+words")."""
 
 from __future__ import annotations
 
