@@ -76,7 +76,9 @@ def _verification(store: TraceStore, plan_spec_hash: str, diag: Diagnosis) -> Ve
     this version is the one it made), and the drift score."""
     ever = store.ever_fixed(diag.spec_name)
     applied = store.last_applied(diag.spec_name)
-    proposal = store.proposal(applied.proposal_id) if applied is not None else None
+    # Only a proposal whose record checks: a forged row's predictions must not steer a round.
+    stored = store.stored_proposal(applied.proposal_id) if applied is not None else None
+    proposal = stored.proposal if stored is not None and stored.trusted else None
     if proposal is None or applied is None or applied.spec_hash != plan_spec_hash:
         return verify(
             proposal_id=None,
@@ -258,8 +260,8 @@ def _refined(
     name = si.refiner_tier or plan.tier_ladder[-1]
     k = inp.refiner_proposals or si.refiner_proposals
     rounds = store.rounds(plan.name)
-    history = history_of(
-        store.proposals(spec=plan.name, limit=1000),
+    history = history_of(  # rows whose MAC checks: a forged row's text never reaches a prompt
+        store.trusted_proposals(spec=plan.name, limit=1000),
         [c for r in rounds if r.verification for c in r.verification.verified_fixes],
         [c for r in rounds if r.verification for c in r.verification.missed_predictions],
     )

@@ -118,6 +118,11 @@ class ProposalStore(StoreBase):
         :meth:`stored_proposals` says which rows check)."""
         return [s.proposal for s in self.stored_proposals(spec=spec, status=status, limit=limit)]
 
+    def trusted_proposals(self, *, spec: str | None = None, limit: int = 50) -> list[Proposal]:
+        """Proposals whose record checks, newest first: what a round may learn from (its
+        history, the refiner's prompt); a forged or edited row is left out."""
+        return [s.proposal for s in self.stored_proposals(spec=spec, limit=limit) if s.trusted]
+
     def proposal(self, proposal_id: str) -> Proposal | None:
         stored = self.stored_proposal(proposal_id)
         return None if stored is None else stored.proposal

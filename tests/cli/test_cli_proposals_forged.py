@@ -177,6 +177,9 @@ def test_a_self_consistent_forged_row_without_a_mac_is_refused_without_force(
         with store.engine.begin() as conn:
             table = Table("improvement_proposals", MetaData(), autoload_with=conn)
             conn.execute(insert(table), forged.model_dump(mode="json"))
+        # A round's history (the refiner's prompt, the predictions it checks) leaves it out.
+        assert [p.id for p in store.proposals(spec="notes")] == ["notes-p1"]
+        assert store.trusted_proposals(spec="notes") == []
     finally:
         store.close()
 
