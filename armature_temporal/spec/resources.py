@@ -134,4 +134,13 @@ def _read_bundle(
     except (ValidationError, AttributeError, TypeError) as exc:
         problems.append((path, f"agent bundle {relative!r} is invalid: {exc}"))
         return None
+    # A bundle's skill files are relative to the bundle (as 0.7.0 resolved them), and confined
+    # to the same tree as everything the spec names.
+    bundle_dir = (base_dir / relative).parent
+    for key, skill in skills.items():
+        if skill.path is not None:
+            text = _read(roots, bundle_dir, skill.path, path, problems)
+            if text is None:
+                return None
+            skills[key] = skill.model_copy(update={"content": text.strip()})
     return role, skills, rules

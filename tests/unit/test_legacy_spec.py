@@ -331,3 +331,32 @@ stages:
 """
     (issue,) = issues_of(text)
     assert "reads 'secret_note', but context_policy.never hides it" in issue
+
+
+def test_an_agent_bundles_skill_file_is_read_beside_the_bundle(tmp_path: Path) -> None:
+    """A bundle's skill with a `path` was never read: its text silently went missing. As in
+    0.7.0 it is relative to the bundle, and confined like every file a spec names."""
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    (agents / "style.md").write_text("Answer in haiku.\n")
+    (agents / "agent.yaml").write_text(
+        "role: {name: Poet, description: 'Write about {{ topic }}', skills: [style]}\n"
+        "skill_library:\n  style: {description: Style, path: style.md}\n"
+    )
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "name: bundled\ninputs: [topic]\nagent_library:\n  poet: {path: agents/agent.yaml}\n"
+        "stages:\n  - {id: a, agent: poet}\n"
+    )
+    from armature_temporal.spec.loader import load_spec
+
+    plan = compile_spec(load_spec(spec))
+    role = plan.stage("a").role
+    assert role is not None and "Skill — Style:\nAnswer in haiku." in role.guidance
+    (agents / "agent.yaml").write_text(
+        "role: {name: Poet, description: 'x', skills: [style]}\n"
+        "skill_library:\n  style: {description: Style, path: ../../outside.md}\n"
+    )
+    (tmp_path.parent / "outside.md").write_text("secret\n")
+    with pytest.raises(SpecError, match="outside"):
+        load_spec(spec)
