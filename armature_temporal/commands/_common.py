@@ -53,6 +53,39 @@ JsonFlag = Annotated[
     bool, typer.Option("--json", help="Print machine-readable JSON.", callback=_json_flag)
 ]
 SpecArg = Annotated[Path, typer.Argument(help="The spec file.", show_default=False, metavar="SPEC")]
+#: A spec by file or by name, for commands that read what the store keeps of a spec.
+SpecNameArg = Annotated[
+    str,
+    typer.Argument(help="A spec file, or a spec's name.", show_default=False, metavar="SPEC"),
+]
+OptionalSpecNameArg = Annotated[
+    str | None,
+    typer.Argument(
+        help="Only this spec's: a spec file, or a spec's name.",
+        show_default=False,
+        metavar="[SPEC]",
+    ),
+]
+
+
+def spec_name_of(spec: str) -> str:
+    """A spec's name as given, or the name inside the spec file when ``spec`` is a path to
+    one (exit 2 if that file is not a valid spec)."""
+    path = Path(spec)
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        return load_or_exit(path).name
+    return spec
+
+
+def one_spec(positional: str | None, option: str | None) -> str | None:
+    """The spec a listing is narrowed to, given as ``SPEC`` or ``--spec`` (a file or a name;
+    both at once must agree)."""
+    names = [spec_name_of(v) for v in (positional, option) if v is not None]
+    if len(set(names)) > 1:
+        raise fail(f"error: SPEC {positional!r} and --spec {option!r} name different specs", 2)
+    return names[0] if names else None
+
+
 AddressOpt = Annotated[
     str | None,
     typer.Option(

@@ -16,6 +16,7 @@ from armature_temporal.commands._common import (
     INSPECT,
     JsonFlag,
     SpecArg,
+    SpecNameArg,
     fail,
     load_or_exit,
     open_store,
@@ -23,6 +24,7 @@ from armature_temporal.commands._common import (
     print_json,
     print_wide,
     shorten,
+    spec_name_of,
 )
 from armature_temporal.errors import ArmatureError, did_you_mean
 
@@ -38,19 +40,19 @@ app.add_typer(cache_app, name="cache", rich_help_panel=INSPECT)
 
 @cache_app.command("stats")
 def cache_stats(
-    spec: SpecArg,
+    spec: SpecNameArg,
     sample: Annotated[int, typer.Option("--sample", help="Recent hits to show.", min=0)] = 10,
     as_json: JsonFlag = False,
 ) -> None:
     """Show a spec's cache: entries by status and stage (withheld ones with why), hits exact
     and semantic, the cost they saved (each hit saves its source attempt's cost), and the most
     recent hits, each query task beside the task whose answer it reused."""
-    plan = load_or_exit(spec)
+    name = spec_name_of(spec)
     store, where = open_store()
     from armature_temporal.cache.stats import cache_stats as compute
 
     try:
-        stats = compute(store, plan.name, sample=sample)
+        stats = compute(store, name, sample=sample)
     except ArmatureError as exc:
         raise fail(f"error: {exc}", 1) from None
     finally:
@@ -60,7 +62,7 @@ def cache_stats(
         return
     e, h = stats.entries, stats.hits
     lines = [
-        f"cache of {plan.name} (store {where})",
+        f"cache of {name} (store {where})",
         f"entries: {e['servable']} servable, {e['pending']} pending, {e['withheld']} withheld, "
         f"{e['expired']} expired",
         f"hits: {h['all']} ({h['exact']} exact, {h['semantic']} semantic); saved "

@@ -17,6 +17,7 @@ from armature_temporal.commands._common import (
     LEARN,
     JsonFlag,
     SpecArg,
+    SpecNameArg,
     err,
     fail,
     load_or_exit,
@@ -87,7 +88,7 @@ def _user() -> str:
 
 @memory_app.command("list")
 def memory_list(
-    spec: SpecArg,
+    spec: SpecNameArg,
     status: Annotated[str | None, typer.Option("--status", help="Only those in it.")] = None,
     stage: Annotated[
         str | None, typer.Option("--stage", help="Only this stage's (and the spec-wide ones).")
@@ -97,11 +98,16 @@ def memory_list(
     """List a spec's heuristics, oldest first, with status, utility and uses."""
     if status is not None and status not in _STATUSES:
         raise fail(f"error: --status {status!r}: use one of {', '.join(_STATUSES)}", 2)
-    plan = load_or_exit(spec)
-    stage_id = _stage_or_exit(plan, stage, spec)
+    given = Path(spec)
+    plan = load_or_exit(given) if given.suffix in (".yaml", ".yml") else None
+    name = plan.name if plan is not None else spec
+    # A file's stages are known: --stage is checked against them; by name it is taken as is.
+    stage_id = _stage_or_exit(plan, stage, given) if plan is not None else stage
+    if stage_id == "*":
+        stage_id = None
     store, where = open_store()
     try:
-        found = store.heuristics(plan.name, stage_id=stage_id, status=status)
+        found = store.heuristics(name, stage_id=stage_id, status=status)
     except ArmatureError as exc:
         raise fail(f"error: {exc}", 1) from None
     finally:
@@ -111,7 +117,7 @@ def memory_list(
         return
     if not found:
         out.print(
-            f"no heuristics for spec {plan.name!r} in the store at {where}; `armature learn "
+            f"no heuristics for spec {name!r} in the store at {where}; `armature learn "
             f"{spec}` distils some from its runs, `armature memory add {spec} --stage S "
             '--text "..."` adds one',
             markup=False,
@@ -119,7 +125,7 @@ def memory_list(
         return
     from rich.table import Table
 
-    table = Table(title=f"heuristics of {plan.name}", title_justify="left")
+    table = Table(title=f"heuristics of {name}", title_justify="left")
     for column in ("id", "status", "stage", "kind", "utility", "uses"):
         table.add_column(column, no_wrap=True)
     table.add_column("text", overflow="fold")

@@ -16,12 +16,12 @@ from armature_temporal.commands._common import (
     err,
     fail,
     json_errors,
-    load_or_exit,
     open_store,
     out,
     print_json,
     print_wide,
     run_coroutine,
+    spec_name_of,
 )
 from armature_temporal.errors import did_you_mean
 
@@ -132,7 +132,7 @@ def dashboard(
 
     as_json = json_errors(as_json or fmt == "json")
     store, where = open_store()
-    name = _spec_name(spec) if spec else None
+    name = spec_name_of(spec) if spec else None
 
     def snapshot() -> tuple[Any, Any]:
         if name is None:
@@ -395,7 +395,7 @@ def export_traces(
         )
     if min_score is not None and fmt != "sft":
         raise fail("error: --min-score applies to --format sft only", 2)
-    name = _spec_name(spec)
+    name = spec_name_of(spec)
     store, where = open_store()
     runs = load_runs(store, spec=name, limit=10**9)
     if not runs:
@@ -427,14 +427,6 @@ def export_traces(
     err.print(stats.summary(target), markup=False, highlight=False)
     if as_json:
         print_json({**stats.model_dump(mode="json"), "output": output})
-
-
-def _spec_name(spec: str) -> str:
-    """A spec name as given, or the name inside a spec file when given a path to one."""
-    path = Path(spec)
-    if path.suffix in (".yaml", ".yml") and path.is_file():
-        return load_or_exit(path).name
-    return spec
 
 
 def _unknown_spec(store: Any, where: str, spec: str) -> typer.Exit:

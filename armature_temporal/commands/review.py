@@ -12,8 +12,10 @@ import typer
 from armature_temporal.commands._common import (
     LEARN,
     JsonFlag,
+    OptionalSpecNameArg,
     err,
     fail,
+    one_spec,
     open_store,
     out,
     print_json,
@@ -28,6 +30,20 @@ proposals_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(proposals_app, name="proposals", rich_help_panel=LEARN)
+
+
+def _which_spec(path: Path, expected: str) -> str:
+    """Why a file is not a proposal's base: another spec, or this one changed since."""
+    from armature_temporal.errors import SpecError
+    from armature_temporal.spec.loader import load_spec
+
+    try:
+        name = load_spec(path).spec.name
+    except SpecError:
+        return "it changed since, or it is another file"
+    if name != expected:
+        return f"it is another spec ({name!r})"
+    return "it changed since"
 
 
 def _proposal_or_exit(store: Any, proposal_id: str) -> Any:
@@ -46,16 +62,21 @@ def _proposal_or_exit(store: Any, proposal_id: str) -> Any:
 
 @proposals_app.command("list")
 def proposals_list(
-    spec: Annotated[str | None, typer.Option("--spec", help="Only this spec's.")] = None,
+    spec_arg: OptionalSpecNameArg = None,
+    spec: Annotated[
+        str | None, typer.Option("--spec", help="Only this spec's (a file or a name).")
+    ] = None,
     status: Annotated[
         str | None, typer.Option("--status", help="proposed, applied or dismissed.")
     ] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 50,
     as_json: JsonFlag = False,
 ) -> None:
-    """List proposals, newest first, with their verdict and measured HQS change."""
+    """List proposals, newest first, with their verdict and measured HQS change (of one spec:
+    `armature proposals list SPEC`, a spec file or name)."""
     if status is not None and status not in ("proposed", "applied", "dismissed"):
         raise fail(f"error: --status {status!r}: use proposed, applied or dismissed", 2)
+    spec = one_spec(spec_arg, spec)
     store, where = open_store()
     try:
         stored = store.stored_proposals(spec=spec, status=status, limit=limit)
@@ -184,6 +205,25 @@ def proposals_apply(
                 f"({stored.record_problem}); applying it because of --force",
                 markup=False,
             )
+        try:
+            current = spec.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise fail(f"error: cannot read {spec}: {exc.strerror}", 2) from None
+        # The file first: applying to the wrong file says so, whatever the proposal's status.
+        if current == found.spec_text and found.status == "applied":
+            raise fail(
+                f"error: proposal {proposal_id} is already applied: {spec} has its change; "
+                "nothing changed",
+                2,
+            )
+        if current != found.base_spec_text:
+            raise fail(
+                f"error: {spec} is not the text proposal {proposal_id} was made from (spec "
+                f"{found.spec_name!r}, spec_hash {found.base_spec_hash[:12]}): "
+                f"{_which_spec(spec, found.spec_name)}. Run `armature improve` on it again; "
+                "nothing was written",
+                2,
+            )
         if found.status != "proposed":
             raise fail(
                 f"error: proposal {proposal_id} is already {found.status}; nothing changed", 2
@@ -192,17 +232,6 @@ def proposals_apply(
             raise fail(
                 f"error: proposal {proposal_id} was not verified ({found.verdict}: "
                 f"{found.detail}); pass --force to apply it anyway",
-                2,
-            )
-        try:
-            current = spec.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise fail(f"error: cannot read {spec}: {exc.strerror}", 2) from None
-        if current != found.base_spec_text:
-            raise fail(
-                f"error: {spec} is not the text proposal {proposal_id} was made from (spec "
-                f"{found.spec_name!r}, spec_hash {found.base_spec_hash[:12]}): it changed since, "
-                "or it is another file. Run `armature improve` on it again; nothing was written",
                 2,
             )
         from armature_temporal.improve.apply import ProposalMismatch, rederive
@@ -263,7 +292,10 @@ app.add_typer(adapters_app, name="adapters", rich_help_panel=LEARN)
 
 @adapters_app.command("list")
 def adapters_list(
-    spec: Annotated[str | None, typer.Option("--spec", help="Only this spec's.")] = None,
+    spec_arg: OptionalSpecNameArg = None,
+    spec: Annotated[
+        str | None, typer.Option("--spec", help="Only this spec's (a file or a name).")
+    ] = None,
     stage: Annotated[str | None, typer.Option("--stage", help="Only this stage's.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="At most this many.")] = 50,
     as_json: JsonFlag = False,
@@ -273,6 +305,7 @@ def adapters_list(
     and number of pairs, where it is. Verified: loss below the base model's and the paired
     runs no worse (non-inferiority, finetune.noninferiority_margin). The one
     `adapter: latest` loads for a stage is its newest verified active one."""
+    spec = one_spec(spec_arg, spec)
     store, where = open_store()
     try:
         found = store.adapters(spec=spec, stage=stage, limit=limit)

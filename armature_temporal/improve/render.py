@@ -76,32 +76,63 @@ def render_diagnosis(diag: Diagnosis) -> RenderableType:
     return Group(head, table)
 
 
+#: Narrower than this, ``render_proposals`` puts each change on a line of its own: in one
+#: table the change column, last, was squeezed to a few characters at 80 columns.
+WIDE_PROPOSALS = 110
+
+
 def render_proposals(
     proposals: Sequence[Proposal], unverified: Collection[str] = ()
 ) -> RenderableType:
-    """One row each: id, verdict (and status once applied or dismissed), the measured HQS
-    change with its interval, and the change itself (last, so it is what wraps). The ids in
-    ``unverified`` (their record in the store does not verify) say so after the verdict."""
-    from rich.table import Table
+    """One row each: id, verdict (and status once applied or dismissed), lane, the measured
+    HQS change with its interval, and the change itself — last in a wide terminal, on a line
+    of its own under the row in a narrow one. The ids in ``unverified`` (their record in the
+    store does not verify) say so after the verdict."""
+    return _Proposals(list(proposals), set(unverified))
 
-    table = Table(box=None, pad_edge=False)
-    for col in ("id", "verdict", "lane", "ΔHQS", "95% interval", "change"):
-        # Ids and figures are copied or compared: never wrapped; the change text may wrap.
-        table.add_column(col, no_wrap=col != "change", overflow="fold")
-    for p in proposals:
+
+class _Proposals:
+    """Laid out at render time, for the width the console has."""
+
+    def __init__(self, proposals: list[Proposal], unverified: set[str]) -> None:
+        self.proposals = proposals
+        self.unverified = unverified
+
+    def _verdict(self, p: Proposal) -> str:
         colour = {"verified": "green", "not_better": "yellow", "failed": "red"}[p.verdict]
         status = "" if p.status == "proposed" else f" ({p.status})"
-        if p.id in unverified:
+        if p.id in self.unverified:
             status += " [red](record unverified)[/red]"
-        table.add_row(
-            p.id,
-            f"[{colour}]{p.verdict}[/{colour}]{status}",
-            p.lane,
-            f"{p.delta:+.3f}",
-            f"[{p.ci_low:+.3f}, {p.ci_high:+.3f}]",
-            "; ".join(change_label(c) for c in p.changes),
-        )
-    return table
+        return f"[{colour}]{p.verdict}[/{colour}]{status}"
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich.table import Table
+        from rich.text import Text
+
+        if options.max_width < WIDE_PROPOSALS:
+            for p in self.proposals:  # a line of figures, then the change, indented, wrapping
+                yield Text.assemble(
+                    f"{p.id}  ",
+                    Text.from_markup(self._verdict(p)),
+                    f"  {p.lane}  ΔHQS {p.delta:+.3f} [{p.ci_low:+.3f}, {p.ci_high:+.3f}]",
+                )
+                change = "; ".join(change_label(c) for c in p.changes)
+                yield Text("    " + change, overflow="fold")
+            return
+        table = Table(box=None, pad_edge=False)
+        for col in ("id", "verdict", "lane", "ΔHQS", "95% interval", "change"):
+            # Ids and figures are copied or compared: never wrapped; the change text may wrap.
+            table.add_column(col, no_wrap=col != "change", overflow="fold")
+        for p in self.proposals:
+            table.add_row(
+                p.id,
+                self._verdict(p),
+                p.lane,
+                f"{p.delta:+.3f}",
+                f"[{p.ci_low:+.3f}, {p.ci_high:+.3f}]",
+                "; ".join(change_label(c) for c in p.changes),
+            )
+        yield table
 
 
 def render_result(result: ImproveResult) -> RenderableType:

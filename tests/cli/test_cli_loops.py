@@ -151,3 +151,56 @@ def test_adapters_list_and_retire(tmp_path: Path) -> None:
     assert again.exit_code == 2 and "already retired" in again.stderr
     none = runner.invoke(app, ["adapters", "list", "--spec", "other"])
     assert "no adapters in the store" in none.stdout
+
+
+def test_every_listing_of_a_spec_takes_its_file_or_its_name(tmp_path: Path) -> None:
+    """`proposals list SPEC` was refused (it wanted --spec NAME) while `memory list SPEC` and
+    `cache stats SPEC` took only a file and `dashboard` a name."""
+    _seed(tmp_path)
+    spec = tmp_path / "s.yaml"
+    spec.write_text(BASE)
+    for args in (["s"], [str(spec)], ["--spec", str(spec)], ["--spec", "s"]):
+        listed = runner.invoke(app, ["proposals", "list", *args, "--json"])
+        assert listed.exit_code == 0, (args, listed.output)
+        assert [p["id"] for p in json.loads(listed.stdout)] == ["s-p1"], args
+        adapters = runner.invoke(app, ["adapters", "list", *args, "--json"])
+        assert adapters.exit_code == 0, (args, adapters.output)
+        assert {a["id"] for a in json.loads(adapters.stdout)} == {"s-a-a1", "s-b-a2"}, args
+    other = runner.invoke(app, ["proposals", "list", "nothing-here", "--json"])
+    assert other.exit_code == 0 and json.loads(other.stdout) == []
+    clash = runner.invoke(app, ["proposals", "list", "s", "--spec", "t"])
+    assert clash.exit_code == 2 and "name different specs" in clash.stderr
+    for command in (["memory", "list"], ["cache", "stats"]):
+        for given in ("s", str(spec)):
+            done = runner.invoke(app, [*command, given, "--json"])
+            assert done.exit_code == 0, (command, given, done.output)
+
+
+def test_apply_to_the_wrong_file_says_so_before_the_proposals_status(tmp_path: Path) -> None:
+    """`proposals apply ID wrong.yaml` said "already applied"; the file is what is wrong."""
+    _seed(tmp_path)
+    store = TraceStore(database_url())
+    try:
+        store.set_proposal_status("s-p1", "applied")
+    finally:
+        store.close()
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text(BASE.replace("name: s", "name: other"))
+    done = runner.invoke(app, ["proposals", "apply", "s-p1", str(wrong), "--force"])
+    assert done.exit_code == 2
+    assert "is not the text proposal s-p1 was made from" in done.stderr
+    assert "it is another spec ('other')" in done.stderr and "already" not in done.stderr
+    right = tmp_path / "s.yaml"
+    right.write_text(BASE.replace("small", "frontier"))  # the change is in it
+    again = runner.invoke(app, ["proposals", "apply", "s-p1", str(right), "--force"])
+    assert again.exit_code == 2 and f"already applied: {right} has its change" in again.stderr
+
+
+def test_proposals_list_at_80_columns_shows_each_change_whole(tmp_path: Path) -> None:
+    """At 80 columns the change column, last in one table, was squeezed to a few letters."""
+    _seed(tmp_path)
+    narrow = runner.invoke(app, ["proposals", "list"], env={"COLUMNS": "80"})
+    assert narrow.exit_code == 0, narrow.output
+    assert "a.model_tier: small → frontier" in narrow.stdout
+    assert max(len(line) for line in narrow.stdout.splitlines()) <= 80
+    assert "not_better" in narrow.stdout and "[-0.050, +0.000]" in narrow.stdout
