@@ -357,6 +357,8 @@ class ToolCallInput(_Model):
     http_safe: list[HttpSafe] = Field(default_factory=list)
     verification: bool = False  # a verification run's call: only fully reversible ones run
     tool_modules: list[str] = Field(default_factory=list)  # the plan's; loaded before the call
+    network: bool = False  # the stage's grant: programs reach out through the egress proxy
+    sandbox_env: dict[str, str] = Field(default_factory=dict)  # sandbox.env, for programs
 
 
 class ToolCallResult(_Model):
@@ -385,6 +387,8 @@ class AdapterCallInput(_Model):
     outer_policies: list[PolicySet] = Field(default_factory=list)
     approved: bool = False
     verification: bool = False
+    network: bool = False  # the stage's grant: the script reaches out through the egress proxy
+    sandbox_env: dict[str, str] = Field(default_factory=dict)  # sandbox.env, for the script
 
 
 class AdapterCallResult(_Model):

@@ -170,6 +170,9 @@ class PlanStage(_Frozen):
     evaluate: list[str] = Field(default_factory=list)
     simulate: StageSimulation | None = None  # the simulate provider's pitfalls
     cache: StageCache | None = None
+    #: Its tool programs get network (through the egress proxy): network:, else
+    #: sandbox.allow_network. Plans from before it existed: False, as they ran.
+    network: bool = False
 
 
 class Plan(_Frozen):
@@ -192,6 +195,8 @@ class Plan(_Frozen):
     http_allow_hosts: list[str] = Field(default_factory=list)
     #: Requests marked safe (spec ``http_safe``); left out of the canonical JSON when empty.
     http_safe: list[HttpSafe] = Field(default_factory=list)
+    #: Variables every tool program gets (sandbox.env).
+    sandbox_env: dict[str, str] = Field(default_factory=dict)
     continuation: Continuation | None = None
     triggers: list[Trigger] = Field(default_factory=list)
     self_improvement: SelfImprovement | None = None
