@@ -138,6 +138,7 @@ def compile_spec(loaded: LoadedSpec) -> Plan:
         safety_rules=list(spec.safety_rules),
         http_allow_hosts=list(spec.http_allow_hosts),
         http_safe=list(spec.http_safe),
+        sandbox_env=dict(spec.sandbox.env) if spec.sandbox is not None else {},
         continuation=spec.continuation,
         triggers=list(spec.triggers),
         self_improvement=_self_improvement(spec),
@@ -334,7 +335,16 @@ def _compile_stage(
         evaluate=list(stage.evaluate),
         simulate=stage.simulate,
         cache=stage.cache,
+        network=_network(spec, stage),
     )
+
+
+def _network(spec: Spec, stage: Stage) -> bool:
+    """Whether the stage's tool programs get network: its own network:, else the spec's
+    sandbox.allow_network."""
+    if stage.network is not None:
+        return stage.network
+    return spec.sandbox is not None and spec.sandbox.allow_network
 
 
 def _default_on_reject(spec: Spec, gate_id: str) -> Literal["stop", "continue"]:
