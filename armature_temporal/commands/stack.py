@@ -48,9 +48,10 @@ def worker(
     """Run an Armature worker in the foreground (as many as you like per task queue).
 
     By default it serves the workflows and model calls on the task queue and starts a
-    tools-only child (`armature worker --tools-only`) whose environment has no provider
-    secrets, for the tool activities on <task queue>-tools. Tool programs run in a sandbox
-    where the kernel allows one (`armature doctor` says which).
+    tools-only child (`armature worker --tools-only`) whose environment is an allow-list (no
+    provider secrets), for the tool activities on <task queue>-tools. Tool programs run in a
+    sandbox they cannot undo; where none works here they do not run (`armature doctor` says
+    what holds).
     """
     from armature_temporal.service.client import connect
     from armature_temporal.settings import configured_address, dev_port, task_queue

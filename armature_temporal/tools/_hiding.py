@@ -121,7 +121,9 @@ def hidden_paths() -> list[Path]:
     real = []
     for path in found:
         path = _real(path.expanduser())
-        if path.exists() and path not in real and path != Path("/"):
+        # os.path.exists: a path this worker may not even look at is one it cannot hide, and
+        # one the program (the same uid) cannot read either.
+        if os.path.exists(path) and path not in real and path != Path("/"):
             real.append(path)
     # A path inside another hidden directory is hidden with it.
     return [p for p in real if not any(o != p and _under(p, o) for o in real)]
@@ -150,7 +152,7 @@ def _private() -> list[tuple[Path, str]]:
     seen: list[tuple[Path, str]] = []
     for path, mode in PRIVATE_DIRS:
         real = _real(Path(path))
-        if real.is_dir() and real != Path("/") and all(real != p for p, _ in seen):
+        if os.path.isdir(real) and real != Path("/") and all(real != p for p, _ in seen):
             seen.append((real, mode))
     return seen
 
@@ -164,7 +166,7 @@ def layout(visible: Sequence[Path], readable: Sequence[Path] = ()) -> Layout:
     private = _private()
     covered = [p for p, _ in private]
     hidden = [p for p in hidden_paths() if not any(_under(p, c) for c in covered)]
-    hide = [p for p in hidden if p.is_dir()]
+    hide = [p for p in hidden if os.path.isdir(p)]
     workspaces = list(dict.fromkeys(_real(v) for v in visible))
     over = [*covered, *hide]
     sockets = [
@@ -172,7 +174,7 @@ def layout(visible: Sequence[Path], readable: Sequence[Path] = ()) -> Layout:
         for s in listening_sockets()
         if not any(_under(s, c) for c in over) and not any(_under(s, w) for w in workspaces)
     ]
-    mask = [p for p in hidden if not p.is_dir()] + [s for s in sockets if s not in hidden]
+    mask = [p for p in hidden if not os.path.isdir(p)] + [s for s in sockets if s not in hidden]
     rebind = [w for w in workspaces if w not in hide]  # a workspace that is hidden: hidden
     files = [
         f

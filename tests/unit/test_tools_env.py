@@ -119,3 +119,26 @@ def test_a_tools_worker_started_by_hand_drops_the_rest_and_names_it() -> None:
     warning = " ".join(done.stderr.split())
     assert "DB_PASS" in warning and "MYSQL_PWD" in warning and "GH_PAT" in warning, warning
     assert "ARMATURE_TOOLS_ENV_KEEP" in warning
+
+
+def test_the_compose_tools_worker_can_make_its_sandbox_and_no_other_service_is_widened() -> None:
+    """The compose stack's tools worker runs as the image's unprivileged user with what
+    Docker must allow before a user namespace can make the sandbox (CAP_SYS_ADMIN for the
+    seccomp profile, no AppArmor mount ban, the real /proc paths); nothing else gets those, and
+    nothing turns the sandbox off."""
+    from ruamel.yaml import YAML
+
+    compose = YAML(typ="safe").load((REPO / "docker-compose.temporal.yml").read_text())
+    services = compose["services"]
+    tools = services["armature-tools-worker"]
+    assert tools["cap_add"] == ["SYS_ADMIN"]
+    assert set(tools["security_opt"]) == {"apparmor=unconfined", "systempaths=unconfined"}
+    assert "user" not in tools, "the worker runs as the image's unprivileged user"
+    dockerfile = (REPO / "deploy" / "worker.Dockerfile").read_text()
+    assert "\nUSER armature\n" in dockerfile
+    env = tools["environment"]
+    assert env.get("ARMATURE_SANDBOX", "auto") != "none"
+    assert {"temporal", "postgresql"} <= set(env["ARMATURE_SERVICE_HOSTS"].split(","))
+    for name, service in services.items():
+        if name != "armature-tools-worker":
+            assert "cap_add" not in service and "security_opt" not in service, name
