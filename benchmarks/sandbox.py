@@ -69,7 +69,8 @@ async def measure(calls: int, rounds: int, network: bool) -> dict[str, Any]:
 
     await _timed(5, call(box))  # warm-up: the probe, the proxy, the page cache
     await _timed(5, call(plain))
-    boxed, base = [], []
+    boxed: list[float] = []
+    base: list[float] = []
     for r in range(rounds):
         order = [(boxed, box), (base, plain)]
         for into, which in order if r % 2 == 0 else reversed(order):

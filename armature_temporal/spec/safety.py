@@ -90,6 +90,17 @@ RESERVED_ENV = frozenset(
 )
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DOCKER_ONLY = "0.7.0 field (its Docker sandbox), accepted with a warning."
+_DOCKER_FIELDS = (
+    "mode",
+    "image",
+    "timeout_s",
+    "workspace",
+    "host_workspace",
+    "cpu_limit",
+    "memory_limit",
+    "runtime",
+    "platform",
+)
 
 
 class SandboxSettings(_Model):
@@ -135,6 +146,4 @@ class SandboxSettings(_Model):
     @property
     def unused(self) -> list[str]:
         """The 0.7.0 Docker fields this spec set (accepted, not acted on)."""
-        docker = ("mode", "image", "timeout_s", "workspace", "host_workspace", "cpu_limit")
-        docker += ("memory_limit", "runtime", "platform")
-        return [name for name in docker if getattr(self, name) is not None]
+        return [name for name in _DOCKER_FIELDS if getattr(self, name) is not None]

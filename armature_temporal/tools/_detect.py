@@ -189,10 +189,10 @@ def candidates(wanted: SandboxChoice = "auto") -> list[Sandbox]:
     return found
 
 
-def _run(coro_fn: functools.partial[object]) -> object:
-    """Run an async probe to completion from any thread, loop or not."""
+def _run(box: Sandbox, egress: bool) -> dict[str, Guarantee]:
+    """Run the probe to completion from any thread, in an event loop of its own."""
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(lambda: asyncio.run(coro_fn())).result()  # type: ignore[arg-type]
+        return pool.submit(lambda: asyncio.run(_probe_once(box, egress))).result()
 
 
 async def _probe_once(box: Sandbox, egress: bool) -> dict[str, Guarantee]:
@@ -246,11 +246,10 @@ def probe(box: Sandbox) -> tuple[Guarantee, ...]:
     """What ``box`` guarantees here, each guarantee probed from inside (in this order)."""
     names = list(GUARANTEES)
     try:
-        seen = _run(functools.partial(_probe_once, box, False))
-        assert isinstance(seen, dict)
+        seen = _run(box, False)
         if all(seen.get(g) is not None and seen[g].holds for g in CORE):
             try:
-                seen |= _run(functools.partial(_probe_once, box, True))  # type: ignore[arg-type]
+                seen |= _run(box, True)
             except (OSError, SandboxFailed) as exc:
                 seen["egress_proxy"] = Guarantee("egress_proxy", False, str(exc))
     except (OSError, SandboxFailed) as exc:

@@ -11,15 +11,17 @@ Modes (``spec["mode"]``):
   the worker's uid to 0 first): ``unshare`` new mount, PID, network, IPC and UTS namespaces,
   then ``fork``; the parent waits and exits as the child did (killed with the call's process
   group, it takes the child with it: ``PR_SET_PDEATHSIG``). The child, PID 1 of the new PID
-  namespace and root of its namespaces, makes the program's world (:func:`_build`): every
+  namespace and root of its namespaces, makes the program's world (:func:`build`): every
   mount read-only and ``nosuid``, a ``/proc`` of its own (``sys``, ``sysrq-trigger``, ``irq``,
   ``bus``, ``fs`` read-only), a minimal ``/dev``, private ``/tmp``, ``/var/tmp`` and ``/run``,
   empty read-only tmpfs over hidden directories, ``/dev/null`` over hidden files and sockets,
-  the workspaces bound back writable, ``lo`` up. Then it enters a child user namespace and
-  mount namespace, so every one of those mounts is locked to the program (``MNT_LOCKED``: not
-  unmounted, moved or made writable from inside), drops every capability (bounding set,
-  effective, permitted, inheritable, ambient; ``SECBIT_NOROOT`` locked) and sets
-  ``no_new_privs``.
+  the workspaces bound back writable, ``lo`` up. (``mount_setattr`` makes every mount
+  read-only at once; before Linux 5.12, or with ``ARMATURE_SANDBOX_NO_SETATTR=1``, which the
+  tests use to take that path, each mount is remounted in turn.) Then it enters a child user
+  namespace and mount namespace, so every one of those mounts is locked to the program
+  (``MNT_LOCKED``: not unmounted, moved or made writable from inside), drops every capability
+  (bounding set, effective, permitted, inheritable, ambient; ``SECBIT_NOROOT`` locked) and
+  sets ``no_new_privs``.
 - ``inner``: the namespaces and mounts were made by ``bwrap``; only checks that no capability
   is left, sets ``no_new_privs``.
 
@@ -79,8 +81,18 @@ def _b(value: str | None) -> bytes | None:
     return None if value is None else os.fsencode(value)
 
 
-def mount(src: str | None, dst: str, fs: str | None, flags: int, data: str | None, what: str):  # type: ignore[no-untyped-def]
-    _call(libc.mount(_b(src), _b(dst), _b(fs), ctypes.c_ulong(flags), _b(data)), f"{what} {dst!r}")
+def mount(
+    src: str | None, dst: str, fs: str | None, flags: int, data: str | None, what: str
+) -> None:
+    """mount(2), or :class:`Refused` saying ``what`` failed on ``dst``."""
+    result = libc.mount(_b(src), _b(dst), _b(fs), ctypes.c_ulong(flags), _b(data))
+    _call(result, f"{what} {dst!r}")
+
+
+def remount_ro(path: str, keep: int = 0) -> None:
+    """Remount the mount at ``path`` read-only and nosuid, with the flags in ``keep``."""
+    flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | keep
+    mount(None, path, None, flags, None, "make read-only")
 
 
 def _write(path: str, text: str) -> None:
@@ -201,14 +213,7 @@ def _read_only_everything(fallback: bool) -> None:
             continue  # covered by a later mount, or gone: what is on top is handled
         flags = kept & (MS_NODEV | MS_NOEXEC | MS_NOATIME | MS_NODIRATIME)
         flags |= MS_RELATIME if kept & ST_RELATIME else 0
-        mount(
-            None,
-            path,
-            None,
-            MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | flags,
-            None,
-            "make read-only",
-        )
+        remount_ro(path, flags)
 
 
 def _proc() -> None:
@@ -217,14 +222,7 @@ def _proc() -> None:
         path = "/proc/" + name
         if os.path.exists(path):
             mount(path, path, None, MS_BIND | MS_REC, None, "bind")
-            mount(
-                None,
-                path,
-                None,
-                MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                None,
-                "make read-only",
-            )
+            remount_ro(path, MS_NODEV | MS_NOEXEC)
 
 
 def _dev(devices: dict[str, int]) -> None:
@@ -255,14 +253,7 @@ def _dev(devices: dict[str, int]) -> None:
         ("stderr", "/proc/self/fd/2"),
     ):
         os.symlink(target, "/dev/" + name)
-    mount(
-        None,
-        "/dev",
-        None,
-        MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC,
-        None,
-        "make read-only",
-    )
+    remount_ro("/dev", MS_NOEXEC)
 
 
 def _bind_file(fd: int, path: str, read_only: bool) -> None:
@@ -271,14 +262,7 @@ def _bind_file(fd: int, path: str, read_only: bool) -> None:
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
     mount(f"/proc/self/fd/{fd}", path, None, MS_BIND, None, "bind")
     if read_only:
-        mount(
-            None,
-            path,
-            None,
-            MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
-            None,
-            "make read-only",
-        )
+        remount_ro(path, MS_NODEV)
 
 
 def _lo_up() -> None:
@@ -314,8 +298,8 @@ def build(spec: dict[str, Any]) -> None:
         mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m", "hide")
     for path in spec["mask"]:
         mount(f"/proc/self/fd/{null}", path, None, MS_BIND, None, "hide (/dev/null over)")
-    for path, fd, read_only in opened:
-        if read_only:
+    for path, fd, only_read in opened:
+        if only_read:
             _bind_file(fd, path, True)
         else:
             os.makedirs(path, exist_ok=True)
@@ -323,14 +307,7 @@ def build(spec: dict[str, Any]) -> None:
             mount(None, path, None, MS_REMOUNT | MS_BIND | MS_NOSUID, None, "make writable")
         os.close(fd)
     for path in spec["hide"]:
-        mount(
-            None,
-            path,
-            None,
-            MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
-            None,
-            "make read-only",
-        )
+        remount_ro(path, MS_NODEV)
     if egress is not None:
         _bind_file(egress, EGRESS_SOCKET, False)
         os.close(egress)

@@ -157,3 +157,22 @@ def test_an_unprivileged_worker_gets_the_same_sandbox(tmp_path: Path) -> None:
         assert out["owner"] == uid, out
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_the_remount_fallback_for_kernels_without_mount_setattr_holds_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before Linux 5.12 there is no mount_setattr: every mount is remounted read-only one by
+    one (ARMATURE_SANDBOX_NO_SETATTR=1 takes that path here), with the same result."""
+    monkeypatch.setenv("ARMATURE_SANDBOX_NO_SETATTR", "1")
+    for box in _kinds():
+        home, workspace = _record(tmp_path / box.kind)
+        monkeypatch.setenv("ARMATURE_HOME", str(home))
+        done = await run_process(
+            ["sh", "-c", ATTACKS + "echo x > /etc/armature-planted; echo ok > w; cat w", "sh",
+             str(home), sys.executable],
+            cwd=workspace, env=minimal_env(workspace), timeout_s=60, cap=200_000, box=box,
+        )  # fmt: skip
+        assert "Read-only file system" in done.stderr and done.stdout.endswith("end\nok\n")
+        _contained(done.stdout.removesuffix("ok\n"))
+        assert not Path("/etc/armature-planted").exists()
