@@ -38,7 +38,11 @@ import ctypes
 import marshal
 import os
 import sys
-from typing import Any
+
+#: typing is not imported at run time: it costs several milliseconds of every tool call.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
