@@ -141,10 +141,13 @@ def choice() -> SandboxChoice:
 
 
 def _has_sys_admin() -> bool:
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("CapEff:"):
-                return bool(int(line.split()[1], 16) >> 21 & 1)
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("CapEff:"):
+                    return bool(int(line.split()[1], 16) >> 21 & 1)
+    except OSError:
+        pass
     return False
 
 
@@ -180,6 +183,8 @@ def _bwrap_prefix(bwrap: str) -> tuple[str, ...]:
 def candidates(wanted: SandboxChoice = "auto") -> list[Sandbox]:
     """The sandboxes to try, best first (only those ``wanted`` names)."""
     found: list[Sandbox] = []
+    if not sys.platform.startswith("linux"):
+        return found  # namespaces are Linux's
     if wanted in ("auto", "unshare"):
         if _has_sys_admin():
             found.append(Sandbox("unshare", note="namespaces made with CAP_SYS_ADMIN"))
@@ -278,9 +283,9 @@ def detect(wanted: SandboxChoice) -> Sandbox:
         best = best or probed
         failures.append(f"{box.kind}: " + "; ".join(f"{g.name}: {g.detail}" for g in failing))
     tried = " | ".join(failures) or (
-        "no candidate: the worker lacks CAP_SYS_ADMIN, and bwrap is not installed"
-        if wanted != "unshare"
-        else "nothing to try"
+        f"{sys.platform} has no Linux namespaces"
+        if not sys.platform.startswith("linux")
+        else "bwrap is not installed"
     )
     if wanted != "auto":
         raise SandboxUnavailable(

@@ -23,11 +23,13 @@ where a cluster's other services (a Temporal Web UI, the run API) live. A refusa
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import functools
 import ipaddress
 import logging
 import os
+import shutil
 import socket
 import tempfile
 import threading
@@ -159,6 +161,7 @@ class EgressProxy:
     def __init__(self, policy: EgressPolicy | None = None) -> None:
         self.policy = policy or EgressPolicy.from_environment()
         self._dir = Path(tempfile.mkdtemp(prefix="armature-egress-"))
+        atexit.register(shutil.rmtree, self._dir, True)
         self.path = self._dir / "egress.sock"
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -306,8 +309,16 @@ async def _splice(
         up_writer.close()
 
 
+_starting = threading.Lock()
+
+
 @functools.cache
+def _the_proxy() -> EgressProxy:
+    return EgressProxy()
+
+
 def egress_proxy() -> EgressProxy:
     """This process's egress proxy, started on first use (its policy read from the
-    environment then)."""
-    return EgressProxy()
+    environment then); its socket's directory is removed when the process exits."""
+    with _starting:
+        return _the_proxy()

@@ -176,3 +176,50 @@ async def test_the_remount_fallback_for_kernels_without_mount_setattr_holds_too(
         assert "Read-only file system" in done.stderr and done.stdout.endswith("end\nok\n")
         _contained(done.stdout.removesuffix("ok\n"))
         assert not Path("/etc/armature-planted").exists()
+
+
+async def test_where_no_sandbox_works_programs_do_not_run_and_the_error_says_how_to_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fail closed: no candidate gives the guarantees (here: none is offered), so auto picks
+    `unavailable`; a shell call is a tool_error naming the fixes and the waiver, and the
+    program did not run. Naming a sandbox that cannot work is an error at once."""
+    from armature_temporal.tools import ToolContext, _detect, call_tool
+    from armature_temporal.tools import sandbox as sandbox_module
+    from armature_temporal.tools.sandbox import SandboxUnavailable
+
+    monkeypatch.setattr(_detect, "candidates", lambda wanted="auto": [])
+    _detect.detect.cache_clear()
+    try:
+        box = _detect.detect("auto")
+        assert box.kind == "unavailable" and not box.isolated, box
+        with pytest.raises(SandboxUnavailable, match="ARMATURE_SANDBOX=bwrap but it does not"):
+            _detect.detect("bwrap")
+    finally:
+        _detect.detect.cache_clear()
+    monkeypatch.setattr(sandbox_module, "sandbox", lambda: box)
+    result = await call_tool(
+        "shell", {"argv": ["touch", "ran"]}, ToolContext(workspace=tmp_path, timeout_s=10)
+    )
+    assert (result.ok, result.error_type) == (False, "tool_error"), result
+    for fix in (
+        "bubblewrap",
+        "unprivileged user namespaces",
+        "CAP_SYS_ADMIN",
+        "ARMATURE_SANDBOX=none",
+    ):
+        assert fix in str(result.error), (fix, result.error)
+    assert not (tmp_path / "ran").exists()
+
+
+def test_doctor_lists_every_guarantee_as_holding_here() -> None:
+    from armature_temporal.commands.doctor import _sandbox_checks
+    from armature_temporal.tools._detect import GUARANTEES
+    from armature_temporal.tools.sandbox import sandbox
+
+    if not sandbox().isolated:
+        pytest.skip(f"no sandbox here ({sandbox().note})")
+    head, *lines = _sandbox_checks()
+    assert head.status == "ok", head
+    assert [c.check for c in lines] == [f"sandbox: {what}" for what in GUARANTEES.values()]
+    assert all(c.status == "ok" and c.detail.startswith("holds") for c in lines), lines
