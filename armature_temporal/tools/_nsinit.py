@@ -308,7 +308,8 @@ def build(spec: dict[str, Any]) -> None:
         else:
             os.makedirs(path, exist_ok=True)
             mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC, None, "bind back")
-            mount(None, path, None, MS_REMOUNT | MS_BIND | MS_NOSUID, None, "make writable")
+            flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV
+            mount(None, path, None, flags, None, "make writable")
         os.close(fd)
     for path in spec["hide"]:
         remount_ro(path, MS_NODEV)
@@ -322,7 +323,7 @@ def build(spec: dict[str, Any]) -> None:
 # --- granted network: the forwarder ---------------------------------------------------------
 
 
-def forward(port: int) -> None:
+def forward(port: int, status: int) -> None:
     """With network granted: listen on this namespace's 127.0.0.1:``port`` and pass each
     connection to the worker's egress proxy (the unix socket at :data:`EGRESS_SOCKET`), in a
     child process that dies with the namespace."""
@@ -338,6 +339,7 @@ def forward(port: int) -> None:
         return
     import threading
 
+    os.close(status)  # only the program's first process reports
     null = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
@@ -391,7 +393,7 @@ def main() -> None:
             build(spec)
             lock_and_drop()
         if spec["proxy_port"]:
-            forward(spec["proxy_port"])
+            forward(spec["proxy_port"], status)
         os.chdir(spec["cwd"])
     except Refused as exc:
         os.write(status, b"F" + str(exc).encode(errors="replace"))
