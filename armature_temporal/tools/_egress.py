@@ -29,6 +29,7 @@ import functools
 import ipaddress
 import logging
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -36,9 +37,20 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-__all__ = ["EgressPolicy", "EgressProxy", "egress_proxy", "refusal", "service_hosts"]
+if TYPE_CHECKING:
+    from armature_temporal.tools._box import Sandbox
+
+__all__ = [
+    "EgressPolicy",
+    "EgressProxy",
+    "egress_proxy",
+    "network_hint",
+    "refusal",
+    "service_hosts",
+]
 
 log = logging.getLogger(__name__)
 
@@ -322,3 +334,35 @@ def egress_proxy() -> EgressProxy:
     environment then); its socket's directory is removed when the process exits."""
     with _starting:
         return _the_proxy()
+
+
+#: What programs print when they cannot resolve a name or reach an address.
+_NETWORK_TROUBLE = re.compile(
+    r"could not resolve|temporary failure in name resolution|name or service not known|"
+    r"nodename nor servname|getaddrinfo|network is unreachable|no route to host|"
+    r"connection refused|failed to connect|unable to connect|could not connect|"
+    r"cannot connect|connect(ion)? timed out|name resolution|no address associated|"
+    r"proxy|tunnel failed|\b403\b.*forbidden",
+    re.IGNORECASE,
+)
+
+
+def network_hint(stderr: str, stdout: str, *, granted: bool, box: Sandbox) -> str | None:
+    """A hint for a program that failed the way programs without a network fail, or None."""
+    if not box.isolated or not _NETWORK_TROUBLE.search(f"{stderr}\n{stdout}"):
+        return None
+    loopback = (
+        "the worker's loopback and its services (Temporal, the store, the run API) are never "
+        "reachable from a tool program: its 127.0.0.1 is its own; to call an HTTP service use "
+        "the http_request tool with http_allow_hosts"
+    )
+    if granted:
+        return (
+            "this call has network only through the egress proxy (HTTP_PROXY/HTTPS_PROXY are "
+            "set; raw sockets, UDP and the program's own DNS lookups do not get out), which "
+            f"refuses loopback, link-local and private addresses; {loopback}"
+        )
+    return (
+        "tool programs have no network unless the spec grants it: `sandbox: {allow_network: "
+        "true}` for the whole spec, or `network: true` on this stage; " + loopback
+    )

@@ -35,21 +35,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import logging
-import marshal
 import os
-import re
 import shutil
 import signal
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
-from armature_temporal.errors import ArmatureError
-from armature_temporal.tools import _nsinit
+from armature_temporal.tools._box import (
+    Guarantee,
+    Sandbox,
+    SandboxFailed,
+    SandboxKind,
+    SandboxUnavailable,
+)
+from armature_temporal.tools._egress import network_hint
 from armature_temporal.tools._hiding import (
     SECRET_HOME_PATHS,
     HidePlan,
@@ -57,10 +58,19 @@ from armature_temporal.tools._hiding import (
     hidden_paths,
     layout,
 )
+from armature_temporal.tools._launch import (
+    PROXY_PORT,
+    PROXY_VARIABLES,
+    proxied,
+    setup_failure,
+    shimmed,
+    unavailable,
+)
 
 __all__ = [
     "ENV_PASSTHROUGH",
     "PROXY_PORT",
+    "PROXY_VARIABLES",
     "SECRET_HOME_PATHS",
     "Guarantee",
     "HidePlan",
@@ -82,24 +92,10 @@ __all__ = [
 #: workspace and ``TMPDIR`` the private ``/tmp``, never the worker's.
 ENV_PASSTHROUGH: tuple[str, ...] = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
 _FROM_WORKER = ("PATH", "LANG", "TZ")
-#: Where a granted program's proxy variables point: its own namespace's loopback.
-PROXY_PORT = 3128
-PROXY_VARIABLES = (
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-)
-
-SandboxKind = Literal["bwrap", "unshare", "unshare-user", "process-group", "unavailable"]
-_MODE = {"unshare": "root", "unshare-user": "user", "bwrap": "inner"}
 _CHUNK = 65_536
 #: After the program exits, how long its output pipes may stay open (held by a process that
 #: escaped the group where there is no sandbox) before they are closed unread.
 DRAIN_GRACE_S = 1.0
-_NSINIT = _nsinit.__file__
 
 log = logging.getLogger(__name__)
 
@@ -117,53 +113,6 @@ def minimal_env(
         env["HOME"] = os.fspath(home)
     env |= dict(extra or {})
     return env
-
-
-class SandboxUnavailable(ArmatureError):
-    """``$ARMATURE_SANDBOX`` names a sandbox that cannot run here."""
-
-
-class SandboxFailed(ArmatureError, OSError):
-    """The sandbox could not set up a call: the program did not run."""
-
-
-@dataclass(frozen=True)
-class Guarantee:
-    """One property of the sandbox, as probed here: ``holds``, and what was seen."""
-
-    name: str
-    holds: bool
-    detail: str
-
-
-@dataclass(frozen=True)
-class Sandbox:
-    """How tool programs are isolated in this process.
-
-    Attributes:
-        kind: ``unshare`` (namespaces made with the worker's ``CAP_SYS_ADMIN``),
-            ``unshare-user`` (in an unprivileged user namespace), ``bwrap``, ``process-group``
-            (none: ``ARMATURE_SANDBOX=none``), ``unavailable`` (no sandbox works here and none
-            was waived: programs do not run).
-        prefix: bwrap's path and options (empty for the others).
-        note: What was found: why this one, or what failed, for ``armature doctor``.
-        guarantees: What the probe saw (empty where none was run).
-    """
-
-    kind: SandboxKind
-    prefix: tuple[str, ...] = ()
-    note: str = ""
-    guarantees: tuple[Guarantee, ...] = ()
-
-    @property
-    def isolated(self) -> bool:
-        """Whether programs run in the namespaces (and so with every guarantee)."""
-        return self.kind in _MODE
-
-    @property
-    def hides(self) -> bool:
-        """Whether programs cannot see :func:`hidden_paths` (``$ARMATURE_HOME`` and the rest)."""
-        return self.isolated
 
 
 def sandbox() -> Sandbox:
@@ -220,91 +169,6 @@ def _check_executable(program: str, cwd: Path, env: Mapping[str, str]) -> None:
         raise FileNotFoundError(2, "No such file or directory", program)
 
 
-def _bwrap_mounts(mounts: Layout, egress: str | None) -> list[str]:
-    """bwrap's options for ``mounts`` (after its ``--ro-bind / /``, ``--proc``, ``--dev``)."""
-    args: list[str] = []
-    for path, mode in mounts.private:
-        args += ["--perms", mode, "--tmpfs", path]
-    for path in mounts.hide:
-        args += ["--tmpfs", path]
-    for path in mounts.mask:
-        args += ["--ro-bind", "/dev/null", path]
-    for path in mounts.rebind:
-        args += ["--bind", path, path]
-    for path in mounts.readable:
-        args += ["--ro-bind", path, path]
-    for path in mounts.hide:
-        args += ["--remount-ro", path]
-    if egress is not None:
-        args += ["--bind", egress, _nsinit.EGRESS_SOCKET]
-    return args
-
-
-def _shimmed(
-    box: Sandbox,
-    argv: Sequence[str],
-    program: str,
-    cwd: Path,
-    lc_ctype: str | None,
-    mounts: Layout,
-    status_fd: int,
-    egress: str | None,
-) -> list[str]:
-    """The argv that runs ``program`` as ``argv`` in ``box`` through
-    :mod:`~armature_temporal.tools._nsinit`, reporting on ``status_fd``."""
-    inner = box.kind == "bwrap"
-    spec = {
-        "mode": _MODE[box.kind],
-        "status": status_fd,
-        "program": program,
-        "cwd": str(cwd),
-        "lc_ctype": lc_ctype,
-        "host_mnt": os.readlink("/proc/self/ns/mnt"),
-        "private": [] if inner else [list(p) for p in mounts.private],
-        "hide": [] if inner else list(mounts.hide),
-        "mask": [] if inner else list(mounts.mask),
-        "rebind": [] if inner else list(mounts.rebind),
-        "readable": [] if inner else list(mounts.readable),
-        "egress": None if inner else egress,
-        "proxy_port": PROXY_PORT if egress is not None else 0,
-        "fallback": os.environ.get("ARMATURE_SANDBOX_NO_SETATTR") == "1",
-    }
-    shim = [sys.executable, "-I", "-S", _NSINIT, marshal.dumps(spec).hex(), *argv]
-    if not inner:
-        return shim
-    return [*box.prefix, *_bwrap_mounts(mounts, egress), "--chdir", str(cwd), "--", *shim]
-
-
-def _setup_failure(said: bytes, stderr: str, box: Sandbox, program: str) -> OSError | None:
-    """What the shim's status (``R`` then maybe ``E...``, or ``F...``, or nothing) means."""
-    text = said[1:].decode(errors="replace")
-    if said[:1] == b"R" and said[1:2] == b"E":
-        code, _, why = text[1:].partition(":")
-        return OSError(int(code) if code.isdigit() else errno.EIO, why, program)
-    if said[:1] == b"R":
-        return None
-    why = text if said[:1] == b"F" else (stderr.strip().splitlines() or ["no message"])[-1]
-    return SandboxFailed(
-        errno.EPERM,
-        f"the {box.kind} sandbox could not be set up for {program!r}, so it did not run: "
-        f"{why}; `armature doctor` shows which guarantee fails here. Install bubblewrap, allow "
-        "unprivileged user namespaces or give the tools worker CAP_SYS_ADMIN, or set "
-        "ARMATURE_SANDBOX=none to run tools without any sandbox",
-    )
-
-
-def _unavailable(box: Sandbox) -> SandboxFailed:
-    return SandboxFailed(
-        errno.EPERM,
-        f"tool programs do not run here: no sandbox gives them their guarantees ({box.note}). "
-        "Install bubblewrap (bwrap), allow unprivileged user namespaces (sysctl "
-        "kernel.unprivileged_userns_clone=1 / user.max_user_namespaces > 0, or an AppArmor "
-        "profile that allows them), or run the tools worker with CAP_SYS_ADMIN; or set "
-        "ARMATURE_SANDBOX=none to accept running them unsandboxed (they then see and reach "
-        "everything the tools worker does). `armature doctor` lists what holds",
-    )
-
-
 async def _reader(fd: int) -> tuple[asyncio.StreamReader, asyncio.BaseTransport]:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
@@ -317,13 +181,6 @@ async def _reader(fd: int) -> tuple[asyncio.StreamReader, asyncio.BaseTransport]
 def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-
-
-def _proxied(env: Mapping[str, str]) -> dict[str, str]:
-    """``env`` with the proxy variables naming the forwarder in the program's namespace."""
-    url = f"http://127.0.0.1:{PROXY_PORT}"
-    kept = {k: v for k, v in env.items() if k.lower() != "no_proxy"}
-    return kept | dict.fromkeys(PROXY_VARIABLES, url)
 
 
 async def run_process(
@@ -368,7 +225,7 @@ async def run_process(
     if box is None:
         box = await asyncio.to_thread(sandbox)  # probes once per process: not in the loop
     if box.kind == "unavailable":
-        raise _unavailable(box)
+        raise unavailable(box)
     program = argv[0] if executable is None else os.fspath(executable)
     _check_executable(program, cwd, env)
     inner, exec_file, status = list(argv), None, None
@@ -380,12 +237,10 @@ async def run_process(
             from armature_temporal.tools._egress import egress_proxy
 
             egress = str((await asyncio.to_thread(egress_proxy)).path)
-            env = _proxied(env)
+            env = proxied(env)
         status = os.pipe()
         try:
-            inner = _shimmed(
-                box, argv, program, cwd, env.get("LC_CTYPE"), mounts, status[1], egress
-            )
+            inner = shimmed(box, argv, program, cwd, env.get("LC_CTYPE"), mounts, status[1], egress)
         except BaseException:
             os.close(status[0])
             os.close(status[1])
@@ -461,7 +316,7 @@ async def run_process(
             if st_t is not None:
                 st_t.close()
     if st_stream is not None and not timed_out:
-        failure = _setup_failure(said, err.text(), box, program)
+        failure = setup_failure(said, err.text(), box, program)
         if failure is not None:
             raise failure
     return ProcessResult(
@@ -470,36 +325,4 @@ async def run_process(
         stderr=err.text(),
         truncated=out.truncated or err.truncated,
         timed_out=timed_out,
-    )
-
-
-#: What programs print when they cannot resolve a name or reach an address.
-_NETWORK_TROUBLE = re.compile(
-    r"could not resolve|temporary failure in name resolution|name or service not known|"
-    r"nodename nor servname|getaddrinfo|network is unreachable|no route to host|"
-    r"connection refused|failed to connect|unable to connect|could not connect|"
-    r"cannot connect|connect(ion)? timed out|name resolution|no address associated|"
-    r"proxy|tunnel failed|\b403\b.*forbidden",
-    re.IGNORECASE,
-)
-
-
-def network_hint(stderr: str, stdout: str, *, granted: bool, box: Sandbox) -> str | None:
-    """A hint for a program that failed the way programs without a network fail, or None."""
-    if not box.isolated or not _NETWORK_TROUBLE.search(f"{stderr}\n{stdout}"):
-        return None
-    loopback = (
-        "the worker's loopback and its services (Temporal, the store, the run API) are never "
-        "reachable from a tool program: its 127.0.0.1 is its own; to call an HTTP service use "
-        "the http_request tool with http_allow_hosts"
-    )
-    if granted:
-        return (
-            "this call has network only through the egress proxy (HTTP_PROXY/HTTPS_PROXY are "
-            "set; raw sockets, UDP and the program's own DNS lookups do not get out), which "
-            f"refuses loopback, link-local and private addresses; {loopback}"
-        )
-    return (
-        "tool programs have no network unless the spec grants it: `sandbox: {allow_network: "
-        "true}` for the whole spec, or `network: true` on this stage; " + loopback
     )

@@ -181,10 +181,11 @@ async def test_the_proxy_resolves_once_and_connects_to_what_it_checked(
 
 def test_the_forwarder_is_only_for_granted_calls() -> None:
     """Without a grant no proxy variable is set: the program has nothing to talk to."""
-    from armature_temporal.tools.sandbox import PROXY_VARIABLES, _proxied, minimal_env
+    from armature_temporal.tools._launch import PROXY_VARIABLES, proxied
+    from armature_temporal.tools.sandbox import minimal_env
 
     env = minimal_env("/ws")
     assert not set(PROXY_VARIABLES) & set(env)
-    proxied = _proxied({**env, "NO_PROXY": "*"})
-    assert {proxied[v] for v in PROXY_VARIABLES} == {"http://127.0.0.1:3128"}
-    assert "NO_PROXY" not in proxied
+    given = proxied({**env, "NO_PROXY": "*"})
+    assert {given[v] for v in PROXY_VARIABLES} == {"http://127.0.0.1:3128"}
+    assert "NO_PROXY" not in given
