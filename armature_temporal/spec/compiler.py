@@ -106,16 +106,24 @@ def compile_spec(loaded: LoadedSpec) -> Plan:
         for spec_stage in order
     ]
     contracts = spec.contracts
-    # A field a spec leaves at its default stays out of both hashes (http_safe is newer than
-    # most specs), so a spec that does not use it keeps its version and policy version.
-    unused = {"http_safe"} if not spec.http_safe else set()
+    # A field a spec leaves at its default stays out of both hashes (http_safe and a stage's
+    # network are newer than most specs), so a spec that does not use it keeps its version and
+    # policy version.
+    unused: dict[str, Any] = {} if spec.http_safe else {"http_safe": True}
+    if quiet := {i: {"network"} for i, s in enumerate(spec.stages) if s.network is None}:
+        unused["stages"] = quiet
+    granted = sorted(s.id for s in stages if s.network)
     policy = {
         "http_allow_hosts": list(spec.http_allow_hosts),
         "safety_mode": spec.safety_mode,
         "safety_rules": [r.model_dump(mode="json") for r in spec.safety_rules],
         **(
-            {"http_safe": [r.model_dump(mode="json") for r in spec.http_safe]} if not unused else {}
+            {"http_safe": [r.model_dump(mode="json") for r in spec.http_safe]}
+            if spec.http_safe
+            else {}
         ),
+        # Which stages' programs may reach the network: part of what the policy allows.
+        **({"network": granted} if granted else {}),
     }
     spec_hash = _sha256(
         {

@@ -150,3 +150,18 @@ stages:
     assert sorted(w.split(": ")[1] for w in warned) == ["sandbox.image", "sandbox.mode"]
     assert all("restricted subprocess" in w for w in warned)
     assert plan_from(text).sandbox_env == {"PYTHONUNBUFFERED": "1"}
+
+
+def test_a_spec_without_grants_keeps_its_plan_bytes_and_hashes() -> None:
+    """network and sandbox_env are newer than most plans: left out while unused, so such a
+    plan keeps its bytes, spec_hash and policy_version (and older workers read it); a grant
+    is part of the policy."""
+    text = "name: t\nstages:\n  - id: s\n    tool: {name: shell, args: {argv: [ls]}}\n"
+    plain = plan_from(text)
+    assert '"network"' not in plain.to_json() and '"sandbox_env"' not in plain.to_json()
+    granted = plan_from(text.replace("  - id: s\n", "  - id: s\n    network: true\n"))
+    assert '"network":true' in granted.to_json()
+    assert granted.spec_hash != plain.spec_hash
+    assert granted.policy_version != plain.policy_version
+    withheld = plan_from(text.replace("  - id: s\n", "  - id: s\n    network: false\n"))
+    assert withheld.policy_version == plain.policy_version
