@@ -165,3 +165,20 @@ def test_a_spec_without_grants_keeps_its_plan_bytes_and_hashes() -> None:
     assert granted.policy_version != plain.policy_version
     withheld = plan_from(text.replace("  - id: s\n", "  - id: s\n    network: false\n"))
     assert withheld.policy_version == plain.policy_version
+
+
+def test_a_tool_call_without_grants_is_sent_as_before() -> None:
+    """A tools worker from before grants (its inputs forbid unknown fields) still reads every
+    call that uses none; a granted call carries them."""
+    from armature_temporal.runtime.models import AdapterCallInput, ToolCallInput
+    from armature_temporal.spec.plan import PlanAdapter
+
+    plain = ToolCallInput(run_id="r", stage_id="s", tool="shell")
+    assert not {"network", "sandbox_env"} & set(plain.model_dump(mode="json"))
+    granted = plain.model_copy(update={"network": True, "sandbox_env": {"A": "1"}})
+    again = ToolCallInput.model_validate_json(granted.model_dump_json())
+    assert (again.network, again.sandbox_env) == (True, {"A": "1"})
+    adapter = AdapterCallInput(
+        run_id="r", stage_id="s", spec_name="t", adapter=PlanAdapter(name="a", type="script")
+    )
+    assert not {"network", "sandbox_env"} & set(adapter.model_dump(mode="json"))
