@@ -327,18 +327,20 @@ def forward(port: int, status: int) -> None:
     """With network granted: listen on this namespace's 127.0.0.1:``port`` and pass each
     connection to the worker's egress proxy (the unix socket at :data:`EGRESS_SOCKET`), in a
     child process that dies with the namespace."""
-    import contextlib
-    import socket
+    import _socket  # not socket: its imports would delay the program by milliseconds
 
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", port))
-    listener.listen(64)
+    bound = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+    bound.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
+    bound.bind(("127.0.0.1", port))
+    bound.listen(64)
     if os.fork() != 0:
-        listener.close()
+        bound.close()
         return
+    import contextlib  # the forwarder, beside the program: these take their time here
+    import socket
     import threading
 
+    listener = socket.socket(fileno=bound.detach())
     os.close(status)  # only the program's first process reports
     null = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1, 2):
