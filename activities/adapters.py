@@ -63,7 +63,7 @@ from armature_temporal.settings import tool_output_cap, workspace_root
 from armature_temporal.spec.compiler import PlanAdapter
 from armature_temporal.spec.models import SafetyRule
 from armature_temporal.spec.templating import environment, render
-from armature_temporal.tools.sandbox import minimal_env, run_process
+from armature_temporal.tools.sandbox import minimal_env, network_hint, run_process, sandbox
 
 __all__ = ["CONTEXT_ENV_MAX", "run_adapter", "script_argv"]
 
@@ -123,10 +123,18 @@ def _context(variables: dict[str, Any]) -> str:
 
 
 async def _run_script(
-    name: str, argv: list[str], context: str, workspace: Path, adapter: PlanAdapter
+    name: str,
+    argv: list[str],
+    context: str,
+    workspace: Path,
+    adapter: PlanAdapter,
+    *,
+    network: bool = False,
+    extra_env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run ``argv`` as the ``shell`` tool runs a command, with ``ARMATURE_CONTEXT``."""
-    env = minimal_env()
+    env = minimal_env(workspace, extra_env)
+    readable: list[Path] = []
     with ExitStack() as stack:
         if len(context.encode()) <= CONTEXT_ENV_MAX:
             env["ARMATURE_CONTEXT"] = context
@@ -137,9 +145,16 @@ async def _run_script(
             handle.write(context)
             handle.flush()
             env["ARMATURE_CONTEXT_FILE"] = handle.name
+            readable.append(Path(handle.name))  # in the worker's /tmp: bound in, read-only
         try:
             done = await run_process(
-                argv, cwd=workspace, env=env, timeout_s=adapter.timeout_s, cap=tool_output_cap()
+                argv,
+                cwd=workspace,
+                env=env,
+                timeout_s=adapter.timeout_s,
+                cap=tool_output_cap(),
+                readable=readable,
+                network=network,
             )
         except OSError as exc:
             raise _Refused(
@@ -153,6 +168,10 @@ async def _run_script(
         "exit_code": done.exit_code,
         "truncated": done.truncated,
     }
+    if done.exit_code != 0 and (
+        hint := network_hint(done.stderr, done.stdout, granted=network, box=sandbox())
+    ):
+        output["hint"] = hint
     if done.timed_out:
         raise _Refused(
             "timeout", f"adapter {name!r}: killed after {adapter.timeout_s:g}s (timeout)", output
@@ -166,7 +185,8 @@ def _parsed(name: str, output: dict[str, Any]) -> dict[str, Any]:
         raise _Refused(
             "tool_error",
             f"adapter {name!r} exited {output['exit_code']} (parse: json): "
-            f"{output['stderr'].strip()[:500]}",
+            f"{output['stderr'].strip()[:500]}"
+            + (f" (hint: {output['hint']})" if "hint" in output else ""),
             output,
         )
     try:
@@ -359,7 +379,15 @@ async def run_adapter(inp: AdapterCallInput) -> AdapterCallResult:
             if adapter.type == "script":
                 workspace = workspace_root(inp.spec_name or "default")
                 workspace.mkdir(parents=True, exist_ok=True)
-                output = await _run_script(name, argv, _context(inp.variables), workspace, adapter)
+                output = await _run_script(
+                    name,
+                    argv,
+                    _context(inp.variables),
+                    workspace,
+                    adapter,
+                    network=inp.network,
+                    extra_env=inp.sandbox_env,
+                )
             else:
                 output = await _call_python(name, adapter, kwargs)
     except _Refused as exc:

@@ -229,6 +229,8 @@ async def tool_call(inp: ToolCallInput) -> ToolCallResult:
         output_cap_bytes=tool_output_cap(),
         http_allow_hosts=tuple(inp.http_allow_hosts),
         http_safe=_safe_pairs(inp.http_safe),
+        network=inp.network,
+        env=inp.sandbox_env,
     )
     try:
         checked = await _check(inp, args, ctx)

@@ -110,7 +110,7 @@ def doctor(
         *_binary_checks(address),
         *_server_checks(address, queue),
         _store_check(),
-        _sandbox_check(),
+        *_sandbox_checks(),
         *(c for path in [*(specs or []), *(spec_option or [])] for c in _spec_checks(path)),
         _cost_map_check(cost_map),
         _disk_check(),
@@ -233,38 +233,48 @@ def _server_checks(address: str | None, queue: str | None) -> list[Check]:
     return checks
 
 
-def _sandbox_check() -> Check:
-    """Which sandbox tool programs (shell, script adapters) run in on this machine."""
+def _sandbox_checks() -> list[Check]:
+    """Which sandbox tool programs (shell, script adapters) run in here, and each guarantee
+    it gives, as probed from inside (``armature_temporal.tools._detect``)."""
+    from armature_temporal.tools._detect import CORE, GUARANTEES
     from armature_temporal.tools.sandbox import SandboxUnavailable, sandbox
 
     name = "tool sandbox"
+    fix = (
+        "install bubblewrap (bwrap), allow unprivileged user namespaces, or run the tools "
+        "worker with CAP_SYS_ADMIN; or set ARMATURE_SANDBOX=none to run tool programs "
+        "unsandboxed on purpose"
+    )
     try:
         box = sandbox()
     except SandboxUnavailable as exc:
-        return Check(name, "fail", str(exc), "unset $ARMATURE_SANDBOX or fix what it names")
-    if box.hides:
-        return Check(
+        return [Check(name, "fail", str(exc), "unset $ARMATURE_SANDBOX or fix what it names")]
+    if box.kind == "process-group":
+        return [
+            Check(
+                name,
+                "warn",
+                f"none ({box.note}): tool programs run in plain process groups; ARMATURE_HOME "
+                "is NOT hidden from tools, and they reach the worker's network and loopback",
+                fix.split("; or")[0],
+            )
+        ]
+    if box.kind == "unavailable":
+        head = Check(name, "fail", f"tool programs will not run: {box.note}", fix)
+    else:
+        head = Check(
             name,
             "ok",
-            f"{box.kind}: each tool program in its own PID and mount namespace; ARMATURE_HOME "
-            "(trace key, store) and credential files are hidden from tools",
+            f"{box.kind}: each tool program in its own namespaces, without capabilities; "
+            "ARMATURE_HOME (trace key, store) and credential files are hidden from tools, "
+            "loopback services unreachable",
         )
-    if box.isolated:
-        return Check(
-            name,
-            "warn",
-            f"{box.kind}: each tool program in its own PID namespace, but ARMATURE_HOME is NOT "
-            f"hidden from tools: {box.note}",
-            "allow mounts in the tools worker's namespace (CAP_SYS_ADMIN or unprivileged user "
-            "namespaces), or run the tools worker with an ARMATURE_HOME of its own",
-        )
-    return Check(
-        name,
-        "warn",
-        f"none, plain process groups; ARMATURE_HOME is NOT hidden from tools: {box.note}",
-        "install bubblewrap (bwrap) or allow (unprivileged) user namespaces, so tool programs "
-        "cannot see other processes or ARMATURE_HOME (the trace key) and none outlives its call",
-    )
+    lines = [head]
+    for g in box.guarantees:
+        status: Status = "ok" if g.holds else ("fail" if g.name in CORE else "warn")
+        said = f"holds ({g.detail})" if g.holds else f"does not hold: {g.detail}"
+        lines.append(Check(f"sandbox: {GUARANTEES[g.name]}", status, said, "" if g.holds else fix))
+    return lines
 
 
 async def _probe(address: str, queue: str) -> tuple[str, int, int]:

@@ -48,9 +48,10 @@ def worker(
     """Run an Armature worker in the foreground (as many as you like per task queue).
 
     By default it serves the workflows and model calls on the task queue and starts a
-    tools-only child (`armature worker --tools-only`) whose environment has no provider
-    secrets, for the tool activities on <task queue>-tools. Tool programs run in a sandbox
-    where the kernel allows one (`armature doctor` says which).
+    tools-only child (`armature worker --tools-only`) whose environment is an allow-list (no
+    provider secrets), for the tool activities on <task queue>-tools. Tool programs run in a
+    sandbox they cannot undo; where none works here they do not run (`armature doctor` says
+    what holds).
     """
     from armature_temporal.service.client import connect
     from armature_temporal.settings import configured_address, dev_port, task_queue
@@ -141,19 +142,28 @@ async def _serve(workers: Any, said: str, *, child: Any = None, parent: int | No
 
 
 def _warn_about_secrets() -> None:
-    """Say so when a tools worker was started with secrets in its environment."""
+    """Keep only the allow-listed part of this tools worker's environment, and say what it was
+    given besides (naming the variables that look like credentials first)."""
     import os
 
-    from armature_temporal.service.tools_env import tools_worker_env
+    from armature_temporal.service.tools_env import is_secret, tools_worker_env
 
-    held = sorted(set(os.environ) - set(tools_worker_env()))
-    if held:
+    kept = tools_worker_env()
+    dropped = sorted(set(os.environ) - set(kept))
+    secrets = [n for n in dropped if is_secret(n, os.environ[n])]
+    if dropped:
+        others = [n for n in dropped if n not in secrets]
         err.print(
-            f"warning: this tools worker's environment holds {', '.join(held)}, which a tool "
-            "could read; start it without them (plain `armature worker` does), or list one "
-            "a tool needs in $ARMATURE_TOOLS_ENV_KEEP",
+            f"warning: this tools worker was started with {', '.join(secrets) or 'no'} "
+            f"secret-looking variable(s) and {len(others)} other(s) outside its allow-list"
+            + (f" ({', '.join(others)})" if others else "")
+            + "; they are removed from its environment, so no tool reads them. Start it "
+            "without them (plain `armature worker` does), or list one a tool needs in "
+            "$ARMATURE_TOOLS_ENV_KEEP",
             markup=False,
         )
+    os.environ.clear()
+    os.environ.update(kept)
 
 
 def _watched_parent() -> int | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from armature_temporal.runtime.confidence._models import Confidence
 from armature_temporal.spec.compiler import Plan, PlanAdapter, PlanStage, ResolvedTier
@@ -79,6 +79,15 @@ ErrorType = Literal[
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+def _without_grants(data: dict[str, Any]) -> dict[str, Any]:
+    """A tool call's sandbox grants are newer than most workers: sent only when given, so a
+    tools worker from before them still reads the calls that do not use them."""
+    for name in ("network", "sandbox_env"):
+        if not data.get(name):
+            data.pop(name, None)
+    return data
 
 
 class PolicySet(_Model):
@@ -357,6 +366,12 @@ class ToolCallInput(_Model):
     http_safe: list[HttpSafe] = Field(default_factory=list)
     verification: bool = False  # a verification run's call: only fully reversible ones run
     tool_modules: list[str] = Field(default_factory=list)  # the plan's; loaded before the call
+    network: bool = False  # the stage's grant: programs reach out through the egress proxy
+    sandbox_env: dict[str, str] = Field(default_factory=dict)  # sandbox.env, for programs
+
+    @model_serializer(mode="wrap")
+    def _sent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_grants(handler(self))
 
 
 class ToolCallResult(_Model):
@@ -385,6 +400,12 @@ class AdapterCallInput(_Model):
     outer_policies: list[PolicySet] = Field(default_factory=list)
     approved: bool = False
     verification: bool = False
+    network: bool = False  # the stage's grant: the script reaches out through the egress proxy
+    sandbox_env: dict[str, str] = Field(default_factory=dict)  # sandbox.env, for the script
+
+    @model_serializer(mode="wrap")
+    def _sent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return _without_grants(handler(self))
 
 
 class AdapterCallResult(_Model):

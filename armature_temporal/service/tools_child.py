@@ -1,5 +1,6 @@
-"""The tools-only child of ``armature worker`` (and ``watch --worker``): started with this
-process's environment minus its secrets, stopped by draining it, then killing it."""
+"""The tools-only child of ``armature worker`` (and ``watch --worker``): started with the
+allow-listed part of this process's environment (:func:`tools_worker_env`), stopped by draining
+it, then killing it."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ PARENT_ENV = "ARMATURE_TOOLS_PARENT_PID"
 
 
 async def start_tools_child(addr: str, tq: str) -> asyncio.subprocess.Process:
-    """``armature worker --tools-only`` as a child, with this environment minus its secrets."""
-    env = {**tools_worker_env(), PARENT_ENV: str(os.getpid())}
+    """``armature worker --tools-only`` as a child, with the allow-listed part of this
+    environment (and ``ARMATURE_SERVICE_HOSTS``: the services the egress proxy refuses)."""
+    env = {**tools_worker_env(address=addr), PARENT_ENV: str(os.getpid())}
     args = ["-m", "cli", "worker", "--tools-only", "--address", addr, "--task-queue", tq]
     return await asyncio.create_subprocess_exec(
         sys.executable, *args, env=env, stdin=asyncio.subprocess.DEVNULL

@@ -1,28 +1,28 @@
-"""A tools worker's queue (:func:`tools_task_queue`) and its environment: the parent's,
-without secrets.
+"""A tools worker's queue (:func:`tools_task_queue`) and its environment: an allow-list of the
+parent's.
 
 A tools worker (``armature worker --tools-only``) runs shell commands, adapters and Python tools
 that a model chose: it must hold nothing worth stealing. :func:`tools_worker_env` is the
-environment ``armature worker`` and the embedded stack start one with. The rule
-(:func:`is_secret`), applied to every variable:
+environment ``armature worker`` and the embedded stack start one with, and what a tools worker
+started by hand keeps of its own. It is built from an allow-list, never a deny-list (a deny-list
+let ``DB_PASS``, ``MYSQL_PWD`` and ``GH_PAT`` through):
 
-- dropped when its name contains one of :data:`SECRET_WORDS` (``KEY``, ``TOKEN``, ``SECRET``,
-  ``PASSW``, ``CREDENTIAL``, ``AUTH``, ``COOKIE``, ``SESSION``, ``PRIVATE``, ``DSN``,
-  ``WEBHOOK``, ``SERVICE_ACCOUNT``): every litellm provider key (``OPENAI_API_KEY``,
-  ``ANTHROPIC_API_KEY``, ``HF_TOKEN``, ``WATSONX_APIKEY``, ``GOOGLE_APPLICATION_CREDENTIALS``
-  ...), ``ARMATURE_WEBHOOK_SECRET``, ``SENTRY_DSN``, ``SLACK_WEBHOOK_URL``;
-- dropped when it starts with a cloud or model provider's prefix (:data:`SECRET_PREFIXES`:
-  ``AWS_``, ``AZURE_``, ``GOOGLE_``, ``VERTEX``, ``OPENAI``, ``ANTHROPIC`` ...), whatever
-  follows (``AZURE_API_BASE``, ``AWS_REGION_NAME`` go too);
-- dropped when its value is a URL with credentials in it (``user:password@``, or an HTTP(S)
-  ``token@``: ``ARMATURE_DB_URL=postgresql://u:pw@h/db``, ``DATABASE_URL``, ``REDIS_URL``
-  ...); a tools worker does not use the trace store;
-- kept otherwise, and always for the Temporal connection (:data:`KEEP_ALWAYS`: the worker must
-  reach its server) and the names listed in ``$ARMATURE_TOOLS_ENV_KEEP`` (comma-separated: a
-  credential one of your Python tools needs, on purpose).
+- :data:`KEEP_NAMES`: the Temporal connection (``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``,
+  ``TEMPORAL_TLS_CERT``, ``TEMPORAL_TLS_KEY``, ``TEMPORAL_API_KEY``: the worker must reach its
+  server), the ``ARMATURE_*`` settings a tools worker reads (``ARMATURE_HOME``, which it must
+  know to hide it from tool programs, the task queue, workspace, payload, sandbox and egress
+  settings), ``PATH``, ``HOME``, ``TMPDIR``, ``TZ``, ``LANG``, ``PYTHONPATH``, ``VIRTUAL_ENV``,
+  ``LD_LIBRARY_PATH``, CA bundles and the HTTP proxy settings (without credentials in them);
+- :data:`KEEP_PREFIXES`: ``LC_*``;
+- ``ARMATURE_DB_URL`` only for an SQLite store (a path: the sandbox hides that file); a
+  server's host goes into ``ARMATURE_SERVICE_HOSTS`` instead, so the egress proxy refuses it;
+- the names listed in ``$ARMATURE_TOOLS_ENV_KEEP`` (comma-separated: a credential one of your
+  Python tools needs, on purpose).
 
 Tool programs themselves never see even this: each gets
-:func:`~armature_temporal.tools.sandbox.minimal_env`.
+:func:`~armature_temporal.tools.sandbox.minimal_env`. :func:`is_secret` (names and values that
+look like credentials) still says which dropped variables were secrets, for the warning a tools
+worker prints when it was started with them.
 """
 
 from __future__ import annotations
@@ -31,8 +31,12 @@ import os
 import re
 from collections.abc import Mapping
 
+from armature_temporal.tools._egress import service_hosts
+
 __all__ = [
     "KEEP_ALWAYS",
+    "KEEP_NAMES",
+    "KEEP_PREFIXES",
     "SECRET_PREFIXES",
     "SECRET_WORDS",
     "TOOLS_QUEUE_SUFFIX",
@@ -54,8 +58,10 @@ SECRET_WORDS = (
     "KEY",
     "TOKEN",
     "SECRET",
-    "PASSW",
-    "CREDENTIAL",
+    "PASS",
+    "_PWD",
+    "_PAT",
+    "CRED",
     "AUTH",
     "COOKIE",
     "SESSION",
@@ -112,7 +118,7 @@ SECRET_PREFIXES = (
     "LANGSMITH",
     "HELICONE",
 )
-#: Kept whatever the rule says: how the tools worker reaches its Temporal server.
+#: How the tools worker reaches its Temporal server: kept whatever they look like.
 KEEP_ALWAYS = frozenset(
     {
         "TEMPORAL_ADDRESS",
@@ -122,6 +128,48 @@ KEEP_ALWAYS = frozenset(
         "TEMPORAL_API_KEY",
     }
 )
+#: Everything else a tools worker keeps (when its value carries no credentials).
+KEEP_NAMES = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "TMPDIR",
+        "TZ",
+        "LANG",
+        "LANGUAGE",
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONUNBUFFERED",
+        "PYTHONIOENCODING",
+        "PYTHONUTF8",
+        "VIRTUAL_ENV",
+        "LD_LIBRARY_PATH",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "REQUESTS_CA_BUNDLE",
+        "CURL_CA_BUNDLE",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "NO_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "no_proxy",
+        "ARMATURE_HOME",
+        "ARMATURE_TASK_QUEUE",
+        "ARMATURE_WORKSPACE",
+        "ARMATURE_PAYLOAD_DIR",
+        "ARMATURE_PAYLOAD_THRESHOLD",
+        "ARMATURE_TOOL_OUTPUT_CAP",
+        "ARMATURE_STRICT_SANDBOX",
+        "ARMATURE_SANDBOX",
+        "ARMATURE_SERVICE_HOSTS",
+        "ARMATURE_EGRESS_ALLOW_PRIVATE",
+        "ARMATURE_TOOLS_ENV_KEEP",
+        "ARMATURE_TOOLS_PARENT_PID",
+    }
+)
+KEEP_PREFIXES = ("LC_",)
 #: ``scheme://user:password@``, or ``https://token@`` (a user name alone is no secret).
 _URL_WITH_CREDENTIALS = re.compile(
     r"^(?:[a-z][a-z0-9+.-]*://[^/@\s:]*:[^/@\s]+@|https?://[^/@\s]+@)", re.IGNORECASE
@@ -129,7 +177,8 @@ _URL_WITH_CREDENTIALS = re.compile(
 
 
 def is_secret(name: str, value: str) -> bool:
-    """Whether a tools worker must not inherit ``name=value`` (the module docstring's rule)."""
+    """Whether ``name=value`` looks like a credential: a name with one of
+    :data:`SECRET_WORDS` in it or one of :data:`SECRET_PREFIXES`, or a URL with credentials."""
     upper = name.upper()
     return (
         any(word in upper for word in SECRET_WORDS)
@@ -138,12 +187,26 @@ def is_secret(name: str, value: str) -> bool:
     )
 
 
-def tools_worker_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``environ`` (default: this process's) without its secrets, for a tools worker."""
+def _kept(name: str, value: str) -> bool:
+    if name in KEEP_ALWAYS:
+        return True
+    if name == "ARMATURE_DB_URL":
+        return value.strip().startswith("sqlite:")
+    allowed = name in KEEP_NAMES or name.startswith(KEEP_PREFIXES)
+    return allowed and _URL_WITH_CREDENTIALS.match(value.strip()) is None
+
+
+def tools_worker_env(
+    environ: Mapping[str, str] | None = None, address: str | None = None
+) -> dict[str, str]:
+    """The allow-listed part of ``environ`` (default: this process's), for a tools worker
+    connecting to ``address``; ``ARMATURE_SERVICE_HOSTS`` names the parent's services."""
     environ = os.environ if environ is None else environ
     keep = {n.strip() for n in environ.get("ARMATURE_TOOLS_ENV_KEEP", "").split(",") if n.strip()}
-    return {
-        name: value
-        for name, value in environ.items()
-        if name in KEEP_ALWAYS or name in keep or not is_secret(name, value)
-    }
+    env = {name: value for name, value in environ.items() if name in keep or _kept(name, value)}
+    hosts = set(service_hosts(environ))
+    if address:
+        hosts |= service_hosts({"TEMPORAL_ADDRESS": address})
+    if hosts:
+        env["ARMATURE_SERVICE_HOSTS"] = ",".join(sorted(hosts))
+    return env

@@ -106,16 +106,24 @@ def compile_spec(loaded: LoadedSpec) -> Plan:
         for spec_stage in order
     ]
     contracts = spec.contracts
-    # A field a spec leaves at its default stays out of both hashes (http_safe is newer than
-    # most specs), so a spec that does not use it keeps its version and policy version.
-    unused = {"http_safe"} if not spec.http_safe else set()
+    # A field a spec leaves at its default stays out of both hashes (http_safe and a stage's
+    # network are newer than most specs), so a spec that does not use it keeps its version and
+    # policy version.
+    unused: dict[str, Any] = {} if spec.http_safe else {"http_safe": True}
+    if quiet := {i: {"network"} for i, s in enumerate(spec.stages) if s.network is None}:
+        unused["stages"] = quiet
+    granted = sorted(s.id for s in stages if s.network)
     policy = {
         "http_allow_hosts": list(spec.http_allow_hosts),
         "safety_mode": spec.safety_mode,
         "safety_rules": [r.model_dump(mode="json") for r in spec.safety_rules],
         **(
-            {"http_safe": [r.model_dump(mode="json") for r in spec.http_safe]} if not unused else {}
+            {"http_safe": [r.model_dump(mode="json") for r in spec.http_safe]}
+            if spec.http_safe
+            else {}
         ),
+        # Which stages' programs may reach the network: part of what the policy allows.
+        **({"network": granted} if granted else {}),
     }
     spec_hash = _sha256(
         {
@@ -138,6 +146,7 @@ def compile_spec(loaded: LoadedSpec) -> Plan:
         safety_rules=list(spec.safety_rules),
         http_allow_hosts=list(spec.http_allow_hosts),
         http_safe=list(spec.http_safe),
+        sandbox_env=dict(spec.sandbox.env) if spec.sandbox is not None else {},
         continuation=spec.continuation,
         triggers=list(spec.triggers),
         self_improvement=_self_improvement(spec),
@@ -334,7 +343,16 @@ def _compile_stage(
         evaluate=list(stage.evaluate),
         simulate=stage.simulate,
         cache=stage.cache,
+        network=_network(spec, stage),
     )
+
+
+def _network(spec: Spec, stage: Stage) -> bool:
+    """Whether the stage's tool programs get network: its own network:, else the spec's
+    sandbox.allow_network."""
+    if stage.network is not None:
+        return stage.network
+    return spec.sandbox is not None and spec.sandbox.allow_network
 
 
 def _default_on_reject(spec: Spec, gate_id: str) -> Literal["stop", "continue"]:

@@ -37,7 +37,13 @@ from armature_temporal.spec.fields import (
     unwrap_expression,
 )
 from armature_temporal.spec.roles import Arm, Role
-from armature_temporal.spec.safety import Condition, HttpSafe, SafetyRule
+from armature_temporal.spec.safety import (
+    NETWORK_DESCRIPTION,
+    Condition,
+    HttpSafe,
+    SafetyRule,
+    SandboxSettings,
+)
 from armature_temporal.spec.sections import (
     HQS_COMPONENTS,
     SURFACE_GROUPS,
@@ -248,6 +254,7 @@ class Stage(_Model):
     sandbox_image: str | None = Field(
         None, description="0.7.0 field (Docker sandbox), accepted with a warning."
     )
+    network: bool | None = Field(None, description=NETWORK_DESCRIPTION)
     agent: str | None = Field(
         None,
         description="0.7.0 field: an agent_library key whose role this stage uses.",
@@ -438,8 +445,10 @@ class Spec(_Model):
     mcp_servers: list[Any] = Field(
         default_factory=list, description="0.7.0 field, accepted with a warning."
     )
-    sandbox: dict[str, Any] | None = Field(
-        None, description="0.7.0 field (Docker sandbox), accepted with a warning."
+    sandbox: SandboxSettings | None = Field(
+        None,
+        description="What tool programs get: allow_network, env (0.7.0's section; its "
+        "Docker fields are accepted with a warning).",
     )
     destinations: dict[str, Any] | None = Field(
         None, description="0.7.0 field (packaging), accepted with a warning."

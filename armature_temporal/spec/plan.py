@@ -170,6 +170,19 @@ class PlanStage(_Frozen):
     evaluate: list[str] = Field(default_factory=list)
     simulate: StageSimulation | None = None  # the simulate provider's pitfalls
     cache: StageCache | None = None
+    #: Its tool programs get network (through the egress proxy): network:, else
+    #: sandbox.allow_network. Plans from before it existed: False, as they ran; left out of
+    #: the canonical JSON when False.
+    network: bool = False
+
+    @model_serializer(mode="wrap")
+    def _without_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """``network`` is newer than most plans: left out while False, so a plan that does not
+        use it keeps its bytes (and older workers read it)."""
+        data: dict[str, Any] = handler(self)
+        if not data.get("network"):
+            data.pop("network", None)
+        return data
 
 
 class Plan(_Frozen):
@@ -192,6 +205,8 @@ class Plan(_Frozen):
     http_allow_hosts: list[str] = Field(default_factory=list)
     #: Requests marked safe (spec ``http_safe``); left out of the canonical JSON when empty.
     http_safe: list[HttpSafe] = Field(default_factory=list)
+    #: Variables every tool program gets (sandbox.env); left out of the canonical JSON when empty.
+    sandbox_env: dict[str, str] = Field(default_factory=dict)
     continuation: Continuation | None = None
     triggers: list[Trigger] = Field(default_factory=list)
     self_improvement: SelfImprovement | None = None
@@ -226,8 +241,9 @@ class Plan(_Frozen):
         """Fields newer than most plans are left out while empty, so a plan that does not use
         them keeps its bytes (and older workers read it)."""
         data: dict[str, Any] = handler(self)
-        if not data.get("http_safe"):
-            data.pop("http_safe", None)
+        for name in ("http_safe", "sandbox_env"):
+            if not data.get(name):
+                data.pop(name, None)
         return data
 
     def to_json(self) -> str:

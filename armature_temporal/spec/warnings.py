@@ -17,6 +17,7 @@ from armature_temporal.spec.checks import (
     tier_names,
     tool_problem,
 )
+from armature_temporal.spec.grants import grant_warnings
 from armature_temporal.spec.models import SURFACE_GROUPS, Spec
 from armature_temporal.spec.references import (
     MARKER_FIELDS,
@@ -60,7 +61,6 @@ _ACCEPTED_ONLY: dict[str, str] = {
     "trace": "every run is traced, always (armature report RUN, armature traces verify)",
     "adapter_factory": "use finetune: (armature finetune) to train LoRA adapters",
     "mcp_servers": "MCP is not supported; expose tools through a tools: module",
-    "sandbox": "tools run in a restricted subprocess with no secrets (README: safety)",
     "destinations": "read outputs with armature status --json / armature run --output",
     "closure": "missions are not part of this engine",
 }
@@ -200,6 +200,18 @@ def spec_warnings(spec: Spec) -> list[Problem]:
             warnings.append(
                 ((key,), f"accepted from armature-agents 0.7.0 but not used: {instead}")
             )
+    if spec.sandbox is not None:
+        for key in spec.sandbox.unused:
+            warnings.append(
+                (
+                    ("sandbox", key),
+                    "accepted from armature-agents 0.7.0 but not used: tool programs run in "
+                    "Armature's own sandbox, a restricted subprocess with no secrets and no "
+                    "network unless granted, not in Docker (README: Where tools run); "
+                    "sandbox.allow_network and sandbox.env act",
+                )
+            )
+    warnings += grant_warnings(spec)
     if spec.mission_source != "static":
         warnings.append(
             (("mission_source",), "missions are not part of this engine; mission: is static")

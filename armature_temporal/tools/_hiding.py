@@ -1,80 +1,75 @@
-"""What a tool program must never see, and the shim that hides it inside the sandbox's mount
-namespace: ``$ARMATURE_HOME`` (the trace key, the store, payloads), an SQLite store outside it,
-and the worker's credential files; the call's workspaces are bound back. Used by
-:mod:`armature_temporal.tools.sandbox`, which runs the programs."""
+"""What a tool program must never see or reach through the file system, and the layout of the
+world it runs in (:class:`Layout`): ``$ARMATURE_HOME`` (the trace key, the store, payloads), an
+SQLite store outside it, the worker's credential files, the machine's password hashes and SSH
+host keys, every unix socket a service listens on (PostgreSQL's ``/run/postgresql``, MySQL,
+Redis, Docker: a socket reaches a service without any network), and the worker's ``/tmp``,
+``/var/tmp`` and ``/run``, replaced by private ones. The call's workspaces are bound back.
+Used by :mod:`armature_temporal.tools.sandbox`; the mounts themselves are made by
+:mod:`armature_temporal.tools._nsinit` (or bwrap)."""
 
 from __future__ import annotations
 
+import glob
 import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SECRET_HOME_PATHS", "HidePlan", "hidden_paths"]
+__all__ = [
+    "PRIVATE_DIRS",
+    "SECRET_HOME_PATHS",
+    "SYSTEM_SECRETS",
+    "HidePlan",
+    "Layout",
+    "hidden_paths",
+    "layout",
+]
 
-#: Credential files and directories under the worker's ``$HOME`` that no tool program sees
-#: (where the sandbox can hide them): cloud CLIs, SSH, registries, git and netrc logins.
+#: Credential files and directories under the worker's ``$HOME`` that no tool program sees:
+#: cloud CLIs, SSH and GnuPG keys, registry and package-index logins, git and netrc logins,
+#: database client passwords, model hub tokens.
 SECRET_HOME_PATHS: tuple[str, ...] = (
     ".aws",
     ".azure",
     ".config/gcloud",
+    ".config/gh",
+    ".config/hub",
     ".docker",
     ".kube",
     ".ssh",
+    ".gnupg",
     ".git-credentials",
     ".netrc",
+    ".npmrc",
+    ".pypirc",
+    ".pgpass",
+    ".my.cnf",
+    ".vault-token",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".gem/credentials",
+    ".terraform.d",
+    ".cache/huggingface",
+    ".huggingface",
 )
 
-#: Inside the sandbox's mount namespace, before the program: hide ``hide`` (directories, under
-#: an empty tmpfs) and ``mask`` (files, under /dev/null), bind ``rebind`` (workspaces under a
-#: hidden directory) back at their own paths, make the tmpfs read-only, ``chdir``, write ``R``
-#: on the status fd and exec ``program`` with ``sys.argv[2:]`` (argv[0] kept). A failed mount
-#: writes ``F<why>`` and exits; a failed exec writes ``E<errno>:<why>``.
-_SHIM = r"""
-import ctypes, json, os, sys
-spec = json.loads(sys.argv[1])
-st = spec["status"]
-os.set_inheritable(st, False)
-def fail(tag, text):
-    os.write(st, (tag + text).encode(errors="replace"))
-    os._exit(126)
-libc = ctypes.CDLL(None, use_errno=True)
-def mount(src, dst, fs, flags, data, what):
-    b = lambda v: None if v is None else v.encode()
-    if libc.mount(b(src), b(dst), b(fs), ctypes.c_ulong(flags), b(data)) != 0:
-        e = ctypes.get_errno()
-        fail("F", "cannot %s %r: %s (errno %d)" % (what, dst, os.strerror(e), e))
-BIND, REC, PRIVATE, REMOUNT, RDONLY, NOSUID, NODEV = 4096, 16384, 1 << 18, 32, 1, 2, 4
-try:
-    if spec["hide"] or spec["mask"]:
-        if os.readlink("/proc/self/ns/mnt") == spec["host_mnt"]:
-            fail("F", "it has no mount namespace of its own (it would hide paths on the host)")
-        mount(None, "/", None, REC | PRIVATE, None, "make private the mounts under")
-        fds = [(k, os.open(k, os.O_PATH | os.O_DIRECTORY)) for k in spec["rebind"]]
-        for d in spec["hide"]:
-            mount("tmpfs", d, "tmpfs", NOSUID | NODEV, "mode=0755,size=1m", "hide (tmpfs over)")
-        for f in spec["mask"]:
-            mount("/dev/null", f, None, BIND, None, "hide (/dev/null over)")
-        for k, fd in fds:
-            os.makedirs(k, exist_ok=True)
-            mount("/proc/self/fd/%d" % fd, k, None, BIND | REC, None, "bind back the workspace")
-            os.close(fd)
-        for d in spec["hide"]:
-            mount(None, d, None, REMOUNT | BIND | RDONLY | NOSUID | NODEV, None, "make read-only")
-    os.chdir(spec["cwd"])
-except OSError as e:
-    fail("F", "%s: %s" % (e.filename, e.strerror))
-env = dict(os.environ)
-if spec["lc_ctype"] is None:
-    env.pop("LC_CTYPE", None)  # the interpreter's locale coercion must not reach the program
-else:
-    env["LC_CTYPE"] = spec["lc_ctype"]
-os.write(st, b"R")
-try:
-    os.execvpe(spec["program"], sys.argv[2:], env)
-except OSError as e:
-    fail("E", "%d:%s" % (e.errno, e.strerror))
-"""
+#: Files of the machine a program running as uid 0 without capabilities could still read
+#: (owner permissions): password hashes and SSH host keys (globs).
+SYSTEM_SECRETS: tuple[str, ...] = (
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/ssh/ssh_host_*_key",
+)
+
+#: Directories each program gets an empty, private tmpfs for (mode), instead of the worker's.
+PRIVATE_DIRS: tuple[tuple[str, str], ...] = (
+    ("/tmp", "1777"),
+    ("/var/tmp", "1777"),
+    ("/run", "0755"),
+)
 
 
 @dataclass(frozen=True)
@@ -85,6 +80,21 @@ class HidePlan:
     hide: tuple[str, ...]
     mask: tuple[str, ...]
     rebind: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The mounts of one call, real paths: ``private`` directories (with their mode) and
+    ``hide`` directories become empty tmpfs (hidden ones read-only), ``mask`` files and sockets
+    get ``/dev/null`` over them, ``rebind`` (the workspaces, writable) and ``readable`` (files
+    the call needs, read-only) are bound back at their own paths where something covers them
+    (a workspace is always bound: it is the one writable place)."""
+
+    private: tuple[tuple[str, str], ...]
+    hide: tuple[str, ...]
+    mask: tuple[str, ...]
+    rebind: tuple[str, ...]
+    readable: tuple[str, ...]
 
 
 def _real(path: Path) -> Path:
@@ -107,24 +117,80 @@ def hidden_paths() -> list[Path]:
         found += [Path(db + suffix) for suffix in ("", "-wal", "-shm", "-journal")]
     home = Path(os.environ.get("HOME") or Path.home())
     found += [home / rel for rel in SECRET_HOME_PATHS]
+    found += [Path(p) for pattern in SYSTEM_SECRETS for p in sorted(glob.glob(pattern))]
     real = []
     for path in found:
         path = _real(path.expanduser())
-        if path.exists() and path not in real and path != Path("/"):
+        # os.path.exists: a path this worker may not even look at is one it cannot hide, and
+        # one the program (the same uid) cannot read either.
+        if os.path.exists(path) and path not in real and path != Path("/"):
             real.append(path)
     # A path inside another hidden directory is hidden with it.
     return [p for p in real if not any(o != p and _under(p, o) for o in real)]
 
 
-def _plan(visible: Sequence[Path]) -> HidePlan:
-    """Hide every :func:`hidden_paths` entry (one that is or holds a workspace too: the
-    record's files win) and bind back each workspace that lies inside a hidden directory."""
-    hidden = hidden_paths()
-    hide = [str(p) for p in hidden if p.is_dir()]
-    mask = [str(p) for p in hidden if not p.is_dir()]
-    rebind = [
-        str(k)
-        for k in dict.fromkeys(_real(v) for v in visible)
-        if any(_under(k, h) and k != h for h in map(Path, hide))
+def listening_sockets() -> list[Path]:
+    """Unix sockets bound to a path in this network namespace (``/proc/net/unix``): services a
+    program could reach without a network (PostgreSQL, MySQL, Redis, Docker, D-Bus ...)."""
+    try:
+        with open("/proc/net/unix", encoding="utf-8", errors="replace") as table:
+            lines = table.read().splitlines()[1:]
+    except OSError:
+        return []
+    paths = {parts[7] for line in lines if len(parts := line.split()) >= 8}
+    found = []
+    for raw in sorted(p for p in paths if p.startswith("/")):
+        try:
+            if stat.S_ISSOCK(os.lstat(raw).st_mode):
+                found.append(_real(Path(raw)))
+        except OSError:
+            continue
+    return found
+
+
+def _private() -> list[tuple[Path, str]]:
+    seen: list[tuple[Path, str]] = []
+    for path, mode in PRIVATE_DIRS:
+        real = _real(Path(path))
+        if os.path.isdir(real) and real != Path("/") and all(real != p for p, _ in seen):
+            seen.append((real, mode))
+    return seen
+
+
+def layout(visible: Sequence[Path], readable: Sequence[Path] = ()) -> Layout:
+    """The mounts for a call whose workspaces are ``visible`` and which reads ``readable``.
+
+    Every :func:`hidden_paths` entry is hidden (one that is or holds a workspace too: the
+    record's files win), unless a private directory already covers it; every listening unix
+    socket outside the covered directories and the workspaces is masked."""
+    private = _private()
+    covered = [p for p, _ in private]
+    hidden = [p for p in hidden_paths() if not any(_under(p, c) for c in covered)]
+    hide = [p for p in hidden if os.path.isdir(p)]
+    workspaces = list(dict.fromkeys(_real(v) for v in visible))
+    over = [*covered, *hide]
+    sockets = [
+        s
+        for s in listening_sockets()
+        if not any(_under(s, c) for c in over) and not any(_under(s, w) for w in workspaces)
     ]
-    return HidePlan(tuple(hide), tuple(mask), tuple(rebind))
+    mask = [p for p in hidden if not os.path.isdir(p)] + [s for s in sockets if s not in hidden]
+    rebind = [w for w in workspaces if w not in hide]  # a workspace that is hidden: hidden
+    files = [
+        f
+        for f in dict.fromkeys(_real(r) for r in readable)
+        if any(_under(f, c) for c in over) and not any(_under(f, w) for w in rebind)
+    ]
+    return Layout(
+        private=tuple((str(p), m) for p, m in private),
+        hide=tuple(map(str, hide)),
+        mask=tuple(map(str, mask)),
+        rebind=tuple(map(str, rebind)),
+        readable=tuple(map(str, files)),
+    )
+
+
+def _plan(visible: Sequence[Path]) -> HidePlan:
+    """The hiding part of :func:`layout` (what bwrap's options and older callers use)."""
+    made = layout(visible)
+    return HidePlan(made.hide, made.mask, made.rebind)

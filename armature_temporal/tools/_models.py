@@ -116,6 +116,17 @@ class ToolContext(_Frozen):
     max_write_bytes: int = Field(
         10_000_000, gt=0, description="Cap on the content file_write may write."
     )
+    network: bool = Field(
+        False,
+        description="The spec grants this call network (sandbox.allow_network, or network: "
+        "true on its stage): a program it runs reaches the outside through the egress proxy; "
+        "without it a program has no network at all. Loopback is never reachable.",
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Variables a program this call runs gets besides PATH, LANG, LC_*, TZ, "
+        "HOME and TMPDIR (the spec's sandbox.env).",
+    )
     checked: dict[str, str] | None = Field(
         None,
         description="The pseudo-fields the safety policy checked for this call "

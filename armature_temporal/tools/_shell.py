@@ -6,11 +6,13 @@ quotes and backslashes group and escape) and then run exactly like the ``argv`` 
 an unquoted shell operator in it (``|``, ``;``, ``&&``, ``>``, ``$(`` ...) is refused, because
 nothing would interpret it. Either way the argv goes to the OS as is (``["echo", "$HOME"]``
 prints ``$HOME``): no globbing, no variables, no pipes. The program runs in the workspace (or
-``cwd`` inside it), with stdin closed, a small environment (:data:`ENV_PASSTHROUGH`, so API keys
-in the worker's environment do not leak into commands), through
-:func:`armature_temporal.tools.sandbox.run_process`: in a PID-namespace sandbox where the kernel
-allows one, in its own process group, killed whole (background children too) when it exits, times
-out or is cancelled.
+``cwd`` inside it), with stdin closed, a small environment (:func:`minimal_env`: ``HOME`` is the
+workspace, API keys in the worker's environment never reach commands, plus the spec's
+``sandbox.env``), through :func:`armature_temporal.tools.sandbox.run_process`: in a sandbox it
+cannot undo (no capabilities, its own ``/proc``, locked hiding mounts, no network unless
+``ctx.network``), killed whole (background children too) when it exits, times out or is
+cancelled. A program that fails the way programs without a network fail gets a ``hint`` in its
+output saying what the sandbox allows and which grant to add.
 
 Safety rules see both forms whichever the model used (:func:`shell_policy_view`): ``argv``,
 the list that will run, and ``cmd``, ``shlex.join(argv)``; and ``_executable``, the resolved
@@ -37,7 +39,13 @@ from armature_temporal.tools._base import (
 from armature_temporal.tools._errors import ToolFailure
 from armature_temporal.tools._files import resolve_in_workspace
 from armature_temporal.tools._models import ToolContext
-from armature_temporal.tools.sandbox import ENV_PASSTHROUGH, minimal_env, run_process
+from armature_temporal.tools.sandbox import (
+    ENV_PASSTHROUGH,
+    minimal_env,
+    network_hint,
+    run_process,
+    sandbox,
+)
 
 __all__ = ["ENV_PASSTHROUGH", "SHELL_TOOL", "ShellArgs", "shell_policy_view", "split_command"]
 
@@ -129,7 +137,7 @@ async def _run_shell(args: ShellArgs, ctx: ToolContext) -> dict[str, Any]:
     if not cwd.is_dir():
         raise ToolFailure("tool_error", f"cwd {args.cwd!r} is not a directory in the workspace")
     timeout = min(args.timeout_s or ctx.timeout_s, ctx.timeout_s)
-    env = minimal_env()
+    env = minimal_env(ctx.workspace, ctx.env)
     argv = args.command
     # Run exactly the program the safety policy checked (_executable); no second PATH lookup.
     checked = ctx.checked
@@ -151,6 +159,7 @@ async def _run_shell(args: ShellArgs, ctx: ToolContext) -> dict[str, Any]:
             timeout_s=timeout,
             cap=ctx.output_cap_bytes,
             visible=(ctx.workspace,),
+            network=ctx.network,
         )
     except FileNotFoundError:
         raise ToolFailure(
@@ -164,6 +173,10 @@ async def _run_shell(args: ShellArgs, ctx: ToolContext) -> dict[str, Any]:
         "stderr": done.stderr,
         "truncated": done.truncated,
     }
+    if done.exit_code != 0 and (
+        hint := network_hint(done.stderr, done.stdout, granted=ctx.network, box=sandbox())
+    ):
+        output["hint"] = hint
     if done.timed_out:
         raise ToolFailure(
             "timeout", f"command {argv[0]!r} killed after {timeout:g}s", output=output

@@ -239,6 +239,8 @@ def test_the_tools_worker_environment_has_no_provider_secrets() -> None:
         "TEMPORAL_API_KEY": "needed-to-connect",
         "MY_TOOL_TOKEN": "kept on purpose",
         "ARMATURE_TOOLS_ENV_KEEP": "MY_TOOL_TOKEN",
+        # The services the egress proxy refuses: the store's host, not its URL (a password).
+        "ARMATURE_SERVICE_HOSTS": "db,temporal",
     }
     # A store URL without a password (SQLite, trust auth) is no secret.
     assert not is_secret("ARMATURE_DB_URL", "sqlite:////data/armature.db")
@@ -255,9 +257,9 @@ def test_every_provider_key_doctor_knows_is_a_secret() -> None:
 async def test_every_sandbox_that_works_here_kills_detached_grandchildren(tmp_path: Path) -> None:
     """Not only the one auto picks: each candidate this machine can run (bwrap, unshare as
     root, unshare in a user namespace) hides the worker and leaves nothing behind."""
-    from armature_temporal.tools.sandbox import _candidates, _probe
+    from armature_temporal.tools._detect import working as usable
 
-    working = [Sandbox(k, p, "test") for k, p in _candidates() if _probe(k, p) is None]
+    working = usable()
     if not working:
         pytest.skip("no sandbox works here")
     for box in working:

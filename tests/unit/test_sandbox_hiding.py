@@ -21,6 +21,7 @@ from armature_temporal.store.trace_store import TraceStore
 from armature_temporal.tools import ToolContext, call_tool
 from armature_temporal.tools import sandbox as sandbox_module
 from armature_temporal.tools.sandbox import (
+    Guarantee,
     Sandbox,
     SandboxFailed,
     hidden_paths,
@@ -99,7 +100,10 @@ async def test_a_shell_call_cannot_write_into_armature_home_outside_its_workspac
         f"echo x > {armature_home}/planted; mkdir {armature_home}/workspace/other; echo done",
     )
     assert str(out["stdout"]).endswith("done\n"), out
-    assert "Read-only file system" in str(out["stderr"]), out
+    # Under the worker's /tmp (as here) ARMATURE_HOME is under the program's private /tmp, where
+    # the writes land and vanish; elsewhere it is covered by a read-only tmpfs.
+    assert "Read-only file system" in str(out["stderr"]) or Path("/tmp") in armature_home.parents
+
     assert (db.read_bytes(), key.read_bytes(), sorted(os.listdir(armature_home))) == before
     assert not (armature_home / "workspace" / "other").exists()
 
@@ -181,21 +185,45 @@ async def test_a_failed_mount_fails_the_call_instead_of_running_unhidden(
     assert not marker.exists()
 
 
-async def test_a_sandbox_without_a_mount_namespace_refuses_to_hide_on_the_host(
-    ctx: ToolContext, armature_home: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Fail closed, through the shell tool: its sandbox cannot hide (no mount namespace of its
-    own), so the call is a tool_error that says why, nothing runs, and no host mount is made."""
-    _needs_hiding()
+def _fake_bwrap(tmp_path: Path, unshare_flags: str) -> Sandbox:
+    """A broken bwrap: it skips its options up to ``--`` and runs the rest under
+    ``unshare UNSHARE_FLAGS`` (no hiding mounts, and whatever capabilities root has)."""
     unshare = shutil.which("unshare")
     if unshare is None or os.geteuid() != 0:
-        pytest.skip("needs unshare as root, to make a PID namespace without a mount namespace")
-    broken = Sandbox("unshare", (unshare, "--pid", "--fork", "--kill-child"), "test")
+        pytest.skip("needs unshare as root, to make namespaces without bwrap's mounts")
+    fake = tmp_path / "fake-bwrap"
+    fake.write_text(
+        '#!/bin/sh\nwhile [ "$1" != "--" ]; do shift; done; shift\n'
+        f'exec {unshare} {unshare_flags} --fork --kill-child "$@"\n'
+    )
+    fake.chmod(0o755)
+    return Sandbox("bwrap", (str(fake),), "test")
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        ("--pid", "no mount namespace of its own"),
+        ("--pid --mount", "would keep capabilities"),
+    ],
+)
+async def test_a_sandbox_that_gives_less_than_it_must_does_not_run_the_program(
+    ctx: ToolContext,
+    armature_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    flags: str,
+    says: str,
+) -> None:
+    """Fail closed, through the shell tool: a sandbox (here a bwrap that makes no mount
+    namespace, or one that leaves root its capabilities) is checked from inside before the
+    program runs; the call is a tool_error that says why, nothing runs, nothing is mounted."""
+    broken = _fake_bwrap(tmp_path, flags)
     monkeypatch.setattr(sandbox_module, "sandbox", lambda: broken)
     (armature_home / "trace.key").write_text("k")
     result = await call_tool("shell", {"argv": ["touch", "ran"]}, ctx)
     assert (result.ok, result.error_type) == (False, "tool_error"), result
-    assert "no mount namespace of its own" in str(result.error), result.error
+    assert says in str(result.error), result.error
     assert "ARMATURE_SANDBOX=none" in str(result.error)
     assert not (ctx.workspace / "ran").exists()
     assert (armature_home / "trace.key").read_text() == "k"  # still visible here: not mounted
@@ -206,9 +234,9 @@ async def test_every_hiding_sandbox_that_works_here_hides_armature_home(
 ) -> None:
     """Not only the one auto picks: unshare as root and unshare in a user namespace (and bwrap
     where installed) each hide the key and keep the workspace."""
-    from armature_temporal.tools.sandbox import _candidates, _probe
+    from armature_temporal.tools._detect import working as usable
 
-    working = [Sandbox(k, p, "test") for k, p in _candidates() if _probe(k, p, hide=True) is None]
+    working = usable()
     if not working:
         pytest.skip("no sandbox with a mount namespace works here")
     for box in working:
@@ -226,16 +254,31 @@ async def test_every_hiding_sandbox_that_works_here_hides_armature_home(
 @pytest.mark.parametrize(
     ("box", "status", "says"),
     [
-        (Sandbox("unshare", ("unshare",), "t"), "ok", "ARMATURE_HOME (trace key, store) and"),
-        (Sandbox("unshare", ("unshare",), "t", can_hide=False), "warn", "ARMATURE_HOME is NOT"),
-        (Sandbox("process-group", (), "t"), "warn", "ARMATURE_HOME is NOT hidden"),
+        (
+            Sandbox("unshare", guarantees=(Guarantee("pid_namespace", True, "pid 1"),)),
+            "ok",
+            "ARMATURE_HOME (trace key, store) and",
+        ),
+        (
+            Sandbox(
+                "unavailable",
+                note="nothing works",
+                guarantees=(Guarantee("no_capabilities", False, "CapEff 1"),),
+            ),
+            "fail",
+            "tool programs will not run",
+        ),
+        (Sandbox("process-group", note="t"), "warn", "ARMATURE_HOME is NOT hidden"),
     ],
 )
 def test_doctor_says_whether_armature_home_is_hidden_from_tools(
     monkeypatch: pytest.MonkeyPatch, box: Sandbox, status: str, says: str
 ) -> None:
-    from armature_temporal.commands.doctor import _sandbox_check
+    from armature_temporal.commands.doctor import _sandbox_checks
 
     monkeypatch.setattr(sandbox_module, "sandbox", lambda: box)
-    check = _sandbox_check()
-    assert check.status == status and says in check.detail, check
+    head, *guarantees = _sandbox_checks()
+    assert head.status == status and says in head.detail, head
+    for g, check in zip(box.guarantees, guarantees, strict=True):
+        assert check.status == ("ok" if g.holds else "fail"), check
+        assert ("holds" if g.holds else "does not hold") in check.detail

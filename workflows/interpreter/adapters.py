@@ -71,6 +71,8 @@ class Adapters:
                         outer_policies=run.outer_policies,
                         approved=approved,
                         verification=run.verification,
+                        network=stage.network,
+                        sandbox_env=run.plan.sandbox_env,
                     ),
                     result_type=AdapterCallResult,
                     task_queue=tool_queue(),

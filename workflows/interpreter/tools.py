@@ -87,6 +87,8 @@ class ToolCalls:
                     spec_name=run.plan.name,
                     verification=run.verification,
                     tool_modules=run.plan.tool_modules,
+                    network=stage.network,
+                    sandbox_env=run.plan.sandbox_env,
                 ),
                 result_type=ToolCallResult,
                 task_queue=tool_queue(),
