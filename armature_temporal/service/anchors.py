@@ -4,14 +4,17 @@ heads to its ``LedgerAnchor`` workflow, and ``armature traces verify`` reads the
 
 Sending never holds a run up: :meth:`LedgerAnchorSender.note` keeps the newest head and returns
 at once; one background task per anchor sends it (``signal-with-start``: the first head starts
-the workflow, pinning the store id and genesis), so heads that arrive while one is in flight
-collapse into one. A head that cannot be sent (Temporal unreachable) waits for the next note; a
-lost head can only leave the anchor behind, which verify reports, never a false "intact".
+the workflow, pinning the store id and genesis) after :data:`LINGER`, so heads that arrive
+meanwhile, or while one is in flight, collapse into one (:meth:`~LedgerAnchorSender.drain`
+sends at once: a stopping worker). A head that cannot be sent (Temporal unreachable) waits for
+the next note; a lost head can only leave the anchor behind, which verify reports, never a
+false "intact".
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from datetime import UTC, timedelta
@@ -42,6 +45,8 @@ __all__ = [
 _log = logging.getLogger(__name__)
 #: How long one send may wait for the server.
 SEND_TIMEOUT = timedelta(seconds=10)
+#: How long a noted head waits for newer ones before it is sent (one signal for many appends).
+LINGER = timedelta(seconds=1)
 
 _Pending = tuple[LedgerAnchorState, LedgerHead, Callable[[int], int] | None]
 
@@ -55,6 +60,7 @@ class LedgerAnchorSender:
         self._pending: dict[str, _Pending] = {}
         self._sent: dict[str, tuple[str, int]] = {}  # anchor id -> (store id, seq) sent
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._hurry = asyncio.Event()  # set by drain(): send without lingering
 
     def note(
         self,
@@ -76,11 +82,17 @@ class LedgerAnchorSender:
             self._tasks[wid] = asyncio.get_running_loop().create_task(self._drain(wid))
 
     async def drain(self) -> None:
-        """Wait until every head noted so far was sent (or failed to be)."""
-        while busy := [t for t in self._tasks.values() if not t.done()]:
-            await asyncio.gather(*busy)
+        """Send every head noted so far now, and wait until each was sent (or failed to be)."""
+        self._hurry.set()
+        try:
+            while busy := [t for t in self._tasks.values() if not t.done()]:
+                await asyncio.gather(*busy)
+        finally:
+            self._hurry.clear()
 
     async def _drain(self, wid: str) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._hurry.wait(), LINGER.total_seconds())
         while (item := self._pending.pop(wid, None)) is not None:
             start, head, runs = item
             if runs is not None:

@@ -107,7 +107,7 @@ async def anchored(client: Client, store: TraceStore) -> LedgerAnchorReading:
     with store.engine.connect() as conn:
         last = read_ledger(conn, None).entries[-1].seq
     reading = None
-    for _ in range(200):
+    for _ in range(400):
         reading = await read_ledger_anchor(client, store.database_identity())
         head = reading.state.head if reading.state is not None else None
         if head is not None and head.seq >= last:
@@ -311,3 +311,41 @@ async def test_the_anchor_workflow_folds_heads_continues_as_new_and_replays(
     )
     for history in histories:
         await replayer.replay_workflow(history)
+
+
+async def test_heads_noted_together_are_sent_as_one_signal_and_drain_sends_at_once(
+    client: Client,
+) -> None:
+    """The worker's sender returns at once and sends the newest of the heads noted while it
+    lingers: one signal for many appends (the run's path never waits for Temporal)."""
+    from armature_temporal.service.anchors import LINGER, LedgerAnchorSender
+
+    database = f"sqlite:////tmp/anchor-sender-{uuid.uuid4().hex}.db"
+    start_state = LedgerAnchorState(database=database, key_id="k", store_id="s1", genesis="g0")
+    sender = LedgerAnchorSender(client)
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    for seq in range(1, 6):
+        sender.note(
+            start_state,
+            LedgerHead(store_id="s1", genesis="g0", seq=seq, hash=f"h{seq}", recorded_at="t"),
+            lambda upto: upto * 10,
+        )
+    noted = loop.time() - began
+    await sender.drain()
+    drained = loop.time() - began
+    handle = client.get_workflow_handle(ledger_anchor_id(database))
+    history = await handle.fetch_history()
+    await handle.terminate("test done")
+    signals = [
+        e for e in history.events if e.HasField("workflow_execution_signaled_event_attributes")
+    ]
+    assert noted < 0.05 and drained < LINGER.total_seconds()
+    assert len(signals) == 1
+    reading = await read_ledger_anchor(client, database)
+    assert reading.state is None  # terminated: it anchors nothing now
+    [head] = await client.data_converter.decode(
+        list(signals[0].workflow_execution_signaled_event_attributes.input.payloads),
+        [LedgerHead],
+    )
+    assert (head.seq, head.runs) == (5, 50)
