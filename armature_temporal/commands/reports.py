@@ -316,11 +316,9 @@ def _verify_text(found: Any, code: int, allow_unanchored: bool) -> None:
         problems = f"; the ledger itself: {len(found.store)} problem(s)" if found.store else ""
         err.print(f"{summary}{problems}: the record was tampered with", markup=False)
     elif found.proven:
-        out.print(
-            f"{summary} (chain, mac, summary_mac, ledger, temporal_anchor, ledger_anchor): "
-            "every check holds",
-            markup=False,
-        )
+        checks = "chain, mac, summary_mac, ledger, temporal_anchor, ledger_anchor"
+        held = "" if _of(found, "legacy") else ": every check holds"
+        out.print(f"{summary} ({checks}){held}", markup=False)
     else:
         verdict = (
             "nothing failed, but not everything could be compared with Temporal's copy (unanchored)"

@@ -122,6 +122,22 @@ def test_history_rewritten_with_the_key_fails_the_ledger_anchor_after_temporal_f
     assert {r.verdict for r in audit.runs} == {"unanchored"}
 
 
+def test_runs_written_after_a_rewrite_do_not_launder_it(store: TraceStore) -> None:
+    """The workers go on appending to the rewritten ledger and send its new heads: the anchor
+    takes them (same store, same genesis), but still holds the heads it took before."""
+    _, heads = _written(store)
+    rewrite_with_key(store)
+    store.write(make_run("run-9", start=900.0))
+    later = store.ledger_head()
+    assert later is not None and later.seq == 8
+    audit = store.audit(
+        anchors={}, ledger_anchor=anchor_of(store, [*heads, later], RECEIVED), now=NOW
+    )
+    [ledger] = audit.store
+    assert (ledger.check, ledger.problem, ledger.seq) == ("ledger_anchor", "rewritten", 6)
+    assert audit.ledger_anchor.anchored_seq == 8
+
+
 def test_the_newest_runs_deleted_after_temporal_forgot_them_are_caught_by_the_ledger_anchor(
     store: TraceStore,
 ) -> None:
