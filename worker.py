@@ -6,13 +6,17 @@ holds the provider secrets) on the run's queue ``Q``, and the tools worker (``to
 (:func:`~workflows.interpreter.queues.tools_task_queue`), meant to run in a process without
 secrets (``armature worker --tools-only``). :func:`build_worker` builds either or both;
 ``armature worker`` runs the main one and a scrubbed tools-only child, and the embedded local
-stack starts both. Run as many of each as you like: they share the work.
+stack starts both. Run as many of each as you like: they share the work. A main worker also
+polls the ledger anchors' queue (:data:`LEDGER_ANCHOR_QUEUE`), where each trace database's
+``LedgerAnchor`` workflow keeps its ledger's heads.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
 from types import TracebackType
 from typing import Any, Literal
 
@@ -33,9 +37,11 @@ from activities.llm import llm_call
 from activities.memory import capture_memory, load_memory
 from activities.tool_queue import TOOL_ACTIVITIES, activity_name, refuse_on_main_queue
 from activities.tools import tool_call
-from activities.traces import load_prior_run, record_traces
+from activities.traces import anchor_sender, load_prior_run, record_traces
 from armature_temporal import settings
+from armature_temporal.runtime.ledger_anchor import LEDGER_ANCHOR_QUEUE
 from armature_temporal.service.tools_env import tools_task_queue
+from workflows.anchor import LedgerAnchorWorkflow
 from workflows.finetune import FinetuneWorkflow
 from workflows.improve import ImproveWorkflow
 from workflows.learn import LearnWorkflow
@@ -44,6 +50,8 @@ from workflows.run_spec import RunSpecWorkflow
 
 __all__ = [
     "ACTIVITIES",
+    "ANCHOR_WORKFLOWS",
+    "LEDGER_ANCHOR_QUEUE",
     "TOOL_ACTIVITIES",
     "WORKFLOWS",
     "WorkerRole",
@@ -60,6 +68,8 @@ WORKFLOWS: list[type] = [
     FinetuneWorkflow,
     LearnWorkflow,
 ]
+#: On :data:`LEDGER_ANCHOR_QUEUE`, polled by every main worker (they call no activity).
+ANCHOR_WORKFLOWS: list[type] = [LedgerAnchorWorkflow]
 ACTIVITIES: list[Any] = [
     llm_call,
     tool_call,
@@ -91,6 +101,8 @@ ACTIVITIES: list[Any] = [
     learn_record,
 ]
 
+#: How long stopping workers waits for ledger heads still being sent to Temporal.
+FINISH_WITHIN = timedelta(seconds=5)
 #: ``main``: workflows and every other activity on the run's queue; ``tools``: the tool
 #: activities on its tools queue; ``all``: both (one process: tests, ``--with-worker`` uses).
 WorkerRole = Literal["all", "main", "tools"]
@@ -124,10 +136,18 @@ class Workers:
     """One or two :class:`~temporalio.worker.Worker` s run together: ``async with`` starts
     them all and stops them all; :meth:`run` runs them until one stops."""
 
-    def __init__(self, workers: Sequence[Worker]) -> None:
+    def __init__(
+        self,
+        workers: Sequence[Worker],
+        *,
+        finish: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """``finish``: awaited (for at most :data:`FINISH_WITHIN`) once they all stopped: the
+        main worker's ledger heads still on their way to Temporal."""
         if not workers:
             raise ValueError("no worker to run: give it workflows or activities")
         self.workers = list(workers)
+        self.finish = finish
 
     @property
     def task_queues(self) -> list[str]:
@@ -148,6 +168,12 @@ class Workers:
     async def shutdown(self) -> None:
         """Stop every worker that is running (waiting for in-flight tasks to finish)."""
         await asyncio.gather(*(w.shutdown() for w in self.workers if w.is_running))
+        await self._finish()
+
+    async def _finish(self) -> None:
+        if self.finish is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.finish(), FINISH_WITHIN.total_seconds())
 
     async def __aenter__(self) -> Workers:
         entered: list[Worker] = []
@@ -169,6 +195,7 @@ class Workers:
     ) -> None:
         for w in reversed(self.workers):
             await w.__aexit__(exc_type, exc, tb)
+        await self._finish()
 
 
 def build_worker(
@@ -185,7 +212,9 @@ def build_worker(
     """Workers for the interpreter workflow and (by default) the real activities.
 
     The tool activities (:data:`TOOL_ACTIVITIES`, by name) go to a worker on
-    ``tools_task_queue(task_queue)``, the rest and the workflows to one on ``task_queue``.
+    ``tools_task_queue(task_queue)``, the rest and the workflows to one on ``task_queue``; a
+    main worker also runs the ledger anchors (:data:`ANCHOR_WORKFLOWS`) on
+    :data:`LEDGER_ANCHOR_QUEUE`.
 
     Args:
         client: A client built with the pydantic data converter.
@@ -215,6 +244,15 @@ def build_worker(
                 max_concurrent_activities=max_concurrent_activities,
             )
         )
+        workers.append(
+            Worker(
+                client,
+                task_queue=LEDGER_ANCHOR_QUEUE,
+                workflows=ANCHOR_WORKFLOWS,
+                workflow_runner=workflow_runner(strict=strict_sandbox),
+                max_cached_workflows=max_cached_workflows,
+            )
+        )
     if role in ("all", "tools") and tools:
         workers.append(
             Worker(
@@ -224,4 +262,5 @@ def build_worker(
                 max_concurrent_activities=max_concurrent_activities,
             )
         )
-    return Workers(workers)
+    main = role in ("all", "main")
+    return Workers(workers, finish=anchor_sender(client).drain if main else None)

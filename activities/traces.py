@@ -1,7 +1,10 @@
 """The ``record_traces`` local activity: write a batch of a run's trace records to the store.
 
 The workflow computes every record and its hash (deterministically) and sends them in batches;
-writes are idempotent, so a retried batch never duplicates a record.
+writes are idempotent, so a retried batch never duplicates a record. A write that appends to
+the store-wide ledger hands its new head to the worker's
+:class:`~armature_temporal.service.anchors.LedgerAnchorSender`, which anchors it in Temporal in
+the background.
 """
 
 from __future__ import annotations
@@ -11,19 +14,28 @@ from functools import lru_cache
 from typing import Any
 
 from temporalio import activity
+from temporalio.client import Client
 
+from armature_temporal.runtime.ledger_anchor import LedgerAnchorState
 from armature_temporal.runtime.models import PriorRunQuery, PriorRunResult
 from armature_temporal.runtime.traces import TraceBatch
+from armature_temporal.service.anchors import LedgerAnchorSender
 from armature_temporal.store import TraceStore
 from armature_temporal.store.engine import database_url
 
-__all__ = ["load_prior_run", "record_traces", "store_for"]
+__all__ = ["anchor_sender", "load_prior_run", "record_traces", "store_for"]
 
 
 @lru_cache(maxsize=4)
 def store_for(url: str) -> TraceStore:
     """One TraceStore (engine and pool) per database URL per worker process."""
     return TraceStore(url)
+
+
+@lru_cache(maxsize=4)
+def anchor_sender(client: Client) -> LedgerAnchorSender:
+    """One sender of ledger heads per Temporal client per worker process."""
+    return LedgerAnchorSender(client)
 
 
 @activity.defn(name="record_traces")
@@ -33,9 +45,25 @@ async def record_traces(batch: TraceBatch) -> int | dict[str, Any]:
     or with ``batch.ack`` that and the store's id."""
     store = await asyncio.to_thread(store_for, database_url())  # opening it may block
     stored = await asyncio.to_thread(store.write, batch.records)
+    _anchor_head(store)
     if not batch.ack:
         return stored
     return {"stored": stored, "store": await asyncio.to_thread(store.store_id)}
+
+
+def _anchor_head(store: TraceStore) -> None:
+    """Hand the newest ledger head this worker appended to the sender (it returns at once)."""
+    head = store.ledger_head()
+    if head is None:
+        return
+    key = store.trace_key()
+    start = LedgerAnchorState(
+        database=store.database_identity(),
+        key_id=key.key_id if key is not None else "",
+        store_id=head.store_id,
+        genesis=head.genesis,
+    )
+    anchor_sender(activity.client()).note(start, head, store.runs_started)
 
 
 def _carry(outputs: dict[str, Any], carry_forward: dict[str, str]) -> dict[str, Any]:

@@ -7,20 +7,25 @@ starts: it names the store (``store_id``, which each run's Temporal memo repeats
 runs already in the store, recorded before keying (legacy: no MACs to check).
 
 Appends are serialised (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: a transaction-scoped
-advisory lock), so two writers never take the same ``seq``.
+advisory lock), so two writers never take the same ``seq``. Each append returns the ledger's new
+head, which the workers send to the ledger's anchor in Temporal
+(:mod:`~armature_temporal.runtime.ledger_anchor`), keyed by :func:`database_identity`.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import Connection, insert, select, text
+from sqlalchemy import Connection, func, insert, select, text
+from sqlalchemy.engine import make_url
 
+from armature_temporal.runtime.ledger_anchor import LedgerHead
 from armature_temporal.store._base import table_of
 from armature_temporal.store.keys import TraceKey, canonical
 from armature_temporal.store.schema import LedgerRow, RunRow, TraceRow
@@ -31,8 +36,11 @@ __all__ = [
     "LedgerEvent",
     "LedgerState",
     "append",
+    "database_identity",
     "legacy_digest",
     "read_ledger",
+    "runs_started",
+    "store_id_of",
 ]
 
 LEDGER_GENESIS = hashlib.sha256(b"armature-ledger").hexdigest()
@@ -92,10 +100,10 @@ def _all_run_ids(conn: Connection) -> set[str]:
 
 def append(
     conn: Connection, key: TraceKey, events: Sequence[LedgerEvent], *, new_runs: set[str]
-) -> str:
+) -> LedgerHead:
     """Append ``events`` in the caller's transaction, writing the genesis entry first when the
     ledger is empty (``new_runs``: runs this transaction starts, which are not legacy).
-    Returns the store id."""
+    Returns the ledger's new head (its store id and genesis read back from entry 0)."""
     _lock(conn)
     last = _last(conn)
     now = datetime.now(UTC).isoformat()
@@ -130,19 +138,58 @@ def append(
                 **({"legacy_run_ids": legacy} if len(legacy) <= _LEGACY_LISTED else {}),
             },
         )
-    else:
-        store_id = ""
     for item in events:
         add(item.event, item.run_id, item.data)
     conn.execute(insert(table_of(LedgerRow)), rows)
-    return store_id or store_id_of(conn)
+    store_id, genesis = (
+        (str(rows[0]["data"]["store_id"]), str(rows[0]["hash"])) if last is None else _genesis(conn)
+    )
+    return LedgerHead(store_id=store_id, genesis=genesis, seq=seq - 1, hash=prev, recorded_at=now)
+
+
+def _genesis(conn: Connection) -> tuple[str, str]:
+    """The store id entry 0 names and its hash (both "" when the ledger has not begun)."""
+    table = table_of(LedgerRow)
+    row = conn.execute(select(table.c.data, table.c.hash).where(table.c.seq == 0)).first()
+    if row is None:
+        return "", ""
+    data = row[0]
+    return (str(data.get("store_id", "")) if isinstance(data, dict) else ""), str(row[1])
 
 
 def store_id_of(conn: Connection) -> str:
     """The store id in the genesis entry ("" when the ledger has not begun)."""
+    return _genesis(conn)[0]
+
+
+def runs_started(conn: Connection, upto: int) -> int:
+    """How many runs the ledger records starting, up to entry ``upto``."""
     table = table_of(LedgerRow)
-    data = conn.execute(select(table.c.data).where(table.c.seq == 0)).scalar()
-    return str(data.get("store_id", "")) if isinstance(data, dict) else ""
+    query = select(func.count()).where(table.c.event == "run_start", table.c.seq <= upto)
+    return int(conn.execute(query).scalar_one())
+
+
+def database_identity(url: str) -> str:
+    """Where the database at ``url`` is, without credentials or connection options: the key
+    of its ledger's anchor in Temporal, so every worker and every verifier of one database
+    must name the same one.
+
+    SQLite: the file's resolved path. PostgreSQL: host, port and database, and the
+    ``options`` query parameter (a ``search_path`` picks the schema that holds the store).
+    """
+    parsed = make_url(url)
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        path = parsed.database or ""
+        if path and path != ":memory:" and not path.startswith("file:"):
+            path = os.path.realpath(path)
+        return f"sqlite:///{path}"
+    options = parsed.query.get("options")
+    if isinstance(options, tuple):
+        options = "&".join(options)
+    port: int | str = parsed.port or {"postgresql": 5432}.get(backend) or ""
+    where = f"{backend}://{(parsed.host or 'localhost').lower()}:{port}/{parsed.database or ''}"
+    return where + (f"?options={options}" if options else "")
 
 
 class LedgerState(BaseModel):

@@ -1,6 +1,6 @@
 """Tamper evidence: a run's stored chain against its summary, its MACs, the ledger and Temporal.
 
-Five checks, each reported by name (``armature traces verify``):
+Five checks per run, each reported by name (``armature traces verify``):
 
 - ``chain``: the hash chain (:func:`~armature_temporal.runtime.traces.verify_chain`), and the
   run's last record against the chain head its summary recorded;
@@ -10,22 +10,39 @@ Five checks, each reported by name (``armature traces verify``):
   count, ...); a summary edited, or a chain head moved after the tail was deleted, fails here;
 - ``ledger``: the run's start and end in the store-wide ledger (:mod:`~.ledger`); a run deleted
   whole is still in the ledger;
-- ``temporal_anchor``: the chain head and record count the run's workflow wrote to its Temporal
-  memo after each flush, an independent store the database's writer cannot reach.
+- ``temporal_anchor``: the chain head, record count and store id the run's workflow wrote to its
+  Temporal memo after each flush, or (its workflow gone) the ledger's anchored record of its
+  end (:mod:`~.anchor_checks`): an independent copy the database's writer cannot reach, even
+  with the trace key.
+
+And one for the store: ``ledger_anchor``, the ledger against the heads Temporal received.
 
 Runs recorded before keying have no MACs and no ledger entries: they are ``legacy`` (chain
-checked, nothing else to check), never ``intact``.
+checked, nothing else to check), never ``intact``; a run whose Temporal copy could not be read
+is ``unanchored``, never ``intact``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
 from armature_temporal.runtime.traces import ChainBreak, TraceRecord, verify_chain
+from armature_temporal.store._audit import (
+    CHECKS,
+    Anchor,
+    Audit,
+    CheckName,
+    Finding,
+    LedgerAnchorCheck,
+    LedgerAnchorReading,
+    RunAudit,
+    RunCheck,
+)
+from armature_temporal.store.anchor_checks import check_ledger_anchor, check_run_anchor
 from armature_temporal.store.keys import TraceKey, canonical, key_id_of
 from armature_temporal.store.ledger import LedgerEntry, LedgerState, legacy_digest
 
@@ -37,15 +54,13 @@ __all__ = [
     "Audit",
     "CheckName",
     "Finding",
+    "LedgerAnchorCheck",
+    "LedgerAnchorReading",
     "RunAudit",
     "audit_store",
     "check_run",
     "run_summary",
 ]
-
-CheckName = Literal["chain", "mac", "summary_mac", "ledger", "temporal_anchor"]
-CheckState = Literal["ok", "failed", "legacy", "skipped"]
-CHECKS: tuple[CheckName, ...] = ("chain", "mac", "summary_mac", "ledger", "temporal_anchor")
 
 #: The run summary columns its MAC covers.
 SUMMARY_FIELDS = (
@@ -87,54 +102,6 @@ def run_summary(row: Mapping[str, Any]) -> dict[str, Any]:
     summary = {f: row.get(f) for f in SUMMARY_FIELDS}
     summary["verification"] = bool(summary["verification"])
     return summary
-
-
-class Anchor(BaseModel):
-    """What a run's workflow recorded in its Temporal memo after its latest flush."""
-
-    model_config = ConfigDict(frozen=True)
-
-    length: int  # records stored so far
-    head: str  # the hash of the last of them
-    store: str = ""  # the store id they went to
-    final: bool = False  # the run's last flush (nothing follows)
-
-
-class Finding(BaseModel):
-    """One check that failed (``run_id`` None: the ledger as a whole)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    run_id: str | None
-    check: CheckName
-    seq: int | None = None
-    problem: str
-    detail: str
-
-
-class RunAudit(BaseModel):
-    """One run: each check's state, why any was skipped, what failed."""
-
-    run_id: str
-    verdict: Literal["intact", "legacy", "broken"]
-    checks: dict[str, CheckState]
-    skipped: dict[str, str] = Field(default_factory=dict)
-    findings: list[Finding] = Field(default_factory=list)
-
-
-class Audit(BaseModel):
-    """``armature traces verify``'s answer."""
-
-    checked: int
-    ok: bool
-    runs: list[RunAudit]
-    store: list[Finding] = Field(default_factory=list)
-    key_id: str | None = None
-    temporal_skipped: str | None = None  # why the Temporal anchors were not checked
-
-    @property
-    def findings(self) -> list[Finding]:
-        return [*self.store, *(f for run in self.runs for f in run.findings)]
 
 
 def check_run(run_id: str, records: Sequence[TraceRecord], head: str | None) -> ChainBreak | None:
@@ -192,43 +159,6 @@ def _show(value: Any) -> str:
     return "not set" if value is None else repr(value)
 
 
-class _RunCheck:
-    """The five checks of one run, collecting states, skips and findings."""
-
-    def __init__(self, run_id: str) -> None:
-        self.run_id = run_id
-        self.states: dict[str, CheckState] = {}
-        self.skipped: dict[str, str] = {}
-        self.findings: list[Finding] = []
-
-    def fail(self, check: CheckName, problem: str, detail: str, seq: int | None = None) -> None:
-        self.states[check] = "failed"
-        self.findings.append(
-            Finding(run_id=self.run_id, check=check, seq=seq, problem=problem, detail=detail)
-        )
-
-    def skip(self, check: CheckName, why: str) -> None:
-        self.states[check] = "skipped"
-        self.skipped[check] = why
-
-    def done(self) -> RunAudit:
-        for check in CHECKS:
-            self.states.setdefault(check, "ok")
-        if any(s == "failed" for s in self.states.values()):
-            verdict: Literal["intact", "legacy", "broken"] = "broken"
-        elif any(s == "legacy" for s in self.states.values()):
-            verdict = "legacy"
-        else:
-            verdict = "intact"
-        return RunAudit(
-            run_id=self.run_id,
-            verdict=verdict,
-            checks={c: self.states[c] for c in CHECKS},
-            skipped=self.skipped,
-            findings=self.findings,
-        )
-
-
 def audit_store(
     ids: Sequence[str],
     *,
@@ -240,15 +170,33 @@ def audit_store(
     anchors: Mapping[str, Anchor] | None,
     anchors_skipped: str | None,
     whole_store: bool,
+    ledger_anchor: LedgerAnchorReading | None = None,
+    now: datetime | None = None,
 ) -> Audit:
     """Check the runs ``ids`` (their records with MACs, ``stored``, and summaries) against
-    the ledger ``state`` and Temporal's ``anchors`` (None: not checked, ``anchors_skipped``
-    says why). ``whole_store``: also the ledger as a whole (every run was asked for)."""
+    the ledger ``state`` and Temporal: the runs' memo ``anchors`` and the ledger's anchor
+    (``ledger_anchor``), at ``now`` (default: the clock). ``anchors`` None: Temporal was not
+    read, ``anchors_skipped`` says why; every keyed run is then unanchored.
+    ``whole_store``: also the ledger as a whole (every run was asked for)."""
     store_findings: list[Finding] = [
         Finding(run_id=None, check="ledger", problem="broken", detail=p) for p in state.problems
     ]
     started, ended = state.started, state.ended
     ledger_begun = bool(state.entries)
+    unread = (anchors_skipped or "not asked for") if anchors is None else None
+    ledger_check, ledger_findings = check_ledger_anchor(
+        state,
+        ledger_anchor if anchors is not None else None,
+        unread or "the ledger's anchor was not read",
+        now or datetime.now(UTC),
+    )
+    store_findings += ledger_findings
+    covered = (
+        ledger_check.anchored_seq
+        if ledger_check.status in ("ok", "behind", "stale") and not state.problems
+        else None
+    )
+    temporal = _Temporal(unread, state.store_id, covered, ledger_check.detail)
     keyed_somewhere = (
         ledger_begun
         or any(mac is not None for records in stored.values() for _, mac in records)
@@ -298,14 +246,16 @@ def audit_store(
         records = list(stored.get(run_id, ()))
         summary = summaries.get(run_id)
         anchor = anchors.get(run_id) if anchors is not None else None
+        here = bool(records) or summary is not None or run_id in started
         if (
-            anchor is not None
+            not here
+            and anchor is not None
             and anchor.store
             and state.store_id
             and anchor.store != state.store_id
         ):
-            anchor = None  # it went to another store: not this one's to check
-        if not records and summary is None and run_id not in started and anchor is None:
+            anchor = None  # a run of another store, not one of this store's deleted runs
+        if not here and anchor is None:
             continue  # asked for a run no one knows
         in_ledger = run_id in started
         if in_ledger or anchor is not None:
@@ -326,8 +276,7 @@ def audit_store(
                 key=key,
                 key_file=key_file,
                 anchor=anchor,
-                anchors_given=anchors is not None,
-                anchors_skipped=anchors_skipped,
+                temporal=temporal,
             )
         )
     ok = not store_findings and all(a.verdict != "broken" for a in audits)
@@ -337,8 +286,19 @@ def audit_store(
         runs=audits,
         store=store_findings,
         key_id=key.key_id if key is not None else None,
-        temporal_skipped=anchors_skipped if anchors is None else None,
+        temporal_skipped=unread,
+        ledger_anchor=ledger_check,
     )
+
+
+@dataclass(frozen=True)
+class _Temporal:
+    """What every run's ``temporal_anchor`` check needs to know of Temporal."""
+
+    unread: str | None  # why Temporal was not read (None: it was)
+    store_id: str  # this store's id (the ledger's genesis)
+    covered: int | None  # the newest ledger entry Temporal holds, when the ledger checks
+    ledger_note: str  # the ledger anchor's state, in words
 
 
 def _audit_run(
@@ -353,10 +313,9 @@ def _audit_run(
     key: TraceKey | None,
     key_file: Path,
     anchor: Anchor | None,
-    anchors_given: bool,
-    anchors_skipped: str | None,
+    temporal: _Temporal,
 ) -> RunAudit:
-    check = _RunCheck(run_id)
+    check = RunCheck(run_id)
     gone = not records and summary is None
 
     # chain
@@ -501,41 +460,19 @@ def _audit_run(
                 )
 
     # temporal_anchor
-    if not anchors_given:
-        check.skip("temporal_anchor", anchors_skipped or "not checked")
-    elif anchor is None:
-        check.skip(
-            "temporal_anchor",
-            "Temporal has no anchor for this run (it started before runs anchored their "
-            "chain, its history is past the namespace's retention, or it ran on another server)",
+    if legacy and anchor is None:
+        check.states["temporal_anchor"] = "legacy"
+    else:
+        check_run_anchor(
+            check,
+            records,
+            anchor,
+            store_id=temporal.store_id,
+            unread=temporal.unread,
+            ended=ended,
+            covered=temporal.covered,
+            ledger_note=temporal.ledger_note,
         )
-    elif anchor.length > 0:
-        if len(records) < anchor.length:
-            check.fail(
-                "temporal_anchor",
-                "deleted",
-                f"the run's workflow recorded {anchor.length} records stored (head "
-                f"{anchor.head[:12]}) in Temporal; the store has {len(records)}: records were "
-                "deleted",
-                len(records),
-            )
-        elif records[anchor.length - 1].hash != anchor.head:
-            check.fail(
-                "temporal_anchor",
-                "rewritten",
-                f"record {anchor.length - 1} is not the one the run's workflow anchored in "
-                f"Temporal (head {anchor.head[:12]}, stored {records[anchor.length - 1].hash[:12]})"
-                ": the chain was rewritten",
-                anchor.length - 1,
-            )
-        elif anchor.final and len(records) > anchor.length:
-            check.fail(
-                "temporal_anchor",
-                "inserted",
-                f"the run's workflow ended with {anchor.length} records; the store has "
-                f"{len(records)}: records were appended after it ended",
-                anchor.length,
-            )
     return check.done()
 
 

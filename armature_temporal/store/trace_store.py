@@ -12,7 +12,9 @@ API's tokens).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlalchemy.orm import Session
 
 from armature_temporal.runtime.hqs import median, run_hqs
+from armature_temporal.runtime.ledger_anchor import LedgerHead
 from armature_temporal.runtime.traces import TraceRecord
 from armature_temporal.store import ledger
 from armature_temporal.store._base import table_of
@@ -41,6 +44,7 @@ from armature_temporal.store.tamper import (
     Anchor,
     Audit,
     Finding,
+    LedgerAnchorReading,
     audit_store,
     check_run,
     run_summary,
@@ -64,7 +68,10 @@ class TraceStore(
         self._key_path = key
         self._keys: dict[Path, TraceKey] = {}
         self._store_id = ""
+        self._head: LedgerHead | None = None
+        self._head_lock = threading.Lock()
         self.engine: Engine = make_engine(self.url)
+        self._database = ledger.database_identity(self.url)
         try:
             migrate(self.engine)
         except (DatabaseError, OperationalError) as exc:
@@ -178,9 +185,25 @@ class TraceStore(
                 for end in ends
                 if (end.run_id, end.seq) in new and end.run_id in sealed
             ]
-            if events:
-                self._store_id = ledger.append(conn, key, events, new_runs=begun)
+            head = ledger.append(conn, key, events, new_runs=begun) if events else None
+        if head is not None:
+            self._store_id = head.store_id
+            with self._head_lock:
+                held = self._head
+                if held is None or held.store_id != head.store_id or held.seq < head.seq:
+                    self._head = head
         return len(new)
+
+    def ledger_head(self) -> LedgerHead | None:
+        """The newest ledger head this store object appended (None: it appended none). The
+        workers send it to the ledger's anchor in Temporal."""
+        with self._head_lock:
+            return self._head
+
+    def runs_started(self, upto: int) -> int:
+        """How many runs the ledger records starting, up to entry ``upto``."""
+        with self.engine.connect() as conn:
+            return ledger.runs_started(conn, upto)
 
     def trace_key(self, *, create: bool = False) -> TraceKey | None:
         """The trace key (``$ARMATURE_HOME/trace.key``, or the path the store was opened with);
@@ -192,6 +215,11 @@ class TraceStore(
             if cached is not None:
                 self._keys[path] = cached
         return cached
+
+    def database_identity(self) -> str:
+        """Where this store's database is (:func:`~.ledger.database_identity`): the key of its
+        ledger's anchor in Temporal."""
+        return self._database
 
     def store_id(self) -> str:
         """This store's id, from its ledger's genesis entry ("" before the first keyed run)."""
@@ -349,10 +377,14 @@ class TraceStore(
         run_ids: Iterable[str] | None = None,
         *,
         anchors: Mapping[str, Anchor] | None = None,
-        anchors_skipped: str | None = "not asked for",
+        anchors_skipped: str | None = "Temporal was not asked",
+        ledger_anchor: LedgerAnchorReading | None = None,
+        now: datetime | None = None,
     ) -> Audit:
         """Check every run (or the given runs): chain, record MACs, summary MAC, ledger and
-        (given ``anchors``, the runs' Temporal memos) the Temporal anchor.
+        (given ``anchors``, the runs' Temporal memos, and ``ledger_anchor``, the ledger's
+        anchor workflow) the Temporal anchors. Without ``anchors`` every keyed run is
+        ``unanchored``: nothing failed, nothing is proven either.
 
         Every run the store, its ledger or ``anchors`` (for this store) knows is checked, so a
         run deleted whole — summary and records — is reported too.
@@ -386,10 +418,13 @@ class TraceStore(
             anchors=anchors,
             anchors_skipped=anchors_skipped,
             whole_store=whole,
+            ledger_anchor=ledger_anchor,
+            now=now,
         )
 
     def verify(self, run_ids: Iterable[str] | None = None) -> tuple[int, list[Finding]]:
-        """:meth:`audit` without Temporal: (runs checked, every failed check)."""
+        """:meth:`audit` without Temporal: (runs checked, every failed check). What only
+        Temporal's copy could prove is not proven here (the runs are unanchored)."""
         found = self.audit(run_ids)
         return found.checked, found.findings
 

@@ -22,7 +22,9 @@ from temporalio.testing import WorkflowEnvironment
 from armature_temporal.service.client import start_run
 from armature_temporal.spec.compiler import compile_spec
 from armature_temporal.spec.loader import load_spec_text
+from armature_temporal.store import TraceStore
 from tests.fakes import free_port, run_armature
+from tests.workflows.test_ledger_anchor import anchored
 from worker import build_worker
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -218,12 +220,30 @@ async def test_dashboard_watch_json_prints_a_document_per_redraw_until_ctrl_c(
 
 
 async def test_verify_passes_on_a_clean_store_and_names_the_edited_record(
-    traced: Traced, tmp_path: Path
+    traced: Traced, temporal_env: WorkflowEnvironment, tmp_path: Path
 ) -> None:
-    clean = await cli("traces", "verify", home=traced.home)
+    # Without Temporal nothing is proven: every run is unanchored, never intact (exit 3).
+    offline = await cli("traces", "verify", home=traced.home)
+    assert offline.returncode == 3, offline.stdout + offline.stderr
+    assert "3 run(s) checked: 0 intact, 3 unanchored" in offline.stderr
+    assert "not compared with Temporal: no Temporal server configured" in offline.stdout
+    accepted = await cli("traces", "verify", "--allow-unanchored", home=traced.home)
+    assert accepted.returncode == 0 and "accepted (--allow-unanchored)" in accepted.stdout
+
+    client = temporal_env.client
+    store = TraceStore(f"sqlite:///{traced.home / 'armature.db'}")
+    try:
+        await anchored(client, store)  # the ledger's head, sent in the background
+    finally:
+        store.close()
+    address = str(client.service_client.config.target_host)
+    clean = await cli("traces", "verify", "--address", address, home=traced.home)
     assert clean.returncode == 0, clean.stdout + clean.stderr
-    assert "3 run(s) checked: 3 intact (chain, mac, summary_mac, ledger)" in clean.stdout
-    assert "temporal_anchor skipped: no Temporal server configured" in clean.stdout
+    assert (
+        "3 run(s) checked: 3 intact (chain, mac, summary_mac, ledger, temporal_anchor, "
+        "ledger_anchor): every check holds"
+    ) in clean.stdout
+    assert "ledger: ok: anchored in Temporal up to its last entry (6)" in clean.stdout
 
     home = traced.copy(tmp_path / "tampered")
     run_id = traced.runs["1"][1]
@@ -242,7 +262,7 @@ async def test_verify_passes_on_a_clean_store_and_names_the_edited_record(
     assert f"{run_id}: chain: edited: record {seq} (attempt outline) does not match its hash" in (
         broken.stdout
     )
-    assert "3 run(s) checked: 2 intact, 1 broken" in broken.stderr
+    assert "3 run(s) checked: 0 intact, 2 unanchored, 1 broken" in broken.stderr
     one = await cli("traces", "verify", run_id, "--json", home=home)
     assert one.returncode == 1
     assert json.loads(one.stdout)["breaks"] == [
@@ -256,7 +276,7 @@ async def test_verify_passes_on_a_clean_store_and_names_the_edited_record(
         }
     ]
     other = await cli("traces", "verify", traced.runs["2"][0], home=home)
-    assert other.returncode == 0
+    assert other.returncode == 3  # nothing failed for it, but offline nothing is proven
 
 
 async def test_verify_notices_a_run_whose_records_were_all_deleted(

@@ -124,7 +124,7 @@ def test_the_tail_of_a_run_waiting_at_a_gate_deleted_is_noticed(store: TraceStor
     store.write(records[:4])
     store.write(records[4:])
     assert store.verify() == (1, [])
-    assert store.audit().runs[0].verdict == "intact"
+    assert store.audit().runs[0].verdict == "unanchored"  # nothing failed; Temporal not asked
 
     sql(store, "DELETE FROM trace_records WHERE run_id = 'run-1' AND seq >= 5")
     assert _failed(store)["chain"] == [("deleted", 5)]  # the summary's head is gone
@@ -252,11 +252,11 @@ def test_a_store_written_before_macs_verifies_as_legacy_unkeyed(db_url: str) -> 
             "mac": "legacy",
             "summary_mac": "legacy",
             "ledger": "legacy",
-            "temporal_anchor": "skipped",
+            "temporal_anchor": "legacy",
         }
         store.write(make_run("new-run", start=60.0))  # the ledger begins, listing old-run
         after = {r.run_id: r.verdict for r in store.audit().runs}
-        assert after == {"old-run": "legacy", "new-run": "intact"}
+        assert after == {"old-run": "legacy", "new-run": "unanchored"}
         # a legacy run is still chain-checked
         sql(store, "DELETE FROM trace_records WHERE run_id = 'old-run' AND seq = 3")
         assert [(b.run_id, b.check, b.seq) for b in store.verify()[1]] == [("old-run", "chain", 3)]

@@ -21,6 +21,7 @@ from armature_temporal.service.client import decide_gate
 from armature_temporal.store import TraceStore
 from armature_temporal.store.engine import database_url
 from tests.fakes import free_port, plan_from, run_armature, start, wait_for_gate
+from tests.workflows.test_ledger_anchor import anchored
 from worker import build_worker
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -94,6 +95,7 @@ async def test_a_waiting_run_rolled_back_to_an_earlier_flush_fails_only_the_temp
             late = await _anchor(handle)
             assert late["length"] > early["length"]
             assert late["length"] == len(store.records(handle.id))
+            await anchored(client, store)
             code, clean = await _verify(client, handle.id)
             assert code == 0 and clean["ok"], clean
             assert clean["runs"][0]["checks"]["temporal_anchor"] == "ok"
@@ -153,16 +155,23 @@ async def test_a_finished_run_is_anchored_with_its_final_head_and_verify_says_wh
     assert anchor["final"] is True
     assert (anchor["length"], anchor["head"]) == (len(records), records[-1].hash)
 
+    store = TraceStore(database_url())
+    try:
+        await anchored(client, store)  # the ledger's head, sent in the background
+    finally:
+        store.close()
     code, found = await _verify(client)
     assert code == 0 and found["ok"] and found["temporal_anchor_skipped"] is None
     assert [r["checks"]["temporal_anchor"] for r in found["runs"]] == ["ok"]
+    assert found["ledger_anchor"]["status"] == "ok"
 
     gone = await run_armature(
         "traces", "verify", "--address", f"127.0.0.1:{free_port()}", env={"ARMATURE_DB_URL": ""}
     )
-    assert gone.returncode == 0
-    assert "temporal_anchor skipped: cannot reach the Temporal server" in gone.stdout
-    assert "every check holds" not in gone.stdout
+    assert gone.returncode == 3  # nothing failed, nothing proven: unanchored, never intact
+    assert "1 run(s) unanchored" in gone.stdout
+    assert "not compared with Temporal: cannot reach the Temporal server" in gone.stdout
+    assert "every check holds" not in gone.stdout + gone.stderr
 
     # The run deleted whole, its ledger entries too (they are the ledger's last: removing
     # them leaves a ledger that holds): only Temporal still knows it went to this store.
@@ -178,3 +187,7 @@ async def test_a_finished_run_is_anchored_with_its_final_head_and_verify_says_wh
     assert code == 1
     [run] = found["runs"]
     assert run["run_id"] == handle.id and run["checks"]["temporal_anchor"] == "failed"
+    # and the ledger's anchor in Temporal held the entries deleted with it
+    assert [(b["check"], b["problem"]) for b in found["breaks"] if b["run_id"] is None] == [
+        ("ledger_anchor", "deleted")
+    ]
