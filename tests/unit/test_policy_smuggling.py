@@ -270,9 +270,13 @@ async def test_what_the_rules_let_through_reads_nothing_outside_the_workspace(
         assert result.ok and result.output["exit_code"] == 0, result
 
 
-async def test_the_watch_sees_the_attacks_when_no_policy_stands_in_the_way(scene: Scene) -> None:
-    """The blocked attacks are real: run bare, they open the secret (so an empty watch above
-    means something)."""
+async def test_the_watch_sees_the_attacks_when_no_policy_stands_in_the_way(
+    scene: Scene, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The blocked attacks are real: run bare — no policy, and no sandbox, whose private /tmp
+    would hide this secret too — they open the secret (so an empty watch above means
+    something)."""
+    monkeypatch.setenv("ARMATURE_SANDBOX", "none")
     ctx = ToolContext(workspace=scene.workspace, timeout_s=10)
     scene.watch.opened()
     for argv in (["wc", "--files0-from=list"], ["wc", "--fi=list"], ["cat", "{S}"]):
