@@ -104,7 +104,15 @@ def watch(
     hooks: dict[str, Any] = {}
     sock = None
     secret = None
-    edge = _Edge(signature_tolerance, accept_body_signatures, request_timeout, max_concurrency)
+    from armature_temporal.service.api.auth import is_loopback_host
+
+    edge = _Edge(
+        signature_tolerance,
+        accept_body_signatures,
+        request_timeout,
+        max_concurrency,
+        loopback=is_loopback_host(host),
+    )
     if has_hooks:
         try:
             hooks = collect_hooks(plans)
@@ -243,6 +251,8 @@ class _Edge:
     accept_body_signatures: bool
     request_timeout_s: float
     max_concurrency: int
+    #: Listening on loopback only: without a secret, pages elsewhere are refused (cross_site).
+    loopback: bool = True
 
 
 async def _serve_until(
@@ -282,6 +292,7 @@ async def _serve_until(
         tolerance_s=edge.tolerance_s,
         accept_body_signatures=edge.accept_body_signatures,
         body_timeout_s=edge.request_timeout_s,
+        loopback=edge.loopback,
     )
     limits = ServerLimits(
         request_timeout_s=edge.request_timeout_s, max_concurrency=edge.max_concurrency
