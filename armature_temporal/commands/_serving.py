@@ -54,7 +54,8 @@ MaxConcurrencyOpt = Annotated[
     typer.Option(
         "--max-concurrency",
         min=1,
-        help="Most connections served at once; more are answered 503.",
+        help="Most requests served at once (event streams and the capacity kept for health, "
+        "gate decisions and login come on top); more are answered 503.",
     ),
 ]
 

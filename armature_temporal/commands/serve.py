@@ -34,6 +34,32 @@ from armature_temporal.commands._serving import (
 
 app = typer.Typer()
 
+MaxStreamsOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-streams",
+        min=1,
+        help="Most event streams (GET /run/ID/events) open at once, all tokens together; more "
+        "are answered 429.",
+    ),
+]
+StreamsPerTokenOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-streams-per-token",
+        min=1,
+        help="Most event streams one token may hold open at once; more are answered 429.",
+    ),
+]
+AllRunsFlag = Annotated[
+    bool,
+    typer.Option(
+        "--all-runs",
+        help="Let tokens show, follow, cancel and decide every run of the Temporal namespace, "
+        "not only runs of the specs served (those of other specs are otherwise 404).",
+    ),
+]
+
 
 @app.command(rich_help_panel=STACK)
 def serve(
@@ -53,6 +79,9 @@ def serve(
     accept_body_signatures: BodySignaturesFlag = False,
     request_timeout: RequestTimeoutOpt = 10.0,
     max_concurrency: MaxConcurrencyOpt = 64,
+    max_streams: MaxStreamsOpt = 32,  # service.admission.DEFAULT_MAX_STREAMS (a test pins it)
+    max_streams_per_token: StreamsPerTokenOpt = 8,  # .DEFAULT_STREAMS_PER_TOKEN
+    all_runs: AllRunsFlag = False,
     address: AddressOpt = None,
     queue: QueueOpt = None,
 ) -> None:
@@ -61,11 +90,13 @@ def serve(
     Run API (README: HTTP sidecar): GET /health, GET /workflows[/NAME], POST /run and POST
     /run/async {"spec": NAME, "inputs": {...}} (Idempotency-Key honoured), GET|DELETE
     /run/ID, GET /gates, POST /run/ID/gates/STAGE {"decision": "approve"|"reject",
-    "comment"|"reason"}; GET /openapi.json and /docs describe it. Requests carry
-    `Authorization: Bearer <token>` (`armature tokens create NAME --scope run`). On loopback,
-    while no token exists, anyone on this machine may use it (a warning says so); beyond
-    loopback it will not start without a token (--allow-unauthenticated opens the webhooks
-    only; the run API then refuses every request until a token exists).
+    "comment"|"reason"}, GET /run/ID/events (server-sent events; at most --max-streams open,
+    --max-streams-per-token per token); GET /openapi.json and /docs describe it. Requests
+    carry `Authorization: Bearer <token>` (`armature tokens create NAME --scope run`) and act
+    only on runs of the specs served (--all-runs: every run). On loopback, while no token
+    exists, anyone on this machine may use it (a warning says so); beyond loopback it will not
+    start without a token (--allow-unauthenticated opens the webhooks only; the run API then
+    refuses every request until a token exists).
 
     Webhooks: each `triggers: [{type: webhook, path: /hooks/x, inputs: {...}}]` becomes `POST
     /hooks/x`: the JSON body gives run inputs (over the trigger's inputs and the spec's
@@ -73,15 +104,18 @@ def serve(
     a repeated `Idempotency-Key` (or `X-GitHub-Delivery`) answers 200 "duplicate": true.
     With $ARMATURE_WEBHOOK_SECRET set, hooks need `Authorization: Bearer <secret>` or a fresh
     signature: `X-Armature-Timestamp: <unix seconds>` and `X-Armature-Signature-256:
-    sha256=<HMAC-SHA256 of '<timestamp>.<Idempotency-Key or empty>.<body>'>`, refused once
-    older than --signature-tolerance. `GET /` lists the hooks.
+    sha256=<HMAC-SHA256 of the five lines '<timestamp>\\n<METHOD>\\n<path>\\n<Idempotency-Key
+    or empty>\\n<body>'>`, refused once older than --signature-tolerance. `GET /` lists the
+    hooks.
 
-    Example: ARMATURE_TOKEN=$(armature tokens create me --scope admin) && armature serve
-    specs/quickstart.yaml & curl -H "Authorization: Bearer $ARMATURE_TOKEN" -X POST
-    localhost:8787/run -d '{"spec": "quickstart", "inputs": {"topic": "tides"}}'
+    Example: export ARMATURE_TOKEN=$(armature tokens create me --scope admin); armature serve
+    specs/quickstart.yaml & until curl -sf localhost:8787/health >/dev/null; do sleep 1;
+    done; curl -sS localhost:8787/run -H "Authorization: Bearer $ARMATURE_TOKEN" -H
+    'Content-Type: application/json' -d '{"spec": "quickstart", "inputs": {"topic": "tides"}}'
     """
     import asyncio
 
+    from armature_temporal.service.api.auth import is_loopback_host
     from armature_temporal.service.webhooks import WebhookConfigError, collect_hooks, create_app
 
     plans = [load_or_exit(path) for path in specs]
@@ -117,8 +151,9 @@ def serve(
         return connected[0]
 
     from armature_temporal.service.api.app import create_service_app
-    from armature_temporal.service.api.auth import TokenAuthorizer, is_loopback_host
+    from armature_temporal.service.api.auth import TokenAuthorizer
     from armature_temporal.service.api.deps import ServiceState
+    from armature_temporal.service.api.streams import StreamSlots
     from armature_temporal.settings import task_queue
 
     tq = queue or task_queue()
@@ -132,6 +167,7 @@ def serve(
             tolerance_s=signature_tolerance,
             accept_body_signatures=accept_body_signatures,
             body_timeout_s=request_timeout,
+            loopback=is_loopback_host(host),
         )
     state = ServiceState(
         plans={plan.name: plan for plan in plans},
@@ -140,6 +176,8 @@ def serve(
         auth=TokenAuthorizer(store, loopback=is_loopback_host(host)),
         spec_paths={plan.name: path for plan, path in zip(plans, specs, strict=True)},
         store_url=store.url,
+        streams=StreamSlots(max_streams=max_streams, per_token=max_streams_per_token),
+        all_runs=all_runs,
     )
     web = create_service_app(state, webhooks=webhooks, body_timeout_s=request_timeout)
     announce_hooks(hooks, host, port)
@@ -147,11 +185,14 @@ def serve(
     say(
         f"serving the run API at http://{host}:{port} for {len(plans)} spec(s) "
         f"({', '.join(state.plans)}) and {len(hooks)} webhook(s)"
-        f"{f' ({hook_auth})' if hooks else ''} on Temporal {target}; Ctrl-C stops"
+        f"{f' ({hook_auth})' if hooks else ''} on Temporal {target}"
+        f"{'; every run of the namespace (--all-runs)' if all_runs else ''}; Ctrl-C stops"
     )
     import uvicorn
 
-    limits = ServerLimits(request_timeout_s=request_timeout, max_concurrency=max_concurrency)
+    limits = ServerLimits(
+        request_timeout_s=request_timeout, max_concurrency=max_concurrency, max_streams=max_streams
+    )
     try:
         uvicorn.Server(server_config(web, limits, host=host, port=port, log_level="info")).run()
     finally:
@@ -162,7 +203,12 @@ def _token_store(host: str, port: int, allow_unauthenticated: bool, hooks: Any) 
     """The trace store holding the API tokens, once the edge checks pass (else exit 2);
     prints their warning."""
     from armature_temporal.errors import ArmatureError
-    from armature_temporal.service.api.edge import ServeRefused, api_path_clash, token_warning
+    from armature_temporal.service.api.edge import (
+        ServeRefused,
+        api_path_clash,
+        reserved_token_warning,
+        token_warning,
+    )
     from armature_temporal.store import TraceStore
 
     try:
@@ -177,6 +223,7 @@ def _token_store(host: str, port: int, allow_unauthenticated: bool, hooks: Any) 
     except ServeRefused as exc:
         store.close()
         raise fail(f"error: {exc}", 2) from None
-    if warning:
-        say(warning)
+    for line in (warning, reserved_token_warning(store)):
+        if line:
+            say(line)
     return store

@@ -15,6 +15,7 @@ from starlette.requests import Request
 
 from armature_temporal.service.api.errors import ApiError
 from armature_temporal.service.api.principal import Authorizer, Principal
+from armature_temporal.service.api.streams import StreamSlots
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -28,7 +29,9 @@ __all__ = ["ServiceState", "plan_named", "require", "service_state", "temporal"]
 class ServiceState:
     """Everything the routes share. ``plans`` and ``spec_paths`` are keyed by spec name;
     ``client`` returns a connected Temporal client (raising ``ConnectionFailed`` when the
-    server cannot be reached)."""
+    server cannot be reached). ``streams``: the open event streams and their caps;
+    ``all_runs``: act on every run of the namespace, not only those of ``plans``
+    (``armature serve --all-runs``; see :mod:`.scope`)."""
 
     plans: dict[str, Plan]
     client: Callable[[], Awaitable[Client]]
@@ -36,6 +39,8 @@ class ServiceState:
     auth: Authorizer
     spec_paths: dict[str, Path] = field(default_factory=dict)
     store_url: str | None = None
+    streams: StreamSlots = field(default_factory=StreamSlots)
+    all_runs: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 
