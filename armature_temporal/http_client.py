@@ -44,8 +44,8 @@ class ServiceError(ArmatureError):
 
     Attributes:
         code: The API's stable error code (``unauthorized``, ``forbidden``, ``unknown_run``,
-            ``not_waiting``, ``invalid_inputs``, ...), or ``unreachable`` / ``http_error`` /
-            ``stream_lost`` from this client.
+            ``not_waiting``, ``invalid_inputs``, ``too_many_streams``, ``token_revoked``,
+            ...), or ``unreachable`` / ``http_error`` / ``stream_lost`` from this client.
         message: What was refused, naming the thing and the value.
         fix: What to do about it.
         status: The HTTP status (0 when no answer came).

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -16,7 +17,8 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 
-from armature_temporal.spec.compiler import load_plan
+from armature_temporal.spec.compiler import compile_spec, load_plan
+from armature_temporal.spec.loader import load_spec
 from armature_temporal.store import TraceStore
 from tests.fakes import SPECS, start, wait_for_gate
 from tests.ui.inbox_harness import csrf_of
@@ -226,3 +228,38 @@ async def test_a_form_field_that_is_not_text_is_400_in_the_inbox_and_decides_not
     assert "the form&#39;s field &#39;comment&#39; is not UTF-8 text" in answer.text
     await asyncio.sleep(0.3)
     assert await pending(other_specs_run) == ["approve_reply"]
+
+
+async def test_a_fan_out_child_belongs_to_its_parents_spec(
+    client: Client, task_queue: str, store: TraceStore, tmp_path: Path
+) -> None:
+    """A child run has no spec name of its own (no search attributes): a server serving its
+    parent's spec lists its waiting gate; one serving another spec does not."""
+    (tmp_path / "gated.yaml").write_text(
+        "name: gated-child\nstages:\n  - id: vote\n    gate: {type: human, message: ok?}\n"
+    )
+    (tmp_path / "poll.yaml").write_text(
+        "name: poll\nmodel_tiers: {frontier: {provider: simulate}}\nstages:\n"
+        "  - {id: ask, subagent_spec: gated.yaml, fan_out: 1, fan_in: list}\n"
+    )
+    poll = compile_spec(load_spec(tmp_path / "poll.yaml"))
+    reader = store.create_token("auditor", ["read"])
+    async with build_worker(client, task_queue):
+        parent = await start(client, poll, task_queue)
+        child = client.get_workflow_handle(f"{parent.id}/ask/0")
+        for _ in range(100):
+            with contextlib.suppress(RPCError):
+                await wait_for_gate(child, "vote", timeout_s=0.5)
+                break
+        async with serving(client, task_queue, store, served={poll.name: poll}) as http:
+            listed: dict[str, Any] = {}
+            for _ in range(100):  # visibility catches up with the child's waiting flag
+                listed = (await http.get("/gates", headers=bearer(reader))).json()
+                if child.id in {g["run_id"] for g in listed["gates"]}:
+                    break
+                await asyncio.sleep(0.1)
+        async with serving(client, task_queue, store, served=plans("quickstart.yaml")) as http:
+            unlisted = (await http.get("/gates", headers=bearer(reader))).json()
+        await parent.terminate("test over")
+    assert child.id in {g["run_id"] for g in listed["gates"]}
+    assert child.id not in str(unlisted)

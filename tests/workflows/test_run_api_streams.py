@@ -51,17 +51,17 @@ async def waiting_run(http: httpx.AsyncClient, runner: str | None) -> str:
 async def open_streams(
     url: str, run_id: str, token: str | None, count: int
 ) -> AsyncIterator[list[httpx.Response]]:
-    """``count`` event streams of ``run_id`` opened at once, each on its own connection; the
-    answers (their headers read, bodies not), closed on the way out."""
+    """``count`` event streams of ``run_id``, opened one after the other and kept open, each
+    on its own connection (as the review's client did); the answers (their headers read,
+    bodies not), closed on the way out."""
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=0)
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as http:
-        requests = [
-            http.build_request("GET", f"/run/{run_id}/events", headers=bearer(token))
-            for _ in range(count)
-        ]
-        answers = await asyncio.gather(*(http.send(r, stream=True) for r in requests))
+        answers: list[httpx.Response] = []
         try:
-            yield list(answers)
+            for _ in range(count):
+                request = http.build_request("GET", f"/run/{run_id}/events", headers=bearer(token))
+                answers.append(await http.send(request, stream=True))
+            yield answers
         finally:
             for answer in answers:
                 await answer.aclose()

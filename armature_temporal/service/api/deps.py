@@ -22,7 +22,14 @@ if TYPE_CHECKING:
 
     from armature_temporal.spec.compiler import Plan
 
-__all__ = ["ServiceState", "plan_named", "require", "service_state", "temporal"]
+__all__ = [
+    "ServiceState",
+    "plan_named",
+    "require",
+    "service_state",
+    "state_of",
+    "temporal",
+]
 
 
 @dataclass
@@ -47,6 +54,13 @@ class ServiceState:
 def service_state(request: Request) -> ServiceState:
     state: ServiceState = request.app.state.armature
     return state
+
+
+async def state_of(request: Request) -> ServiceState:
+    """:func:`service_state` as a route dependency. Async, so FastAPI calls it in the event
+    loop: a plain ``def`` dependency would take one of the thread pool's few threads for
+    every request, and a busy pool would then hold up health checks and gate decisions."""
+    return service_state(request)
 
 
 def require(scope: str) -> Callable[[Request], Awaitable[Principal]]:

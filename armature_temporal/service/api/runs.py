@@ -28,7 +28,7 @@ from armature_temporal.service.api.deps import (
     ServiceState,
     plan_named,
     require,
-    service_state,
+    state_of,
     temporal,
 )
 from armature_temporal.service.api.errors import ApiError
@@ -46,7 +46,7 @@ HEALTH_TIMEOUT_S = 2.0
 
 router = APIRouter()
 
-State = Annotated[ServiceState, Depends(service_state)]
+State = Annotated[ServiceState, Depends(state_of)]
 Temporal = Annotated[Client, Depends(temporal)]
 Reader = Annotated[Principal, Depends(require("read"))]
 Runner = Annotated[Principal, Depends(require("run"))]
