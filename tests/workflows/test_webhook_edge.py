@@ -522,6 +522,31 @@ async def test_the_connection_ceiling_answers_503(client: Client, task_queue: st
     assert answer.status_code == 503
 
 
+async def test_idle_keep_alive_connections_give_way_to_a_new_one(
+    client: Client, task_queue: str
+) -> None:
+    """Clients that keep connections open between requests hold no capacity: when the
+    server is full, a new connection closes the idle ones first and is served."""
+    async with edge(
+        client, task_queue, request_timeout_s=10.0, max_concurrency=2, reserved=1, max_streams=1
+    ) as srv:
+        idle = []
+        for _ in range(4):  # the ceiling: 2 + 1 + 1, each answered once and kept alive
+            reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            await writer.drain()
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            assert head.startswith(b"HTTP/1.1 200"), head
+            idle.append((reader, writer))
+        try:
+            async with httpx.AsyncClient(base_url=srv.url) as http:
+                answer = await http.get("/healthz")
+        finally:
+            for _, writer in idle:
+                writer.close()
+    assert answer.status_code == 200, answer.text
+
+
 async def test_requests_at_the_limit_leave_health_its_reserved_capacity(
     client: Client, task_queue: str
 ) -> None:
