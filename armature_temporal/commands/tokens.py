@@ -35,7 +35,9 @@ app.add_typer(tokens_app, name="tokens", rich_help_panel=STACK)
 NameArg = Annotated[
     str,
     typer.Argument(
-        help="The token's name: decisions made with it record it (e.g. ci-bot, alice).",
+        help="The token's name: decisions made with it record it (e.g. ci-bot, alice). Names "
+        "Armature records for its own deciders (loopback, signal, timeout, system, anonymous, "
+        "armature...) are refused.",
         show_default=False,
     ),
 ]
