@@ -135,8 +135,8 @@ def list_tokens(as_json: JsonFlag = False) -> None:
 
 @tokens_app.command("revoke")
 def revoke(name: NameArg, as_json: JsonFlag = False) -> None:
-    """Revoke a token: a running server refuses it within a second. Its name stays taken
-    (decisions recorded under it stay unambiguous).
+    """Revoke a token: a running server refuses it, and ends its open event streams, within a
+    second. Its name stays taken (decisions recorded under it stay unambiguous).
 
     Example: armature tokens revoke ci-bot
     """
