@@ -1,6 +1,11 @@
 """Who gets served when the server is busy: every request falls in one class, and each class
 has its own budget, so that one kind of traffic cannot take the capacity of another.
 
+(Before, uvicorn's ``limit_concurrency`` was the only limit: it counts every open connection
+against one ceiling, so 64 event streams from one read token — each holds its connection for
+as long as the run lasts — left nothing, and ``/health``, approvers and ``/ui/login`` got 503.
+No thread pool, lock or Temporal client limit was involved: streams hold none.)
+
 - ``stream``: ``GET /run/{id}/events``. Long-lived by design, so they are not counted here:
   the route caps them per token and overall (:mod:`~armature_temporal.service.api.streams`),
   and a stream holds no worker thread and no shared lock while it waits.
