@@ -72,6 +72,7 @@ for room in (
     commands.cache,
     commands.stack,
     commands.serve,
+    commands.watch,
     commands.tokens,
     commands.doctor,
 ):

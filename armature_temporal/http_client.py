@@ -44,8 +44,8 @@ class ServiceError(ArmatureError):
 
     Attributes:
         code: The API's stable error code (``unauthorized``, ``forbidden``, ``unknown_run``,
-            ``not_waiting``, ``invalid_inputs``, ...), or ``unreachable`` / ``http_error`` /
-            ``stream_lost`` from this client.
+            ``not_waiting``, ``invalid_inputs``, ``too_many_streams``, ``token_revoked``,
+            ...), or ``unreachable`` / ``http_error`` / ``stream_lost`` from this client.
         message: What was refused, naming the thing and the value.
         fix: What to do about it.
         status: The HTTP status (0 when no answer came).
@@ -77,6 +77,21 @@ class StreamEvent(BaseModel):
     stage: str | None = None
     at: str
     data: dict[str, Any] = Field(default_factory=dict)
+
+
+def _stream_refusal(run_id: str, data: str) -> ServiceError:
+    """The ``error`` event a stream ends with (a revoked token, Temporal refusing) as the
+    error it stands for; the HTTP status was 200, the stream had begun."""
+    try:
+        error = json.loads(data)["error"]
+        return ServiceError(str(error["code"]), str(error["message"]), str(error["fix"]), 200)
+    except (ValueError, KeyError, TypeError):
+        return ServiceError(
+            "http_error",
+            f"the event stream of run {run_id} ended with an error event: {data[:500]}",
+            "check the server's log",
+            200,
+        )
 
 
 def _refusal(response: httpx.Response) -> ServiceError:
@@ -325,7 +340,7 @@ class HTTPRunHandle:
             except (httpx.TransportError, httpx.StreamError):
                 pass  # dropped: reconnect below from ``last``
             except ServiceError as exc:
-                if exc.status not in RETRY_STATUSES:
+                if exc.status not in RETRY_STATUSES and exc.code != "temporal_error":
                     raise
                 # The server is restarting or cannot reach Temporal for now: try again.
             fruitless = 0 if last > before else fruitless + 1
@@ -350,15 +365,20 @@ class HTTPRunHandle:
                 await response.aread()
                 raise _refusal(response)
             data: list[str] = []
+            kind = ""
             async for line in response.aiter_lines():
                 if line == "":
+                    if data and kind == "error":
+                        raise _stream_refusal(self.run_id, "\n".join(data))
                     if data:
                         yield StreamEvent.model_validate(json.loads("\n".join(data)))
-                    data = []
+                    data, kind = [], ""
                 elif line.startswith(":"):
                     continue  # a keepalive comment
                 else:
                     field, _, value = line.partition(":")
                     if field == "data":
                         data.append(value.removeprefix(" "))
-                    # id and event repeat the JSON's seq and type; retry is not used.
+                    elif field == "event":
+                        kind = value.strip()
+                    # id repeats the JSON's seq; retry is not used.

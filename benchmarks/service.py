@@ -345,6 +345,10 @@ async def bench(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                     str(work / "fast.yaml"),
                     str(work / "slow.yaml"),
                     *("--port", str(api_port), "--max-concurrency", "1024"),
+                    # One token holds every stream here: the caps (8 per token, 32 in all by
+                    # default) are raised to what the benchmark opens.
+                    *("--max-streams", str(args.streams)),
+                    *("--max-streams-per-token", str(args.streams)),
                 ],
                 env,
                 serve_log,

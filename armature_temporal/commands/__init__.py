@@ -27,7 +27,9 @@ groups, such as ``runs`` or ``proposals``); ``cli.py`` adds every room's ``app``
 - :mod:`~armature_temporal.commands.stack` (Run the stack): ``worker``, ``dev``,
   ``dev stop``.
 - :mod:`~armature_temporal.commands.serve` (Run the stack): ``serve`` (the run API and
-  webhooks), ``watch``.
+  webhooks); :mod:`~armature_temporal.commands.watch` (Run the stack): ``watch``. What the
+  two share (the edge options, the webhook secret's rules) is in ``_serving``, which only
+  they import.
 - :mod:`~armature_temporal.commands.tokens` (Run the stack): ``tokens create|list|revoke``
   (the run API's tokens).
 - :mod:`~armature_temporal.commands.doctor` (Run the stack): ``doctor``.
@@ -36,7 +38,8 @@ groups, such as ``runs`` or ``proposals``); ``cli.py`` adds every room's ``app``
   failing with an exit code, running coroutines, the Temporal client, loading a spec, opening
   the trace store), one place for each.
 
-Rooms import only ``_common`` from this package, never each other. Heavy modules (the Temporal
+Rooms import only ``_common`` (and ``serve``/``watch`` also ``_serving``) from this package,
+never each other. Heavy modules (the Temporal
 client, the store, litellm, torch) are imported inside the commands that need them, so that
 ``armature --help`` stays fast.
 """
@@ -56,6 +59,7 @@ from armature_temporal.commands import (
     serve,
     stack,
     tokens,
+    watch,
 )
 
 __all__ = [
@@ -73,4 +77,5 @@ __all__ = [
     "serve",
     "stack",
     "tokens",
+    "watch",
 ]

@@ -1,9 +1,8 @@
-"""The HTTP edge: ``armature serve`` (the run API and the specs' webhook triggers) and
-``watch`` (a spec's triggers, schedules and optionally a worker, in the foreground)."""
+"""The HTTP edge: ``armature serve``, the run API and the specs' webhook triggers (``watch``,
+a spec's triggers in the foreground, is in :mod:`~armature_temporal.commands.watch`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,62 +12,51 @@ from armature_temporal.commands._common import (
     STACK,
     AddressOpt,
     QueueOpt,
-    err,
     fail,
     load_or_exit,
-    queue_pollers,
     run_coroutine,
     temporal_client,
+)
+from armature_temporal.commands._serving import (
+    AllowUnauthenticatedFlag,
+    BodySignaturesFlag,
+    HostOpt,
+    MaxConcurrencyOpt,
+    PortOpt,
+    RequestTimeoutOpt,
+    ToleranceOpt,
+    announce_hooks,
+    refuse_name_clash,
+    require_uvicorn,
+    say,
+    webhook_secret,
 )
 
 app = typer.Typer()
 
-
-HostOpt = Annotated[str, typer.Option("--host", help="Interface to listen on.")]
-PortOpt = Annotated[int, typer.Option("--port", "-p", help="TCP port to listen on.")]
-AllowUnauthenticatedFlag = Annotated[
-    bool,
-    typer.Option(
-        "--allow-unauthenticated",
-        help="Listen beyond loopback with no $ARMATURE_WEBHOOK_SECRET (anyone who can "
-        "reach the port can start runs).",
-    ),
-]
-ToleranceOpt = Annotated[
+MaxStreamsOpt = Annotated[
     int,
     typer.Option(
-        "--signature-tolerance",
+        "--max-streams",
         min=1,
-        metavar="SECONDS",
-        help="How far a signed request's X-Armature-Timestamp may be from this server's "
-        "clock, either way.",
+        help="Most event streams (GET /run/ID/events) open at once, all tokens together; more "
+        "are answered 429.",
     ),
 ]
-BodySignaturesFlag = Annotated[
-    bool,
-    typer.Option(
-        "--accept-body-signatures",
-        help="Deprecated: also accept signatures of the body alone, without a timestamp (the "
-        "older scheme; GitHub's X-Hub-Signature-256). They never expire, so each distinct "
-        "body then starts at most one run, whatever its Idempotency-Key.",
-    ),
-]
-RequestTimeoutOpt = Annotated[
-    float,
-    typer.Option(
-        "--request-timeout",
-        min=0.1,
-        metavar="SECONDS",
-        help="Time a client has for a request's headers, and again for its body; slower "
-        "connections are closed (408 for a body).",
-    ),
-]
-MaxConcurrencyOpt = Annotated[
+StreamsPerTokenOpt = Annotated[
     int,
     typer.Option(
-        "--max-concurrency",
+        "--max-streams-per-token",
         min=1,
-        help="Most connections served at once; more are answered 503.",
+        help="Most event streams one token may hold open at once; more are answered 429.",
+    ),
+]
+AllRunsFlag = Annotated[
+    bool,
+    typer.Option(
+        "--all-runs",
+        help="Let tokens show, follow, cancel and decide every run of the Temporal namespace, "
+        "not only runs of the specs served (those of other specs are otherwise 404).",
     ),
 ]
 
@@ -91,6 +79,9 @@ def serve(
     accept_body_signatures: BodySignaturesFlag = False,
     request_timeout: RequestTimeoutOpt = 10.0,
     max_concurrency: MaxConcurrencyOpt = 64,
+    max_streams: MaxStreamsOpt = 32,  # service.admission.DEFAULT_MAX_STREAMS (a test pins it)
+    max_streams_per_token: StreamsPerTokenOpt = 8,  # .DEFAULT_STREAMS_PER_TOKEN
+    all_runs: AllRunsFlag = False,
     address: AddressOpt = None,
     queue: QueueOpt = None,
 ) -> None:
@@ -99,11 +90,13 @@ def serve(
     Run API (README: HTTP sidecar): GET /health, GET /workflows[/NAME], POST /run and POST
     /run/async {"spec": NAME, "inputs": {...}} (Idempotency-Key honoured), GET|DELETE
     /run/ID, GET /gates, POST /run/ID/gates/STAGE {"decision": "approve"|"reject",
-    "comment"|"reason"}; GET /openapi.json and /docs describe it. Requests carry
-    `Authorization: Bearer <token>` (`armature tokens create NAME --scope run`). On loopback,
-    while no token exists, anyone on this machine may use it (a warning says so); beyond
-    loopback it will not start without a token (--allow-unauthenticated opens the webhooks
-    only; the run API then refuses every request until a token exists).
+    "comment"|"reason"}, GET /run/ID/events (server-sent events; at most --max-streams open,
+    --max-streams-per-token per token); GET /openapi.json and /docs describe it. Requests
+    carry `Authorization: Bearer <token>` (`armature tokens create NAME --scope run`) and act
+    only on runs of the specs served (--all-runs: every run). On loopback, while no token
+    exists, anyone on this machine may use it (a warning says so); beyond loopback it will not
+    start without a token (--allow-unauthenticated opens the webhooks only; the run API then
+    refuses every request until a token exists).
 
     Webhooks: each `triggers: [{type: webhook, path: /hooks/x, inputs: {...}}]` becomes `POST
     /hooks/x`: the JSON body gives run inputs (over the trigger's inputs and the spec's
@@ -111,30 +104,31 @@ def serve(
     a repeated `Idempotency-Key` (or `X-GitHub-Delivery`) answers 200 "duplicate": true.
     With $ARMATURE_WEBHOOK_SECRET set, hooks need `Authorization: Bearer <secret>` or a fresh
     signature: `X-Armature-Timestamp: <unix seconds>` and `X-Armature-Signature-256:
-    sha256=<HMAC-SHA256 of '<timestamp>.<Idempotency-Key or empty>.<body>'>`, refused once
-    older than --signature-tolerance. `GET /` lists the hooks.
+    sha256=<HMAC-SHA256 of the five lines '<timestamp>\\n<METHOD>\\n<path>\\n<Idempotency-Key
+    or empty>\\n<body>'>`, refused once older than --signature-tolerance. `GET /` lists the
+    hooks.
 
-    Example: ARMATURE_TOKEN=$(armature tokens create me --scope admin) && armature serve
-    specs/quickstart.yaml & curl -H "Authorization: Bearer $ARMATURE_TOKEN" -X POST
-    localhost:8787/run -d '{"spec": "quickstart", "inputs": {"topic": "tides"}}'
+    Example: export ARMATURE_TOKEN=$(armature tokens create me --scope admin); armature serve
+    specs/quickstart.yaml & until curl -sf localhost:8787/health >/dev/null; do sleep 1;
+    done; curl -sS localhost:8787/run -H "Authorization: Bearer $ARMATURE_TOKEN" -H
+    'Content-Type: application/json' -d '{"spec": "quickstart", "inputs": {"topic": "tides"}}'
     """
     import asyncio
 
+    from armature_temporal.service.api.auth import is_loopback_host
     from armature_temporal.service.webhooks import WebhookConfigError, collect_hooks, create_app
 
     plans = [load_or_exit(path) for path in specs]
-    _refuse_name_clash(specs, plans)
+    refuse_name_clash(specs, plans)
     try:
         hooks = collect_hooks(plans, required=False)
     except WebhookConfigError as exc:
         raise fail(f"error: {exc}", 2) from None
     secret = (
-        _webhook_secret(host, port, allow_unauthenticated, accept_body_signatures)
-        if hooks
-        else None
+        webhook_secret(host, port, allow_unauthenticated, accept_body_signatures) if hooks else None
     )
     store = _token_store(host, port, allow_unauthenticated, hooks)
-    _uvicorn()
+    require_uvicorn()
     from armature_temporal.service.webserver import ServerLimits, server_config
 
     async def prepare() -> str:
@@ -157,8 +151,9 @@ def serve(
         return connected[0]
 
     from armature_temporal.service.api.app import create_service_app
-    from armature_temporal.service.api.auth import TokenAuthorizer, is_loopback_host
+    from armature_temporal.service.api.auth import TokenAuthorizer
     from armature_temporal.service.api.deps import ServiceState
+    from armature_temporal.service.api.streams import StreamSlots
     from armature_temporal.settings import task_queue
 
     tq = queue or task_queue()
@@ -172,6 +167,7 @@ def serve(
             tolerance_s=signature_tolerance,
             accept_body_signatures=accept_body_signatures,
             body_timeout_s=request_timeout,
+            loopback=is_loopback_host(host),
         )
     state = ServiceState(
         plans={plan.name: plan for plan in plans},
@@ -180,18 +176,23 @@ def serve(
         auth=TokenAuthorizer(store, loopback=is_loopback_host(host)),
         spec_paths={plan.name: path for plan, path in zip(plans, specs, strict=True)},
         store_url=store.url,
+        streams=StreamSlots(max_streams=max_streams, per_token=max_streams_per_token),
+        all_runs=all_runs,
     )
     web = create_service_app(state, webhooks=webhooks, body_timeout_s=request_timeout)
-    _announce_hooks(hooks, host, port)
+    announce_hooks(hooks, host, port)
     hook_auth = "secret required" if secret else "no authentication"
-    _say(
+    say(
         f"serving the run API at http://{host}:{port} for {len(plans)} spec(s) "
         f"({', '.join(state.plans)}) and {len(hooks)} webhook(s)"
-        f"{f' ({hook_auth})' if hooks else ''} on Temporal {target}; Ctrl-C stops"
+        f"{f' ({hook_auth})' if hooks else ''} on Temporal {target}"
+        f"{'; every run of the namespace (--all-runs)' if all_runs else ''}; Ctrl-C stops"
     )
     import uvicorn
 
-    limits = ServerLimits(request_timeout_s=request_timeout, max_concurrency=max_concurrency)
+    limits = ServerLimits(
+        request_timeout_s=request_timeout, max_concurrency=max_concurrency, max_streams=max_streams
+    )
     try:
         uvicorn.Server(server_config(web, limits, host=host, port=port, log_level="info")).run()
     finally:
@@ -202,7 +203,12 @@ def _token_store(host: str, port: int, allow_unauthenticated: bool, hooks: Any) 
     """The trace store holding the API tokens, once the edge checks pass (else exit 2);
     prints their warning."""
     from armature_temporal.errors import ArmatureError
-    from armature_temporal.service.api.edge import ServeRefused, api_path_clash, token_warning
+    from armature_temporal.service.api.edge import (
+        ServeRefused,
+        api_path_clash,
+        reserved_token_warning,
+        token_warning,
+    )
     from armature_temporal.store import TraceStore
 
     try:
@@ -217,366 +223,7 @@ def _token_store(host: str, port: int, allow_unauthenticated: bool, hooks: Any) 
     except ServeRefused as exc:
         store.close()
         raise fail(f"error: {exc}", 2) from None
-    if warning:
-        _say(warning)
+    for line in (warning, reserved_token_warning(store)):
+        if line:
+            say(line)
     return store
-
-
-def _webhook_secret(
-    host: str, port: int, allow_unauthenticated: bool, accept_body_signatures: bool
-) -> str | None:
-    """$ARMATURE_WEBHOOK_SECRET, or None; exits 2 when listening beyond loopback without one
-    and without ``--allow-unauthenticated``. Warns that ``--accept-body-signatures`` is
-    deprecated."""
-    import os
-
-    from armature_temporal.service.api.auth import is_loopback_host
-
-    secret = os.environ.get("ARMATURE_WEBHOOK_SECRET") or None
-    if not is_loopback_host(host) and not secret and not allow_unauthenticated:
-        raise fail(
-            f"error: --host {host} would let anyone who can reach port {port} start runs; set "
-            "$ARMATURE_WEBHOOK_SECRET (requests then need it), or pass "
-            "--allow-unauthenticated if something in front of this server authenticates",
-            2,
-        )
-    if accept_body_signatures and secret:
-        err.print(
-            "warning: --accept-body-signatures is deprecated: a signature of the body alone "
-            "never expires, so anyone who captured one request can replay its body (each "
-            "distinct body starts at most one run); have senders sign "
-            "'<timestamp>.<Idempotency-Key or empty>.<body>' with X-Armature-Timestamp "
-            "(README: Webhook triggers) and drop the flag",
-            markup=False,
-            highlight=False,
-        )
-    return secret
-
-
-def _uvicorn() -> Any:
-    """The uvicorn module, or exit 2 saying which extra brings it."""
-    try:
-        import uvicorn
-    except ImportError:
-        from armature_temporal.extras import install_extra_hint
-
-        raise fail(
-            f"error: serving webhooks needs the serve extra: {install_extra_hint('serve')}", 2
-        ) from None
-    return uvicorn
-
-
-def _announce_hooks(hooks: Any, host: str, port: int) -> None:
-    for hook in hooks.values():
-        err.print(
-            f"POST http://{host}:{port}{hook.path} → spec {hook.plan.name!r}",
-            markup=False,
-            highlight=False,
-        )
-
-
-@app.command(rich_help_panel=STACK)
-def watch(
-    specs: Annotated[
-        list[Path],
-        typer.Argument(
-            help="Spec files whose triggers to apply and serve.",
-            show_default=False,
-            metavar="SPEC",
-        ),
-    ],
-    host: HostOpt = "127.0.0.1",
-    port: PortOpt = 8787,
-    allow_unauthenticated: AllowUnauthenticatedFlag = False,
-    signature_tolerance: ToleranceOpt = 300,
-    accept_body_signatures: BodySignaturesFlag = False,
-    request_timeout: RequestTimeoutOpt = 10.0,
-    max_concurrency: MaxConcurrencyOpt = 64,
-    remove_on_exit: Annotated[
-        bool,
-        typer.Option(
-            "--remove-on-exit",
-            help="Delete the specs' schedules when this process stops (by default they stay "
-            "applied and keep starting runs).",
-        ),
-    ] = False,
-    with_worker: Annotated[
-        bool,
-        typer.Option(
-            "--worker",
-            help="Also run a worker in this process, for a server (--address) where no "
-            "`armature worker` polls the task queue.",
-        ),
-    ] = False,
-    address: AddressOpt = None,
-    queue: QueueOpt = None,
-) -> None:
-    """Watch specs' triggers in one foreground process until Ctrl-C: apply their cron triggers
-    as Temporal Schedules and serve their webhooks.
-
-    The schedules are what `armature schedule SPEC` applies (a spec's bandit-maintenance and
-    learning-loop schedules included); the webhooks are what `armature serve SPEC...` serves,
-    with the same authentication. With no --address and no $TEMPORAL_ADDRESS, the local stack
-    (Temporal dev server + worker) is started if needed, so triggered runs execute; on another
-    server, run `armature worker` there or pass --worker. Schedules are Temporal's: they keep
-    starting runs after this process stops, unless --remove-on-exit (or later `armature
-    schedule SPEC --delete`) removes them. Exits 2 when the specs have no cron or webhook
-    trigger.
-
-    Example: armature watch specs/customer-triage.yaml --port 8787
-    """
-    from armature_temporal.service.webhooks import WebhookConfigError, collect_hooks
-
-    plans = [load_or_exit(path) for path in specs]
-    _refuse_name_clash(specs, plans)
-    has_hooks = any(t.type == "webhook" for plan in plans for t in plan.triggers)
-    has_crons = any(t.type == "cron" for plan in plans for t in plan.triggers)
-    if not has_hooks and not has_crons:
-        names = ", ".join(repr(plan.name) for plan in plans)
-        raise fail(
-            f"error: nothing to watch: the specs given ({names}) have no cron or webhook "
-            "triggers; add one, e.g. triggers: [{type: cron, schedule: '0 9 * * 1-5'}] or "
-            "triggers: [{type: webhook, path: /hooks/mine}]",
-            2,
-        )
-    hooks: dict[str, Any] = {}
-    sock = None
-    secret = None
-    edge = _Edge(signature_tolerance, accept_body_signatures, request_timeout, max_concurrency)
-    if has_hooks:
-        try:
-            hooks = collect_hooks(plans)
-        except WebhookConfigError as exc:
-            raise fail(f"error: {exc}", 2) from None
-        secret = _webhook_secret(host, port, allow_unauthenticated, accept_body_signatures)
-        _uvicorn()
-        sock = _listen(host, port)  # before anything is applied: a taken port changes nothing
-    texts = [path.read_text(encoding="utf-8") for path in specs]
-    try:
-        run_coroutine(
-            _watch(
-                specs,
-                plans,
-                texts,
-                hooks,
-                sock,
-                secret=secret,
-                edge=edge,
-                host=host,
-                port=port,
-                remove_on_exit=remove_on_exit,
-                with_worker=with_worker,
-                address=address,
-                queue=queue,
-            )
-        )
-    finally:
-        if sock is not None:
-            sock.close()
-
-
-def _refuse_name_clash(specs: list[Path], plans: list[Any]) -> None:
-    """Exit 2 when two specs share a name: their schedules would overwrite each other's."""
-    seen: dict[str, Path] = {}
-    for path, plan in zip(specs, plans, strict=True):
-        if plan.name in seen and seen[plan.name].resolve() != path.resolve():
-            raise fail(
-                f"error: {seen[plan.name]} and {path} are both spec {plan.name!r}: their "
-                "schedules would overwrite each other's; rename one",
-                2,
-            )
-        seen[plan.name] = path
-
-
-def _listen(host: str, port: int) -> Any:
-    """A socket bound to host:port for the webhook server, or exit 1 naming the port."""
-    import socket
-
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-        sock.listen(2048)  # requests wait in the backlog until the server accepts them
-    except OSError as exc:
-        sock.close()
-        raise fail(
-            f"error: cannot listen on {host}:{port} ({exc.strerror or exc}); choose another "
-            "--port, or stop what listens there",
-            1,
-        ) from None
-    return sock
-
-
-async def _watch(
-    specs: list[Path],
-    plans: list[Any],
-    texts: list[str],
-    hooks: dict[str, Any],
-    sock: Any,
-    *,
-    secret: str | None,
-    edge: _Edge,
-    host: str,
-    port: int,
-    remove_on_exit: bool,
-    with_worker: bool,
-    address: str | None,
-    queue: str | None,
-) -> None:
-    """Apply the schedules, serve the hooks (and run a worker) until SIGINT or SIGTERM, then
-    say what stays applied (or remove it)."""
-    import asyncio
-    import contextlib
-    import signal
-
-    from armature_temporal.service.client import ensure_search_attributes
-    from armature_temporal.service.schedules import apply_triggers
-    from armature_temporal.settings import configured_address, task_queue
-
-    client = await temporal_client(address, start_local=True)
-    await ensure_search_attributes(client)
-    target = str(client.service_client.config.target_host)
-    tq = queue or task_queue()
-    applied: dict[Path, list[str]] = {}
-    for path, plan, text in zip(specs, plans, texts, strict=True):
-        changes = await apply_triggers(
-            client, plan, tq, spec_text=text, spec_path=str(path.resolve())
-        )
-        for change in changes:
-            cron = f" ({change.cron})" if change.cron else ""
-            _say(f"{change.action} schedule {change.schedule_id}{cron} for {path}")
-        kept = [c.schedule_id for c in changes if c.action != "deleted"]
-        if kept:
-            applied[path] = kept
-    _announce_hooks(hooks, host, port)
-    if configured_address(address) and not with_worker and not await queue_pollers(client, tq):
-        _say(
-            f"warning: no worker polls task queue {tq!r} on {target}, so triggered runs will "
-            f"wait: start `armature worker --address {target} --task-queue {tq}`, or pass --worker"
-        )
-    auth = "" if not hooks else "; secret required" if secret else "; no authentication"
-    worker_note = f"; worker in this process on {tq!r}" if with_worker else ""
-    _say(
-        f"watching {len(specs)} spec(s) on Temporal {target}: {len(hooks)} webhook(s), "
-        f"{sum(len(ids) for ids in applied.values())} schedule(s){auth}{worker_note}; "
-        "Ctrl-C stops"
-    )
-
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        async with contextlib.AsyncExitStack() as stack:
-            if with_worker:  # as `armature worker`: the tools in a child without secrets
-                from armature_temporal.service.tools_child import start_tools_child, stop_child
-                from worker import build_worker
-
-                child = await start_tools_child(target, tq)
-                stack.push_async_callback(stop_child, child)
-                await stack.enter_async_context(build_worker(client, tq, role="main"))
-            if hooks:
-                await _serve_until(stop, hooks, client, sock, tq, secret, edge)
-            else:
-                await stop.wait()
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-        await _after_watch(client, specs, plans, applied, tq, remove_on_exit, address)
-
-
-@dataclass(frozen=True)
-class _Edge:
-    """The serving options `serve` and `watch` share, beyond the secret."""
-
-    tolerance_s: int
-    accept_body_signatures: bool
-    request_timeout_s: float
-    max_concurrency: int
-
-
-async def _serve_until(
-    stop: Any,
-    hooks: dict[str, Any],
-    client: Any,
-    sock: Any,
-    tq: str,
-    secret: str | None,
-    edge: _Edge,
-) -> None:
-    """Serve ``hooks`` on ``sock`` in this event loop until ``stop`` is set."""
-    import asyncio
-    import contextlib
-    from collections.abc import Iterator
-
-    import uvicorn
-
-    from armature_temporal.service.webhooks import create_app
-    from armature_temporal.service.webserver import ServerLimits, server_config
-
-    async def the_client() -> Any:
-        return client
-
-    class Server(uvicorn.Server):
-        """uvicorn's server without its signal handlers: this process's are ``stop``'s."""
-
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            yield
-
-    web = create_app(
-        hooks,
-        the_client,
-        task_queue=tq,
-        secret=secret,
-        tolerance_s=edge.tolerance_s,
-        accept_body_signatures=edge.accept_body_signatures,
-        body_timeout_s=edge.request_timeout_s,
-    )
-    limits = ServerLimits(
-        request_timeout_s=edge.request_timeout_s, max_concurrency=edge.max_concurrency
-    )
-    server = Server(server_config(web, limits, log_level="info", lifespan="off"))
-    serving = asyncio.ensure_future(server.serve(sockets=[sock]))
-    stopping = asyncio.ensure_future(stop.wait())
-    await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
-    server.should_exit = True
-    stopping.cancel()
-    await serving
-
-
-async def _after_watch(
-    client: Any,
-    specs: list[Path],
-    plans: list[Any],
-    applied: dict[Path, list[str]],
-    tq: str,
-    remove_on_exit: bool,
-    address: str | None,
-) -> None:
-    """Delete the specs' schedules (``remove_on_exit``), or say which stay and how to
-    delete them."""
-    from armature_temporal.service.schedules import apply_triggers
-
-    if remove_on_exit:
-        for path, plan in zip(specs, plans, strict=True):
-            for change in await apply_triggers(client, plan, tq, delete=True):
-                _say(f"deleted schedule {change.schedule_id} for {path}")
-        _say("stopped; the specs' schedules are removed")
-        return
-    if not applied:
-        _say("stopped")
-        return
-    ids = ", ".join(sid for sids in applied.values() for sid in sids)
-    where = f" --address {address}" if address else ""
-    removal = " && ".join(f"armature schedule {path} --delete{where}" for path in applied)
-    _say(
-        f"stopped; the schedules stay applied and keep starting runs: {ids}. Remove them "
-        f"with: {removal}"
-    )
-
-
-def _say(line: str) -> None:
-    """A status line on stderr."""
-    err.print(line, markup=False, highlight=False)

@@ -35,7 +35,9 @@ app.add_typer(tokens_app, name="tokens", rich_help_panel=STACK)
 NameArg = Annotated[
     str,
     typer.Argument(
-        help="The token's name: decisions made with it record it (e.g. ci-bot, alice).",
+        help="The token's name: decisions made with it record it (e.g. ci-bot, alice). Names "
+        "Armature records for its own deciders (loopback, signal, timeout, system, anonymous, "
+        "armature...) are refused.",
         show_default=False,
     ),
 ]
@@ -133,8 +135,8 @@ def list_tokens(as_json: JsonFlag = False) -> None:
 
 @tokens_app.command("revoke")
 def revoke(name: NameArg, as_json: JsonFlag = False) -> None:
-    """Revoke a token: a running server refuses it within a second. Its name stays taken
-    (decisions recorded under it stay unambiguous).
+    """Revoke a token: a running server refuses it, and ends its open event streams, within a
+    second. Its name stays taken (decisions recorded under it stay unambiguous).
 
     Example: armature tokens revoke ci-bot
     """

@@ -1,18 +1,22 @@
 """Who may start runs over a webhook: the bearer secret, or a fresh signature.
 
 A signed delivery carries ``X-Armature-Timestamp: <unix seconds>`` and
-``X-Armature-Signature-256: sha256=<hex>``, the HMAC-SHA256, keyed by the secret, of::
+``X-Armature-Signature-256: sha256=<hex>``, the HMAC-SHA256, keyed by the secret, of five
+lines (:func:`signed_string`)::
 
-    <timestamp>.<idempotency key, or nothing>.<raw body>
+    <timestamp>\n<METHOD>\n<path>\n<idempotency key, or nothing>\n<raw body>
 
 The timestamp must be within the tolerance (300 s by default) of the server's clock, so a
-captured request stops working minutes later; the idempotency key is signed, so a captured
-request cannot be replayed under a new key to start a second run; and a replay of the very
-same signed request within the window starts no second run either (its run id comes from
-the key, or from the signature when there is no key). Signatures of the body alone (the
-scheme before, and GitHub's ``X-Hub-Signature-256``) are refused unless the server accepts
-them explicitly (``armature serve --accept-body-signatures``, deprecated): they never
-expire, so each distinct body then starts at most one run, whatever key it comes with.
+captured request stops working minutes later; the method and the path are signed, so a
+delivery signed for one hook is refused by another, and a signed ``GET`` is no ``POST``; the
+idempotency key is signed, so a captured request cannot be replayed under a new key to start
+a second run; and a replay of the very same signed request within the window starts no second
+run either (its run id comes from the key, or from the signature when there is no key). The
+fields are separated by newlines, which none of the first four can hold, so no two requests
+sign the same string. Signatures of the body alone (the scheme before, and GitHub's
+``X-Hub-Signature-256``) are refused unless the server accepts them explicitly (``armature
+serve --accept-body-signatures``, deprecated): they never expire and name no hook, so each
+distinct body then starts at most one run per hook, whatever key it comes with.
 
 Checked in two steps so that nobody without credentials gets the server to read a body:
 :func:`check_headers` before the body is read, :func:`verify_body` after. Pure: the clock is
@@ -31,6 +35,7 @@ from armature_temporal.errors import ArmatureError
 __all__ = [
     "DEFAULT_TOLERANCE_S",
     "SIGNATURE_HEADERS",
+    "SIGNED_FORM",
     "TIMESTAMP_HEADER",
     "AuthPolicy",
     "PendingSignature",
@@ -49,11 +54,14 @@ TIMESTAMP_HEADER = "x-armature-timestamp"
 #: How far (seconds, either way) a signature's timestamp may be from the server's clock.
 DEFAULT_TOLERANCE_S = 300
 
+#: The signed string, as the messages spell it (``\n`` is a newline).
+SIGNED_FORM = "'<timestamp>\\n<METHOD>\\n<path>\\n<Idempotency-Key or empty>\\n<raw body>'"
+
 HOW_TO_SIGN = (
     "send `Authorization: Bearer <secret>`, or sign each request: "
     "`X-Armature-Timestamp: <unix seconds now>` and `X-Armature-Signature-256: sha256=<hex "
-    "HMAC-SHA256 keyed by the secret of '<timestamp>.<Idempotency-Key or empty>.<raw body>'>` "
-    "(the secret is $ARMATURE_WEBHOOK_SECRET of the server)"
+    f"HMAC-SHA256 keyed by the secret of {SIGNED_FORM}>`, five fields joined by newlines, "
+    "the path without the query (the secret is $ARMATURE_WEBHOOK_SECRET of the server)"
 )
 
 
@@ -87,6 +95,8 @@ class PendingSignature:
     timestamp: int | None
     key: str
     header: str
+    method: str = "POST"
+    path: str = "/"
 
     @property
     def dedupe(self) -> str:
@@ -95,15 +105,26 @@ class PendingSignature:
         )
 
 
-def signed_string(timestamp: int, key: str, body: bytes) -> bytes:
-    """The bytes a sender signs: ``<timestamp>.<key>.<body>``."""
-    return f"{timestamp}.{key}.".encode() + body
+def signed_string(timestamp: int, method: str, path: str, key: str, body: bytes) -> bytes:
+    """The bytes a sender signs: ``<timestamp>\\n<METHOD>\\n<path>\\n<key>\\n<body>``
+    (the key's and the path's text as UTF-8)."""
+    head = f"{timestamp}\n{method.upper()}\n{path}\n{key}\n"
+    return head.encode("utf-8", "surrogateescape") + body
 
 
-def sign(secret: str, body: bytes, *, timestamp: int, key: str = "") -> dict[str, str]:
-    """The headers that sign ``body`` (and ``key``, sent as ``Idempotency-Key``) at
-    ``timestamp``: what a sender in Python adds to its request."""
-    digest = hmac.new(secret.encode(), signed_string(timestamp, key, body), hashlib.sha256)
+def sign(
+    secret: str,
+    body: bytes,
+    *,
+    timestamp: int,
+    path: str,
+    method: str = "POST",
+    key: str = "",
+) -> dict[str, str]:
+    """The headers that sign a ``method`` request to ``path`` with ``body`` (and ``key``,
+    sent as ``Idempotency-Key``) at ``timestamp``: what a sender in Python adds to it."""
+    message = signed_string(timestamp, method, path, key, body)
+    digest = hmac.new(secret.encode(), message, hashlib.sha256)
     headers = {
         "X-Armature-Timestamp": str(timestamp),
         "X-Armature-Signature-256": "sha256=" + digest.hexdigest(),
@@ -125,12 +146,15 @@ def check_headers(
     *,
     now: float,
     key: str | None,
+    method: str,
+    path: str,
     allow_body_signature: bool = True,
 ) -> PendingSignature | None:
     """The first step, on the headers alone: None when the request is authentic (a right
     bearer token, or no secret), a :class:`PendingSignature` to check against the body.
 
-    ``headers`` have lower-case names. ``key`` is the request's idempotency key.
+    ``headers`` have lower-case names. ``key`` is the request's idempotency key; ``method``
+    and ``path`` (without the query) are the request's, both signed.
     ``allow_body_signature`` False refuses body-only signatures even where the policy
     accepts them (GET requests: a signed empty body would be a password that never expires).
 
@@ -158,9 +182,9 @@ def check_headers(
             401,
             f"{header} without X-Armature-Timestamp: a signature of the body alone never "
             "expires, so a captured request could be replayed forever; it is refused. Sign "
-            "'<timestamp>.<Idempotency-Key or empty>.<raw body>' and send the timestamp: "
-            f"{HOW_TO_SIGN}. (A sender that cannot, such as GitHub, needs the server started "
-            "with --accept-body-signatures, deprecated.)",
+            f"{SIGNED_FORM} and send the timestamp: {HOW_TO_SIGN}. (A sender that cannot, "
+            "such as GitHub, needs the server started with --accept-body-signatures, "
+            "deprecated.)",
         )
     stamp = stamp.strip()
     if not stamp.isascii() or not stamp.isdigit():
@@ -178,13 +202,7 @@ def check_headers(
             f"{policy.tolerance_s} s either way): sign each request when it is sent, with the "
             "current time, and check the sender's clock",
         )
-    if key is not None and "." in key:
-        raise WebhookRequestError(
-            400,
-            f"the idempotency key {key!r} contains '.', which separates the signed fields "
-            "'<timestamp>.<key>.<body>'; use a key without '.', e.g. a UUID",
-        )
-    return PendingSignature(given, timestamp, key or "", header)
+    return PendingSignature(given, timestamp, key or "", header, method.upper(), path)
 
 
 def _signature(headers: Mapping[str, str]) -> tuple[bytes | None, str]:
@@ -210,8 +228,12 @@ def verify_body(policy: AuthPolicy, pending: PendingSignature, body: bytes) -> N
         message = body
         covers = "the raw body"
     else:
-        message = signed_string(pending.timestamp, pending.key, body)
-        covers = f"'{pending.timestamp}.{pending.key}.' followed by the raw body"
+        message = signed_string(pending.timestamp, pending.method, pending.path, pending.key, body)
+        lines = [str(pending.timestamp), pending.method, pending.path, pending.key]
+        covers = (
+            f"the lines {lines!r}, each followed by a newline, then the raw body (timestamp, "
+            "method, path, key)"
+        )
     expected = ("sha256=" + hmac.new(secret, message, hashlib.sha256).hexdigest()).encode()
     if hmac.compare_digest(pending.given, expected):
         return
@@ -219,7 +241,8 @@ def verify_body(policy: AuthPolicy, pending: PendingSignature, body: bytes) -> N
         401,
         f"the {pending.header} does not match: for this request it must be sha256=<hex "
         f"HMAC-SHA256 keyed by the secret of {covers}> (the key is the Idempotency-Key "
-        "header, empty when there is none); check the secret, and sign the bytes you send",
+        "header, empty when there is none; the path is the hook's, without the query); check "
+        "the secret, and sign the method, path and bytes you send",
     )
 
 
@@ -229,17 +252,25 @@ def authenticate(
     body: bytes,
     *,
     now: float,
+    method: str,
+    path: str,
     key: str | None = None,
     allow_body_signature: bool = True,
 ) -> PendingSignature | None:
-    """Both steps at once, for a request whose body is at hand; returns the signature that
-    authenticated it (None for a bearer token or no secret).
+    """Both steps at once, for a ``method`` request to ``path`` whose body is at hand;
+    returns the signature that authenticated it (None for a bearer token or no secret).
 
     Raises:
         WebhookRequestError: as :func:`check_headers` and :func:`verify_body`.
     """
     pending = check_headers(
-        policy, headers, now=now, key=key, allow_body_signature=allow_body_signature
+        policy,
+        headers,
+        now=now,
+        key=key,
+        method=method,
+        path=path,
+        allow_body_signature=allow_body_signature,
     )
     if pending is not None:
         verify_body(policy, pending, body)

@@ -15,10 +15,12 @@ signature, so a replayed copy is a duplicate too.
 
 Authentication (``webhook_auth``): with a secret configured (``$ARMATURE_WEBHOOK_SECRET``),
 every request but ``GET /healthz`` must carry ``Authorization: Bearer <secret>`` or a fresh
-signature of ``<timestamp>.<idempotency key>.<body>``; anything else is 401, decided on the
-headers before any of the body is read. The body is then read within a deadline (408) and a
-size cap (413), and must be JSON of bounded depth without lone surrogates (400). The CLI
-refuses to listen beyond loopback without a secret.
+signature of its timestamp, method, path, idempotency key and body; anything else is 401,
+decided on the headers before any of the body is read. The body is then read within a
+deadline (408) and a size cap (413), and must be JSON of bounded depth without lone
+surrogates (400). The CLI refuses to listen beyond loopback without a secret; on loopback
+without one, a request from a page elsewhere (``Host`` or ``Origin`` not this machine) is
+403 ``cross_site``, as in the run API.
 
 The HTTP layer is FastAPI (the ``serve`` extra); everything that decides — which hook, which
 inputs, which run id, whether a request is authentic — is plain functions here and in
@@ -31,14 +33,13 @@ import asyncio
 import contextlib
 import hashlib
 import json
-import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
 from armature_temporal.errors import ArmatureError
+from armature_temporal.service.json_body import MAX_JSON_DEPTH, json_problem
 from armature_temporal.service.webhook_auth import (
     DEFAULT_TOLERANCE_S,
     SIGNATURE_HEADERS,
@@ -80,8 +81,6 @@ MAX_BODY_BYTES = 1024 * 1024
 #: A request refused on its headers with a body up to this size declared has the body read and
 #: dropped before the answer, so the client gets the answer rather than a connection reset.
 DRAIN_BYTES = 64 * 1024
-#: JSON nested deeper than this (objects and arrays) is refused (400).
-MAX_JSON_DEPTH = 64
 
 
 class WebhookConfigError(ArmatureError):
@@ -112,6 +111,7 @@ def collect_hooks(plans: Iterable[Plan], *, required: bool = True) -> dict[str, 
         for i, trigger in enumerate(plan.triggers):
             if trigger.type != "webhook" or trigger.path is None:
                 continue
+            _check_path(plan.name, i, trigger.path)
             if trigger.path in hooks:
                 other = hooks[trigger.path]
                 raise WebhookConfigError(
@@ -127,6 +127,17 @@ def collect_hooks(plans: Iterable[Plan], *, required: bool = True) -> dict[str, 
             "triggers: [{type: webhook, path: /hooks/triage}]"
         )
     return hooks
+
+
+def _check_path(spec: str, index: int, path: str) -> None:
+    """A hook's path starts with '/' and holds no whitespace or control character (it could
+    never be requested, and its signed string would be ambiguous)."""
+    if path.startswith("/") and path.isprintable() and not any(c.isspace() for c in path):
+        return
+    raise WebhookConfigError(
+        f"spec {spec!r} triggers[{index}]: webhook path {path!r} must start with '/' and hold "
+        "no spaces or control characters, e.g. /hooks/" + spec
+    )
 
 
 def hook_inputs(hook: Hook, body: bytes) -> dict[str, Any]:
@@ -153,9 +164,7 @@ def hook_inputs(hook: Hook, body: bytes) -> dict[str, Any]:
     except RecursionError:  # deeper than the parser goes: far past MAX_JSON_DEPTH
         problem: tuple[str, str] | None = ("deep", "$")
     else:
-        # Cheap scans of the bytes first; the walk (which names the place) only on suspicion.
-        suspect = _max_depth(body) > MAX_JSON_DEPTH or _SURROGATE_ESCAPE.search(body)
-        problem = _json_problem(parsed) if suspect else None
+        problem = json_problem(body, parsed)
     if problem is not None and problem[0] == "deep":
         raise WebhookRequestError(
             400,
@@ -177,69 +186,6 @@ def hook_inputs(hook: Hook, body: bytes) -> dict[str, Any]:
         )
     values.update(parsed)
     return values
-
-
-_JSON_STRING = re.compile(rb'"[^"]*"')  # once escaped backslashes and quotes are gone
-_NOT_BRACKETS = bytes(range(256)).translate(None, delete=b"[]{}")
-_BRACKET_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
-#: A \uD800-\uDFFF escape: maybe half of a pair, maybe a lone surrogate.
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-
-
-def _max_depth(body: bytes) -> int:
-    """How deep a JSON text nests, from its brackets outside strings (at C speed)."""
-    unescaped = body.replace(b"\\\\", b"").replace(b'\\"', b"")
-    brackets = _JSON_STRING.sub(b"", unescaped).translate(None, delete=_NOT_BRACKETS)
-    return max(accumulate(map(_BRACKET_STEP.__getitem__, brackets)), default=0)
-
-
-def _json_problem(value: Any) -> tuple[str, str] | None:
-    """("deep", path) for a container nested deeper than :data:`MAX_JSON_DEPTH`,
-    ("surrogate", path) for a string (value or key) that is not valid Unicode, else None.
-
-    Iterative (depth costs no recursion); a path is built only for the answer.
-    """
-    Trail = tuple[Any, str | int] | None  # (parent trail, key or index), linked
-    stack: list[tuple[int, Any, Trail]] = [(0, value, None)]
-    while stack:
-        depth, item, trail = stack.pop()
-        if isinstance(item, str):
-            if not _is_text(item):
-                return "surrogate", _path(trail)
-            continue
-        if not isinstance(item, dict | list):
-            continue
-        if depth >= MAX_JSON_DEPTH:
-            return "deep", _path(trail)
-        pairs = item.items() if isinstance(item, dict) else enumerate(item)
-        for k, v in pairs:
-            if isinstance(k, str) and not _is_text(k):
-                return "surrogate", _path(trail)
-            if isinstance(v, str | dict | list):
-                stack.append((depth + 1, v, (trail, k)))
-    return None
-
-
-def _is_text(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _path(trail: Any) -> str:
-    steps: list[str] = []
-    while trail is not None:
-        trail, step = trail
-        steps.append(f"[{step}]" if isinstance(step, int) else f".{step}")
-    return _shown("$" + "".join(reversed(steps)))
-
-
-def _shown(path: str) -> str:
-    """A JSON path fit for an error message: ASCII (keys may hold lone surrogates), short."""
-    text = path.encode("ascii", "backslashreplace").decode()
-    return text[:120] + ("..." if len(text) > 120 else "")
 
 
 def delivery_run_id(hook: Hook, key: str) -> str:
@@ -275,6 +221,7 @@ def create_app(
     tolerance_s: int = DEFAULT_TOLERANCE_S,
     accept_body_signatures: bool = False,
     body_timeout_s: float = 10.0,
+    loopback: bool = True,
     clock: Callable[[], float] = time.time,
 ) -> FastAPI:
     """The ASGI app serving ``hooks``; ``client`` returns a connected Temporal client.
@@ -283,6 +230,10 @@ def create_app(
     the :class:`AuthPolicy`; a body must arrive within ``body_timeout_s`` of its headers.
     There is no ``/openapi.json``, ``/docs`` or ``/redoc``: the hooks are listed at ``GET /``,
     for callers who hold the secret.
+
+    ``loopback``: the server listens on loopback only. Without a secret it is then open to
+    this machine only, as the run API is: a request whose ``Host`` is not a loopback name
+    (DNS rebinding) or whose ``Origin`` is another site is refused, 403 ``cross_site``.
 
     Raises:
         WebhookConfigError: FastAPI (the ``serve`` extra) is not installed.
@@ -329,18 +280,50 @@ def create_app(
         headers = {"Connection": "close"} if close else None
         return JSONResponse({"error": message}, status_code=status, headers=headers)
 
-    def authentic_get(request: Request) -> JSONResponse | None:
-        """None for a GET that holds the secret, else the 401 answer. A GET is signed like
-        an empty body; a body-only signature never admits one."""
+    def elsewhere(request: Request) -> JSONResponse | None:
+        """On an open loopback server (no secret), the 403 for a request a page elsewhere
+        could have sent; else None."""
+        if secret or not loopback:
+            return None
+        from armature_temporal.service.api.auth import cross_site
+
+        why = cross_site(request)
+        if why is None:
+            return None
+        return JSONResponse(
+            {
+                "error": f"{request.method} {request.url.path} came without the webhook secret "
+                f"and {why}; a loopback server without $ARMATURE_WEBHOOK_SECRET answers only "
+                "programs and pages on this machine: send it to http://127.0.0.1:<port>, or "
+                "set the secret and sign the request",
+                "code": "cross_site",
+            },
+            status_code=403,
+        )
+
+    def authentic_get(request: Request, path: str) -> JSONResponse | None:
+        """None for a GET of ``path`` that holds the secret, else the 401 (or 403) answer. A
+        GET is signed like an empty body; a body-only signature never admits one."""
+        refused = elsewhere(request)
+        if refused is not None:
+            return refused
         try:
-            authenticate(policy, _headers(request), b"", now=clock(), allow_body_signature=False)
+            authenticate(
+                policy,
+                _headers(request),
+                b"",
+                now=clock(),
+                method=request.method,
+                path=path,
+                allow_body_signature=False,
+            )
         except WebhookRequestError as exc:
             return error(exc.status, str(exc))
         return None
 
     async def index(request: Request) -> JSONResponse:
         # The hook list (paths, trigger inputs) is for callers who hold the secret.
-        refused = authentic_get(request)
+        refused = authentic_get(request, "/")
         if refused is not None:
             return refused
         return JSONResponse({"hooks": listing(), "auth": "required" if secret else "none"})
@@ -403,11 +386,16 @@ def create_app(
 
     # Plain Starlette routes below: FastAPI's parameter inference is not wanted here.
     async def deliver(request: Request) -> JSONResponse:
+        refused = elsewhere(request)
+        if refused is not None:
+            return await refuse(request, refused)
         headers = _headers(request)
         key = _idempotency_key(headers)
-        _, hook = lookup(request)
+        route, hook = lookup(request)
         try:  # the headers first: without credentials, no body is kept (see refuse)
-            pending = check_headers(policy, headers, now=clock(), key=key)
+            pending = check_headers(
+                policy, headers, now=clock(), key=key, method=request.method, path=route
+            )
         except WebhookRequestError as exc:
             if isinstance(hook, JSONResponse):  # the paths in a 404 are for the secret's holders
                 return await refuse(request, error(404, f"no webhook at POST {request.url.path}"))
@@ -468,10 +456,10 @@ def create_app(
 
     async def describe(request: Request) -> JSONResponse:
         # GET on a hook (someone trying the URL in a browser): say how to use it.
-        refused = authentic_get(request)
+        route, hook = lookup(request)
+        refused = authentic_get(request, route)
         if refused is not None:
             return refused
-        route, hook = lookup(request)
         if isinstance(hook, JSONResponse):
             return hook
         return JSONResponse(

@@ -24,11 +24,39 @@ from armature_temporal.service.api.principal import SCOPES, Principal
 from armature_temporal.store._base import StoreBase, table_of
 from armature_temporal.store.schema import ApiTokenRow
 
-__all__ = ["TOKEN_PREFIX", "ApiToken", "TokenError", "TokenStore", "token_hash"]
+__all__ = [
+    "RESERVED_NAMES",
+    "TOKEN_PREFIX",
+    "ApiToken",
+    "TokenError",
+    "TokenStore",
+    "reserved_name",
+    "token_hash",
+]
 
 #: What every token starts with, so a leaked one is recognisable (and greppable).
 TOKEN_PREFIX = "arm_"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
+#: Names other parts of Armature record as who decided or acted, so a token may not take them
+#: (a gate decision records its token's name): ``loopback`` (the open server), ``signal`` (an
+#: unauthenticated decision), ``timeout`` (a gate nobody decided in time), ``anonymous`` and
+#: ``open`` (inbox sessions), ``system``, and the experience loop's deciders (``scan``,
+#: ``utility``, ``distiller``, ``learn``). Any name starting with ``armature`` is reserved too
+#: (``armature improve`` decides the gates of verification runs). Compared case-insensitively.
+RESERVED_NAMES = frozenset(
+    {
+        "loopback",
+        "signal",
+        "timeout",
+        "anonymous",
+        "open",
+        "system",
+        "scan",
+        "utility",
+        "distiller",
+        "learn",
+    }
+)
 _TOKEN = re.compile(r"arm_[A-Za-z0-9_-]{43}")
 #: A token's last use is written at most this often (seconds), so reads stay reads.
 LAST_USED_EVERY_S = 60.0
@@ -63,6 +91,30 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
+def reserved_name(name: str) -> bool:
+    """Whether ``name`` is one Armature records for its own deciders (:data:`RESERVED_NAMES`,
+    or any name starting with ``armature``), case-insensitively."""
+    folded = name.strip().casefold()
+    return folded in RESERVED_NAMES or folded.startswith("armature")
+
+
+def _checked_name(name: str) -> str:
+    if not _NAME.fullmatch(name):
+        raise TokenError(
+            f"token name {name!r} is not allowed: use 1-64 letters, digits, '.', '_', '@' or '-', "
+            "starting with a letter or digit (e.g. ci-bot); decisions record it"
+        )
+    if reserved_name(name):
+        raise TokenError(
+            f"token name {name!r} is reserved: Armature records it (or names starting with "
+            "'armature') for its own deciders — 'signal' for an unauthenticated decision, "
+            "'timeout' for a gate nobody decided, 'loopback' for the open server — so a "
+            "decision made with this token would read as one of those; name the token after "
+            "who uses it (e.g. ci-bot, alice)"
+        )
+    return name
+
+
 def _checked_scopes(scopes: list[str]) -> list[str]:
     if not scopes:
         raise TokenError(
@@ -88,14 +140,11 @@ class TokenStore(StoreBase):
         is not stored and cannot be shown again.
 
         Raises:
-            TokenError: the name is malformed or taken (revoked tokens keep their names, so
-                that decisions recorded under a name stay unambiguous), or a scope is unknown.
+            TokenError: the name is malformed, reserved (:func:`reserved_name`) or taken
+                (revoked tokens keep their names, so that decisions recorded under a name stay
+                unambiguous), or a scope is unknown.
         """
-        if not _NAME.fullmatch(name):
-            raise TokenError(
-                f"token name {name!r} is not allowed: use 1-64 letters, digits, '.', '_', '@' "
-                "or '-', starting with a letter or digit (e.g. ci-bot); decisions record it"
-            )
+        _checked_name(name)
         held = _checked_scopes(scopes)
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         table = table_of(ApiTokenRow)
@@ -146,7 +195,8 @@ class TokenStore(StoreBase):
         )
 
     def principal_for(self, token: str) -> Principal | None:
-        """The principal an active token stands for, or None (malformed, unknown or revoked).
+        """The principal an active token stands for, or None (malformed, unknown, revoked,
+        or named with a reserved name: one stored before names were reserved is unusable).
 
         The row is found by the token's hash and the hashes compared with
         :func:`hmac.compare_digest`, so neither the lookup's timing nor the comparison says
@@ -168,8 +218,34 @@ class TokenStore(StoreBase):
             )
         if row is None or not hmac.compare_digest(row["secret_hash"], presented):
             return None
+        if reserved_name(row["name"]):
+            return None
         self._touch(row["name"], row["last_used_at"])
         return Principal(row["name"], frozenset(row["scopes"]))
+
+    def active_tokens(self, tokens: list[str]) -> list[str]:
+        """Those of ``tokens`` that :meth:`principal_for` would accept now, in one query (the
+        run API re-checks the tokens of its open event streams with it)."""
+        by_hash = {token_hash(t): t for t in tokens if _TOKEN.fullmatch(t)}
+        if not by_hash:
+            return []
+        table = table_of(ApiTokenRow)
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(table.c.name, table.c.secret_hash).where(
+                    table.c.secret_hash.in_(list(by_hash)), table.c.revoked_at.is_(None)
+                )
+            ).all()
+        return [
+            by_hash[row.secret_hash]
+            for row in rows
+            if row.secret_hash in by_hash and not reserved_name(row.name)
+        ]
+
+    def reserved_active(self) -> list[str]:
+        """Names of active tokens stored with a name that is now reserved (unusable: see
+        :func:`reserved_name`), for ``armature serve`` to warn about."""
+        return [t.name for t in self.list_tokens() if t.active and reserved_name(t.name)]
 
     def _touch(self, name: str, last_used_at: str | None) -> None:
         """Record a use, at most every :data:`LAST_USED_EVERY_S` seconds per token."""

@@ -50,6 +50,7 @@ def test_commands_package_exports_the_rooms() -> None:
         "serve",
         "stack",
         "tokens",
+        "watch",
     ]
     for name in commands.__all__:
         assert isinstance(getattr(commands, name).app, typer.Typer), name

@@ -47,6 +47,8 @@ async def test_serve_starts_runs_from_posts_until_stopped(
             addr,
             "--task-queue",
             task_queue,
+            "--max-streams-per-token",
+            "1",
         ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -73,6 +75,13 @@ async def test_serve_starts_runs_from_posts_until_stopped(
                         break
                     await asyncio.sleep(0.1)
                 assert [g.stage for g in view.pending_gates] == ["approve_reply"]
+                # --max-streams-per-token 1: every caller of this open server is "loopback".
+                events = f"/run/{run_id}/events"
+                async with http.stream("GET", events) as first:
+                    second = await http.get(events)
+                    assert first.status_code == 200
+                assert second.status_code == 429, second.text
+                assert "the most one token may hold (1)" in second.json()["error"]["message"]
                 again = await http.post(
                     "/hooks/triage",
                     json={"ticket": "My invoice is wrong"},
@@ -145,6 +154,7 @@ async def test_serve_applies_its_edge_options_and_warns_about_body_signatures(
             *(ARMATURE, "serve", "specs/customer-triage.yaml", "--port", str(port)),
             *("--address", addr, "--task-queue", task_queue, "--accept-body-signatures"),
             *("--signature-tolerance", "60", "--request-timeout", "1", "--max-concurrency", "4"),
+            *("--max-streams", "1"),
         ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -161,7 +171,7 @@ async def test_serve_applies_its_edge_options_and_warns_about_body_signatures(
             stale = await http.post(
                 "/hooks/triage",
                 content=body,
-                headers=sign(secret, body, timestamp=int(time.time()) - 120),
+                headers=sign(secret, body, timestamp=int(time.time()) - 120, path="/hooks/triage"),
             )
             github = {"X-Hub-Signature-256": body_sig, "X-GitHub-Delivery": "g-1"}
             legacy = await http.post("/hooks/triage", content=body, headers=github)
@@ -170,7 +180,8 @@ async def test_serve_applies_its_edge_options_and_warns_about_body_signatures(
             )
             schema = await http.get("/openapi.json")
             took = await slow_headers_closed_after(port)
-            held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(4)]
+            # The connection ceiling: 4 requests, the 8 kept for health and decisions, 1 stream.
+            held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(4 + 8 + 1)]
             try:
                 crowded = await http.get("/healthz")
             finally:

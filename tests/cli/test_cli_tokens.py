@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from armature_temporal.store import TraceStore
 from tests.fakes import run_armature
 
@@ -60,3 +62,37 @@ async def test_tokens_refusals_name_the_value_and_the_fix() -> None:
     unknown = await run_armature("tokens", "revoke", "nobody", "--json")
     assert unknown.returncode == 1
     assert "no token named 'nobody'" in json.loads(unknown.stdout)["error"]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "loopback",
+        "signal",
+        "timeout",
+        "Signal",
+        "TIMEOUT",
+        "system",
+        "anonymous",
+        "armature",
+        "armature-improve",
+        "Armature.bot",
+    ],
+)
+async def test_names_armature_records_for_its_own_deciders_are_refused(name: str) -> None:
+    """#25: a gate decision records its token's name as ``by``, so a token called "signal"
+    or "timeout" made a person's decision read as an unauthenticated signal or a timeout."""
+    done = await run_armature("tokens", "create", name, "--scope", "approve")
+    assert done.returncode == 2, done.stdout
+    assert f"token name {name!r} is reserved" in done.stderr
+    assert "name the token after who uses it" in done.stderr
+    assert "arm_" not in done.stdout
+    listed = await run_armature("tokens", "list", "--json")
+    assert json.loads(listed.stdout)["tokens"] == []
+
+
+@pytest.mark.parametrize("name", ["", " ", "ci\tbot", "ci\x07bot", "ci bot"])
+async def test_empty_blank_and_control_character_names_are_refused(name: str) -> None:
+    done = await run_armature("tokens", "create", name, "--scope", "read")
+    assert done.returncode == 2, done.stdout
+    assert "is not allowed: use 1-64 letters" in done.stderr

@@ -70,6 +70,8 @@ def test_token_names_are_unique_even_after_revocation(store: TraceStore) -> None
         ("ok", [], "at least one scope"),
         ("has space", ["read"], "token name 'has space' is not allowed"),
         ("", ["read"], "token name '' is not allowed"),
+        ("Loopback", ["read"], "token name 'Loopback' is reserved"),
+        ("armature_bot", ["read"], "names starting with 'armature'"),
     ],
 )
 def test_create_token_refuses_bad_names_and_scopes(

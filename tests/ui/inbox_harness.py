@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Collection
 
 from fastapi import FastAPI
 from starlette.requests import Request
@@ -37,6 +38,9 @@ class FakeAuthorizer:
 
     def from_token(self, token: str) -> Principal | None:
         return self.tokens.get(token)
+
+    def still_valid(self, credentials: Collection[str | None]) -> set[str | None]:
+        return {c for c in credentials if (c in self.tokens if c is not None else self.open)}
 
     def authenticate(self, request: Request) -> Principal:
         header = request.headers.get("authorization", "")

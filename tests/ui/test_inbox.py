@@ -26,6 +26,8 @@ from worker import build_worker
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 BASE = "http://127.0.0.1:8787"  # an open server answers only this machine
+#: The inbox shows the runs of the specs its server serves: these tests serve the triage spec.
+TRIAGE = load_plan(SPECS / "customer-triage.yaml")
 
 
 async def browser_for(app: Any) -> httpx.AsyncClient:
@@ -108,7 +110,7 @@ async def test_a_read_only_token_sees_the_gate_without_buttons_and_a_forged_post
     auth = FakeAuthorizer()
     auth.add("approver", "approve")  # another token exists; this one may only read
     reader = auth.add("reader", "read")
-    async with await browser_for(fake_inbox_app(client, task_queue, auth)) as http:
+    async with await browser_for(fake_inbox_app(client, task_queue, auth, TRIAGE)) as http:
         await login(http, reader)
         page, card = await section_for(http, handle.id)
         assert "Approve</button>" not in card and 'id="read-only"' in page
@@ -131,7 +133,7 @@ async def test_a_post_without_the_csrf_token_or_from_another_site_is_refused_and
     auth = FakeAuthorizer()
     token = auth.add("alice", "approve", "read")
     path = f"/ui/runs/{handle.id}/gates/approve_reply"
-    async with await browser_for(fake_inbox_app(client, task_queue, auth)) as http:
+    async with await browser_for(fake_inbox_app(client, task_queue, auth, TRIAGE)) as http:
         await login(http, token)
         _, card = await section_for(http, handle.id)
         before = (await handle.describe()).history_length
@@ -150,7 +152,7 @@ async def test_a_post_without_the_csrf_token_or_from_another_site_is_refused_and
         assert [r.status_code for r in (missing, wrong, cross, referer)] == [403] * 4
         assert "CSRF" in missing.text and "another site" in cross.text
         # another session's token is no good either: it is bound to the session it was made for
-        async with await browser_for(fake_inbox_app(client, task_queue, auth)) as other:
+        async with await browser_for(fake_inbox_app(client, task_queue, auth, TRIAGE)) as other:
             await login(other, token)
             stolen = await other.post(path, data={"decision": "approve", "csrf": csrf_of(card)})
             assert stolen.status_code == 403

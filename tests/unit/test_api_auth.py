@@ -242,3 +242,43 @@ def test_an_open_server_refuses_a_page_from_elsewhere(
         TokenAuthorizer(store, loopback=True).authenticate(request_with(**headers))
     assert (refused.value.status, refused.value.code) == (403, "cross_site")
     assert said in refused.value.message and "armature tokens create" in refused.value.fix
+
+
+def test_a_token_stored_with_a_name_now_reserved_is_refused_and_serve_warns(
+    store: TraceStore,
+) -> None:
+    """A token called "timeout" made before names were reserved would record a person's
+    decisions as a timeout: it is refused (as revoked would be), and serve says why."""
+    from sqlalchemy import update
+
+    from armature_temporal.service.api.edge import reserved_token_warning
+    from armature_temporal.store._base import table_of
+    from armature_temporal.store.schema import ApiTokenRow
+
+    token = store.create_token("was-fine", ["approve"])
+    table = table_of(ApiTokenRow)
+    with store.engine.begin() as conn:  # as an older Armature could have stored it
+        conn.execute(update(table).where(table.c.name == "was-fine").values(name="timeout"))
+    assert store.principal_for(token) is None
+    assert store.active_tokens([token]) == []
+    warning = reserved_token_warning(store)
+    assert "'timeout'" in warning and "reserved names" in warning
+    assert "armature tokens revoke NAME" in warning
+    store.revoke_token("timeout")
+    assert reserved_token_warning(store) == ""
+
+
+def test_still_valid_reads_the_store_afresh_and_updates_the_cache(store: TraceStore) -> None:
+    """What the stream watcher asks: no cache between a revoke and the answer."""
+    clock = FakeClock()
+    keep = store.create_token("keep", ["read"])
+    drop = store.create_token("drop", ["read"])
+    auth = TokenAuthorizer(store, loopback=True, clock=clock)
+    assert auth.from_token(drop) is not None  # cached for TOKEN_CACHE_S
+    store.revoke_token("drop")
+    assert auth.from_token(drop) is not None, "the cache still says yes"
+    assert auth.still_valid({keep, drop, "arm_malformed"}) == {keep}
+    assert auth.from_token(drop) is None, "the fresh answer reached the cache"
+    assert auth.still_valid({None}) == set(), "tokens exist: the open server is closed"
+    store.revoke_token("keep")
+    assert auth.still_valid({None, keep}) == {None}, "no active token: open again"

@@ -112,14 +112,30 @@ POLICY = AuthPolicy(SECRET)
 BODY_ONLY_SIG = "sha256=" + hmac.new(SECRET.encode(), BODY, hashlib.sha256).hexdigest()
 
 
-def stamped(body: bytes = BODY, *, at: int = NOW, key: str = "") -> dict[str, str]:
+HOOK = "/hooks/triage"
+GET = {"method": "GET", "path": "/"}
+
+
+def stamped(
+    body: bytes = BODY, *, at: int = NOW, key: str = "", method: str = "POST", path: str = HOOK
+) -> dict[str, str]:
     """Lower-case header names, as the app hands them over."""
-    return {k.lower(): v for k, v in sign(SECRET, body, timestamp=at, key=key).items()}
+    signed = sign(SECRET, body, timestamp=at, key=key, method=method, path=path)
+    return {k.lower(): v for k, v in signed.items()}
 
 
-def check(headers: dict[str, str], body: bytes = BODY, **kw: object) -> object:
+def check(
+    headers: dict[str, str],
+    body: bytes = BODY,
+    *,
+    method: str = "POST",
+    path: str = HOOK,
+    **kw: object,
+) -> object:
     key = headers.get("idempotency-key")
-    return authenticate(POLICY, headers, body, now=NOW, key=key, **kw)  # type: ignore[arg-type]
+    return authenticate(  # type: ignore[misc]
+        POLICY, headers, body, now=NOW, key=key, method=method, path=path, **kw
+    )
 
 
 @pytest.mark.parametrize(
@@ -153,7 +169,7 @@ def test_the_secret_admits_a_bearer_token_or_a_fresh_signature(headers: dict[str
         ({**stamped(), "x-armature-signature-256": "sha256=00"}, "does not match"),
         (
             {**stamped(), "x-armature-signature-256": BODY_ONLY_SIG},
-            f"'{NOW}..' followed by the raw body",
+            f"the lines ['{NOW}', 'POST', '{HOOK}', ''], each followed by a newline",
         ),
         ({"x-armature-signature-256": BODY_ONLY_SIG}, "without X-Armature-Timestamp"),
         ({"x-hub-signature-256": BODY_ONLY_SIG}, "X-Hub-Signature-256 without"),
@@ -161,7 +177,7 @@ def test_the_secret_admits_a_bearer_token_or_a_fresh_signature(headers: dict[str
         (stamped(at=NOW + 301), "is 301 s in the future"),
         ({**stamped(), "x-armature-timestamp": "soon"}, "'soon' is not a unix time"),
         ({**stamped(), "x-armature-timestamp": "1.8e9"}, "not a unix time"),
-        ({**stamped(key="k-1"), "idempotency-key": "k-2"}, "'1800000000.k-2.'"),
+        ({**stamped(key="k-1"), "idempotency-key": "k-2"}, f"'POST', '{HOOK}', 'k-2']"),
         ({**stamped(), "idempotency-key": "k-2"}, "does not match"),
         ({"authorization": "Bearer s3cr\u00e9t"}, "bearer token is wrong"),
         ({**stamped(), "x-hub-signature-256": "sha256=\u00e9"}, "does not match"),
@@ -204,7 +220,8 @@ def test_the_401_for_no_credentials_spells_out_the_headers_and_the_signed_string
         "Authorization: Bearer <secret>",
         "X-Armature-Timestamp: <unix seconds now>",
         "X-Armature-Signature-256: sha256=<hex",
-        "'<timestamp>.<Idempotency-Key or empty>.<raw body>'",
+        "'<timestamp>\\n<METHOD>\\n<path>\\n<Idempotency-Key or empty>\\n<raw body>'",
+        "five fields joined by newlines",
         "$ARMATURE_WEBHOOK_SECRET",
     ):
         assert words in message
@@ -222,25 +239,55 @@ def test_a_signature_covers_the_timestamp_the_key_and_the_body() -> None:
         check(headers, BODY + b" ")
 
 
-def test_a_signed_key_with_a_dot_is_400_as_it_cannot_be_signed_unambiguously() -> None:
-    with pytest.raises(WebhookRequestError, match=r"'a\.b' contains '\.'.*e\.g\. a UUID") as caught:
-        check(stamped(key="a.b"))
-    assert caught.value.status == 400
-    check({"authorization": f"Bearer {SECRET}", "idempotency-key": "a.b"})  # bearer: any key
+def test_a_signature_covers_the_method_and_the_path() -> None:
+    """#25: a delivery signed for one hook, replayed to another, started a run there; and a
+    signed GET (an empty body) was a valid POST."""
+    to_triage = stamped(key="k")
+    check(to_triage)
+    with pytest.raises(WebhookRequestError, match="does not match") as other_hook:
+        check(to_triage, path="/hooks/billing")
+    assert "'/hooks/billing'" in str(other_hook.value)
+    get = stamped(b"", method="GET", path="/")
+    check(get, b"", method="GET", path="/")
+    for method, path in (("POST", "/"), ("POST", HOOK), ("GET", HOOK)):
+        with pytest.raises(WebhookRequestError, match="does not match"):
+            check(get, b"", method=method, path=path)
+
+
+def test_the_signed_fields_are_lines_so_no_two_requests_sign_the_same_string() -> None:
+    from armature_temporal.service.webhook_auth import signed_string
+
+    assert signed_string(NOW, "post", HOOK, "k", BODY) == (
+        f"{NOW}\nPOST\n{HOOK}\nk\n".encode() + BODY
+    )
+    # The old '.'-joined fields let a dot move between the path, the key and the body.
+    assert signed_string(NOW, "POST", "/h/a.b", "k", b"") != signed_string(
+        NOW, "POST", "/h/a", "b.k", b""
+    )
+    check(stamped(key="a.b"))  # a key may hold a dot: the fields are lines
+
+
+@pytest.mark.parametrize("path", ["/hooks/tri age", "/hooks/a\nb", "/h\x00"])
+def test_a_hook_path_that_could_not_be_requested_or_signed_is_refused(path: str) -> None:
+    with pytest.raises(WebhookConfigError, match="must start with '/' and hold no spaces"):
+        collect_hooks([plan_from(spec(path=json.dumps(path)))])
 
 
 def test_the_header_check_alone_refuses_without_the_body() -> None:
-    pending = check_headers(POLICY, stamped(key="k"), now=NOW, key="k")
+    pending = check_headers(POLICY, stamped(key="k"), now=NOW, key="k", method="POST", path=HOOK)
     assert pending is not None and pending.timestamp == NOW and pending.key == "k"
     verify_body(POLICY, pending, BODY)
     with pytest.raises(WebhookRequestError, match="does not match"):
         verify_body(POLICY, pending, b"{}")
-    assert check_headers(POLICY, {"authorization": f"Bearer {SECRET}"}, now=NOW, key=None) is None
+    bearer = {"authorization": f"Bearer {SECRET}"}
+    assert check_headers(POLICY, bearer, now=NOW, key=None, method="POST", path=HOOK) is None
 
 
 def test_body_only_signatures_only_where_accepted_and_never_for_a_get() -> None:
     lenient = AuthPolicy(SECRET, accept_body_signatures=True)
-    pending = authenticate(lenient, {"x-hub-signature-256": BODY_ONLY_SIG}, BODY, now=NOW)
+    pending = authenticate(
+        lenient, {"x-hub-signature-256": BODY_ONLY_SIG}, BODY, now=NOW, method="POST", path=HOOK
+    )
     assert pending is not None and pending.timestamp is None
     assert pending.dedupe.startswith("body-sig:"), "its run id comes from the body's signature"
     with pytest.raises(WebhookRequestError, match="without X-Armature-Timestamp"):
@@ -252,33 +299,35 @@ def test_body_only_signatures_only_where_accepted_and_never_for_a_get() -> None:
             },
             b"",
             now=NOW,
+            method="GET",
+            path="/",
             allow_body_signature=False,
         )
 
 
 def test_the_tolerance_is_configurable() -> None:
     strict = AuthPolicy(SECRET, tolerance_s=5)
-    authenticate(strict, stamped(at=NOW - 5), BODY, now=NOW)
+    authenticate(strict, stamped(at=NOW - 5), BODY, now=NOW, method="POST", path=HOOK)
     with pytest.raises(WebhookRequestError, match="accepts 5 s either way"):
-        authenticate(strict, stamped(at=NOW - 6), BODY, now=NOW)
+        authenticate(strict, stamped(at=NOW - 6), BODY, now=NOW, method="POST", path=HOOK)
 
 
 def test_a_non_ascii_secret_compares_as_utf8_bytes() -> None:
     secret = "sécret-ü-密钥"
     # The app decodes header bytes as UTF-8 with surrogateescape: what the wire carried.
     wire = f"Bearer {secret}".encode().decode("utf-8", "surrogateescape")
-    authenticate(AuthPolicy(secret), {"authorization": wire}, b"", now=NOW)
+    authenticate(AuthPolicy(secret), {"authorization": wire}, b"", now=NOW, **GET)
     latin1 = f"Bearer {secret}".encode().decode("latin-1")  # how Starlette would decode it
     with pytest.raises(WebhookRequestError):
-        authenticate(AuthPolicy(secret), {"authorization": latin1}, b"", now=NOW)
+        authenticate(AuthPolicy(secret), {"authorization": latin1}, b"", now=NOW, **GET)
     garbage = b"Bearer \xff\xfe".decode("utf-8", "surrogateescape")
     with pytest.raises(WebhookRequestError, match="bearer token is wrong"):
-        authenticate(AuthPolicy(secret), {"authorization": garbage}, b"", now=NOW)
+        authenticate(AuthPolicy(secret), {"authorization": garbage}, b"", now=NOW, **GET)
 
 
 def test_no_secret_means_no_check() -> None:
-    assert authenticate(AuthPolicy(None), {}, BODY, now=NOW) is None
-    assert authenticate(AuthPolicy(""), {}, BODY, now=NOW) is None
+    assert authenticate(AuthPolicy(None), {}, BODY, now=NOW, **GET) is None
+    assert authenticate(AuthPolicy(""), {}, BODY, now=NOW, **GET) is None
 
 
 @pytest.mark.parametrize(

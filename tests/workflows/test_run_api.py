@@ -6,8 +6,6 @@ GET /run/{id}, idempotency keys, cancelling, and gates — a token without `appr
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,83 +13,12 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from armature_temporal.service.api.app import create_service_app
-from armature_temporal.service.api.auth import TokenAuthorizer
-from armature_temporal.service.api.deps import ServiceState
-from armature_temporal.spec.compiler import Plan, compile_spec
-from armature_temporal.spec.loader import load_spec
 from armature_temporal.store import TraceStore
-from tests.fakes import free_port
+from tests.workflows.run_api_harness import bearer, serving, until
 from worker import build_worker
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 pytest.importorskip("fastapi", reason="needs the serve extra: pip install -e '.[dev,serve]'")
-
-SPECS = Path(__file__).resolve().parents[2] / "specs"
-
-
-def plans() -> dict[str, Plan]:
-    files = ("quickstart.yaml", "customer-triage.yaml")
-    loaded = [compile_spec(load_spec(SPECS / f)) for f in files]
-    return {plan.name: plan for plan in loaded}
-
-
-@asynccontextmanager
-async def serving(
-    client: Client, task_queue: str, store: TraceStore
-) -> AsyncIterator[httpx.AsyncClient]:
-    """The service app on 127.0.0.1:<free port> under uvicorn, and an HTTP client for it."""
-    import uvicorn
-
-    from armature_temporal.service.webserver import ServerLimits, server_config
-
-    async def the_client() -> Client:
-        return client
-
-    state = ServiceState(
-        plans=plans(),
-        client=the_client,
-        task_queue=task_queue,
-        auth=TokenAuthorizer(store, loopback=True),
-    )
-    port = free_port()
-    config = server_config(
-        create_service_app(state),
-        ServerLimits(),
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        lifespan="off",
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
-            for _ in range(200):
-                if server.started:
-                    break
-                await asyncio.sleep(0.02)
-            yield http
-    finally:
-        server.should_exit = True
-        await task
-
-
-def bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
-
-
-async def until(http: httpx.AsyncClient, run_id: str, token: str, done: Any) -> dict[str, Any]:
-    """GET /run/{id} until ``done(view)``; returns that view."""
-    view: dict[str, Any] = {}
-    for _ in range(300):
-        answer = await http.get(f"/run/{run_id}", headers=bearer(token))
-        assert answer.status_code == 200, answer.text
-        view = answer.json()
-        if done(view):
-            return view
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"run {run_id} never got there: {view}")
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from typing import Any
 
 import httpx
@@ -57,6 +57,9 @@ class fake_authorizer:
     def open(self) -> bool:
         return False
 
+    def still_valid(self, credentials: Collection[str | None]) -> set[str | None]:
+        return {c for c in credentials if c in self.tokens}
+
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def served(client: Client, task_queue: str) -> AsyncIterator[tuple[str, FastAPI]]:
@@ -67,8 +70,13 @@ async def served(client: Client, task_queue: str) -> AsyncIterator[tuple[str, Fa
         app = FastAPI()
         install_error_handlers(app)
         app.include_router(events_api.router)
+        # The runs of the specs it serves are what it follows: the triage spec's here.
+        triage = load_plan(SPECS / "customer-triage.yaml")
         app.state.armature = ServiceState(
-            plans={}, client=connected, task_queue=task_queue, auth=fake_authorizer()
+            plans={triage.name: triage},
+            client=connected,
+            task_queue=task_queue,
+            auth=fake_authorizer(),
         )
         return app
 

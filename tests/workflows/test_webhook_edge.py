@@ -34,7 +34,7 @@ pytest.importorskip("fastapi", reason="needs the serve extra: pip install -e '.[
 
 import uvicorn  # noqa: E402  (the serve extra brings it with fastapi)
 
-from armature_temporal.service.webhook_auth import sign  # noqa: E402
+from armature_temporal.service.webhook_auth import SIGNED_FORM, sign  # noqa: E402
 from armature_temporal.service.webhooks import collect_hooks, create_app  # noqa: E402
 from armature_temporal.service.webserver import ServerLimits, server_config  # noqa: E402
 
@@ -79,6 +79,8 @@ async def edge(
     spec: str = SPEC,
     request_timeout_s: float = 1.0,
     max_concurrency: int = 64,
+    reserved: int = ServerLimits.reserved,
+    max_streams: int = ServerLimits.max_streams,
     **auth: Any,
 ) -> AsyncIterator[Edge]:
     """The webhook server on a free loopback port, in this event loop."""
@@ -95,7 +97,12 @@ async def edge(
         body_timeout_s=request_timeout_s,
         **auth,
     )
-    limits = ServerLimits(request_timeout_s=request_timeout_s, max_concurrency=max_concurrency)
+    limits = ServerLimits(
+        request_timeout_s=request_timeout_s,
+        max_concurrency=max_concurrency,
+        reserved=reserved,
+        max_streams=max_streams,
+    )
     server = _QuietServer(
         server_config(app, limits, log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
     )
@@ -116,8 +123,16 @@ async def edge(
         sock.close()
 
 
-def signed(body: bytes, *, key: str = "", at: float | None = None) -> dict[str, str]:
-    return sign(SECRET, body, timestamp=int(time.time() if at is None else at), key=key)
+def signed(
+    body: bytes,
+    *,
+    key: str = "",
+    at: float | None = None,
+    method: str = "POST",
+    path: str = "/hooks/ticket",
+) -> dict[str, str]:
+    stamp = int(time.time() if at is None else at)
+    return sign(SECRET, body, timestamp=stamp, key=key, method=method, path=path)
 
 
 async def terminate_all(client: Client, task_queue: str) -> None:
@@ -210,7 +225,10 @@ async def test_a_captured_signed_body_replayed_with_a_new_key_is_refused(
     assert first.status_code == 202, first.text
     assert replay.status_code == 401, replay.text
     assert "X-Armature-Signature-256 does not match" in replay.json()["error"]
-    assert f"'{captured['X-Armature-Timestamp']}.new-2.'" in replay.json()["error"]
+    assert (
+        f"'{captured['X-Armature-Timestamp']}', 'POST', '/hooks/ticket', 'new-2'"
+        in (replay.json()["error"])
+    )
     assert unkeyed.status_code == 401
     assert again.status_code == 200 and again.json()["duplicate"] is True
     assert again.json()["run_id"] == first.json()["run_id"]
@@ -280,11 +298,11 @@ async def test_the_empty_body_signature_without_a_fresh_timestamp_is_refused(
         listing = await http.get("/", headers={"X-Armature-Signature-256": empty})
         hook = await http.get("/hooks/ticket", headers={"X-Hub-Signature-256": empty})
         post = await http.post("/hooks/ticket", headers={"X-Armature-Signature-256": empty})
-        fresh = await http.get("/", headers=signed(b""))
+        fresh = await http.get("/", headers=signed(b"", method="GET", path="/"))
     for answer in (listing, hook, post):
         assert answer.status_code == 401, answer.text
         assert "without X-Armature-Timestamp" in answer.json()["error"]
-        assert "'<timestamp>.<Idempotency-Key or empty>.<raw body>'" in answer.json()["error"]
+        assert SIGNED_FORM in answer.json()["error"]
     assert fresh.status_code == 200 and fresh.json()["hooks"][0]["path"] == "/hooks/ticket"
 
 
@@ -305,6 +323,120 @@ async def test_accepted_body_only_signatures_start_one_run_per_body_whatever_the
     assert first.status_code == 202, first.text
     assert replay.status_code == 200 and replay.json()["run_id"] == first.json()["run_id"]
     assert listing.status_code == 401, "a body-only signature must never admit a GET"
+    await terminate_all(client, task_queue)
+
+
+TWO_HOOKS = """\
+name: twohooks
+model_tiers: {small: {provider: simulate}}
+inputs:
+  type: object
+  properties:
+    ticket: {type: string}
+  required: [ticket]
+triggers:
+  - {type: webhook, path: /hooks/ticket}
+  - {type: webhook, path: /hooks/refund, inputs: {ticket: "refund everything"}}
+stages:
+  - {id: s, role: {name: S, description: "{{ inputs.ticket }}"}}
+"""
+
+
+async def test_a_delivery_signed_for_one_hook_is_refused_by_another(
+    client: Client, task_queue: str
+) -> None:
+    """#25: a signed delivery to one hook, replayed to another, started a run there. The
+    method and path are signed now: the replay is 401 and starts nothing."""
+    body = json.dumps({"ticket": f"to ticket {task_queue}"}).encode()
+    captured = signed(body, key="d-1", path="/hooks/ticket")
+    async with (
+        edge(client, task_queue, spec=TWO_HOOKS) as srv,
+        httpx.AsyncClient(base_url=srv.url) as http,
+    ):
+        replayed = await http.post("/hooks/refund", content=body, headers=captured)
+        meant = await http.post("/hooks/ticket", content=body, headers=captured)
+    assert replayed.status_code == 401, replayed.text
+    assert "'POST', '/hooks/refund', 'd-1'" in replayed.json()["error"]
+    assert meant.status_code == 202, meant.text
+    running = f"TaskQueue = '{task_queue}'"
+    started = [w.id async for w in client.list_workflows(running)]
+    assert started == [meant.json()["run_id"]], "the replay must start nothing"
+    await terminate_all(client, task_queue)
+
+
+async def test_a_signed_get_is_not_a_post(client: Client, task_queue: str) -> None:
+    """A signature of a GET (an empty body) was a valid POST with an empty body: on a hook
+    whose trigger gives every input, it started a run."""
+    listing = signed(b"", method="GET", path="/")
+    on_hook = signed(b"", method="GET", path="/hooks/refund")
+    async with (
+        edge(client, task_queue, spec=TWO_HOOKS) as srv,
+        httpx.AsyncClient(base_url=srv.url) as http,
+    ):
+        assert (await http.get("/", headers=listing)).status_code == 200
+        assert (await http.get("/hooks/refund", headers=on_hook)).status_code == 405
+        as_post = [
+            await http.post("/hooks/refund", headers=listing),
+            await http.post("/hooks/refund", headers=on_hook),
+        ]
+    for answer in as_post:
+        assert answer.status_code == 401, answer.text
+    assert [w async for w in client.list_workflows(f"TaskQueue = '{task_queue}'")] == []
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Host": "evil.example"},
+        {"Host": "evil.example:8787"},
+        {"Origin": "https://evil.example"},
+        {"Origin": "null"},
+    ],
+    ids=["rebound-host", "rebound-host-port", "other-origin", "null-origin"],
+)
+async def test_a_loopback_server_without_a_secret_refuses_pages_elsewhere(
+    client: Client, task_queue: str, headers: dict[str, str]
+) -> None:
+    """#25: the run API refused a token-less request from a page elsewhere (DNS rebinding,
+    another site's form) with 403 cross_site, but the webhooks on the same loopback server
+    started runs for it."""
+    body = json.dumps({"ticket": f"from a page {task_queue}"}).encode()
+    async with (
+        edge(client, task_queue, secret=None) as srv,
+        httpx.AsyncClient(base_url=srv.url) as http,
+    ):
+        refused = await http.post("/hooks/ticket", content=body, headers=headers)
+        listing = await http.get("/", headers=headers)
+        local = await http.post("/hooks/ticket", content=body)
+    for answer in (refused, listing):
+        assert answer.status_code == 403, answer.text
+        assert answer.json()["code"] == "cross_site"
+        assert "http://127.0.0.1:<port>" in answer.json()["error"]
+    assert local.status_code == 202, local.text
+    runs = [w.id async for w in client.list_workflows(f"TaskQueue = '{task_queue}'")]
+    assert runs == [local.json()["run_id"]], "the page's request must start nothing"
+    await terminate_all(client, task_queue)
+
+
+async def test_beyond_loopback_or_with_a_secret_the_host_is_not_checked(
+    client: Client, task_queue: str
+) -> None:
+    """The cross-site rule is for an open loopback server: a secret authenticates the
+    sender, and a server opened beyond loopback (--allow-unauthenticated, a proxy in front)
+    is reached by other names on purpose."""
+    body = json.dumps({"ticket": f"proxied {task_queue}"}).encode()
+    rebound = {"Host": "hooks.example.com"}
+    async with (
+        edge(client, task_queue, secret=None, loopback=False) as srv,
+        httpx.AsyncClient(base_url=srv.url) as http,
+    ):
+        proxied = await http.post("/hooks/ticket", content=body, headers=rebound)
+    async with edge(client, task_queue) as srv, httpx.AsyncClient(base_url=srv.url) as http:
+        holder = await http.post(
+            "/hooks/ticket", content=body, headers={**rebound, **signed(body, key="p-2")}
+        )
+    assert proxied.status_code == 202, proxied.text
+    assert holder.status_code == 202, holder.text
     await terminate_all(client, task_queue)
 
 
@@ -373,9 +505,13 @@ async def test_an_unauthenticated_body_is_refused_before_it_is_read(
     assert took < 5
 
 
-async def test_the_concurrency_limit_answers_503(client: Client, task_queue: str) -> None:
-    async with edge(client, task_queue, request_timeout_s=10.0, max_concurrency=2) as srv:
-        held = [await asyncio.open_connection("127.0.0.1", srv.port) for _ in range(2)]
+async def test_the_connection_ceiling_answers_503(client: Client, task_queue: str) -> None:
+    """Connections are capped at the sum of the budgets (ordinary, reserved, streams): past
+    it, whatever the path, 503."""
+    async with edge(
+        client, task_queue, request_timeout_s=10.0, max_concurrency=2, reserved=1, max_streams=1
+    ) as srv:
+        held = [await asyncio.open_connection("127.0.0.1", srv.port) for _ in range(4)]
         await asyncio.sleep(0.1)
         try:
             async with httpx.AsyncClient(base_url=srv.url) as http:
@@ -384,6 +520,60 @@ async def test_the_concurrency_limit_answers_503(client: Client, task_queue: str
             for _, writer in held:
                 writer.close()
     assert answer.status_code == 503
+
+
+async def test_idle_keep_alive_connections_give_way_to_a_new_one(
+    client: Client, task_queue: str
+) -> None:
+    """Clients that keep connections open between requests hold no capacity: when the
+    server is full, a new connection closes the idle ones first and is served."""
+    async with edge(
+        client, task_queue, request_timeout_s=10.0, max_concurrency=2, reserved=1, max_streams=1
+    ) as srv:
+        idle = []
+        for _ in range(4):  # the ceiling: 2 + 1 + 1, each answered once and kept alive
+            reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            await writer.drain()
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            assert head.startswith(b"HTTP/1.1 200"), head
+            idle.append((reader, writer))
+        try:
+            async with httpx.AsyncClient(base_url=srv.url) as http:
+                answer = await http.get("/healthz")
+        finally:
+            for _, writer in idle:
+                writer.close()
+    assert answer.status_code == 200, answer.text
+
+
+async def test_requests_at_the_limit_leave_health_its_reserved_capacity(
+    client: Client, task_queue: str
+) -> None:
+    """#25: ordinary requests held open fill --max-concurrency; another is 503 ``busy`` (JSON
+    naming the limit), while ``GET /healthz`` still answers from the capacity kept for it."""
+    async with edge(
+        client, task_queue, request_timeout_s=5.0, max_concurrency=2, reserved=2, max_streams=2
+    ) as srv:
+        # Two deliveries whose bodies never come: in progress until the body deadline.
+        head = post_head(f"Authorization: Bearer {SECRET}\r\n", length=100)
+        held = [await asyncio.open_connection("127.0.0.1", srv.port) for _ in range(2)]
+        try:
+            for _, writer in held:
+                writer.write(head)
+                await writer.drain()
+            await asyncio.sleep(0.3)
+            async with httpx.AsyncClient(base_url=srv.url) as http:
+                busy = await http.get("/", headers={"Authorization": f"Bearer {SECRET}"})
+            async with httpx.AsyncClient(base_url=srv.url) as http:
+                health = await http.get("/healthz")
+        finally:
+            for _, writer in held:
+                writer.close()
+    assert busy.status_code == 503, busy.text
+    assert busy.json()["error"]["code"] == "busy"
+    assert "--max-concurrency" in busy.json()["error"]["fix"]
+    assert health.status_code == 200, health.text
 
 
 # -- bodies that broke the server ------------------------------------------------------------

@@ -52,7 +52,9 @@ async def served(
         collect_hooks([plan_from(SPEC)]), temporal, task_queue=task_queue, secret=secret
     )
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://hooks.test") as http:
+    # An open server (no secret) on loopback answers only this machine: a loopback Host.
+    base = "http://127.0.0.1:8787"
+    async with httpx.AsyncClient(transport=transport, base_url=base) as http:
         yield http
 
 
@@ -197,7 +199,7 @@ async def test_with_a_secret_only_authentic_requests_start_runs(
 ) -> None:
     secret = "hook-secret"
     body = json.dumps({"ticket": "signed"}).encode()
-    headers = sign(secret, body, timestamp=int(time.time()))
+    headers = sign(secret, body, timestamp=int(time.time()), path="/hooks/ticket")
     body_only = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
     async with served(client, task_queue, secret) as http:
         denied = await http.post("/hooks/ticket", content=body)
@@ -242,7 +244,9 @@ async def test_an_unreachable_server_is_503_naming_it(task_queue: str) -> None:
 
     app = create_app(collect_hooks([plan_from(SPEC)]), temporal, task_queue=task_queue)
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://hooks.test") as http:
+    # An open server (no secret) on loopback answers only this machine: a loopback Host.
+    base = "http://127.0.0.1:8787"
+    async with httpx.AsyncClient(transport=transport, base_url=base) as http:
         answer = await http.post("/hooks/ticket", json={"ticket": "x"})
     assert answer.status_code == 503
     assert "127.0.0.1:1" in answer.json()["error"]

@@ -9,6 +9,11 @@
 - ``auth`` — :class:`TokenAuthorizer`, the Authorizer over the store's API tokens (open only
   on loopback while no token exists).
 - ``runs`` — the routes: health, specs, starting / showing / cancelling runs, gates.
+- ``events`` — ``GET /run/{id}/events`` (server-sent events); ``streams`` — their caps per
+  token and overall, and ending a revoked token's streams.
+- ``scope`` — which runs this server acts on (those of the specs it serves, unless
+  ``--all-runs``): another spec's run is answered as a run that does not exist.
+- ``ui`` and ``ui_session`` — the approval inbox at ``/ui`` and its sessions.
 - ``app`` — ``create_service_app``: the routes, OpenAPI and docs behind ``read``, body limits,
   the webhooks mounted last.
 - ``edge`` — what ``armature serve`` checks before it listens (token rule, reserved paths).

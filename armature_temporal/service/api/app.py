@@ -2,8 +2,11 @@
 ``read`` scope, and the specs' webhooks (mounted last, so their paths work as before).
 
 A request body for the API is read within ``body_timeout_s`` of the request's headers
-(else 408) and up to :data:`MAX_BODY_BYTES` (else 413), before any route sees it; the
-webhook paths keep their own limits (:mod:`~armature_temporal.service.webhooks`).
+(else 408) and up to :data:`MAX_BODY_BYTES` (else 413), before any route sees it; a JSON
+body nested deeper than 64 levels or holding a lone surrogate escape is refused there, 400
+``too_deep`` / ``lone_surrogate`` naming the place (:mod:`~armature_temporal.service.json_body`;
+the inbox's forms check their own fields). The webhook paths keep their own limits
+(:mod:`~armature_temporal.service.webhooks`).
 """
 
 from __future__ import annotations
@@ -160,6 +163,11 @@ class _BodyLimits:
             )
             return
         body = b"".join(chunks)
+        if not scope["path"].startswith("/ui"):  # the inbox posts forms, not JSON
+            refused = _json_refusal(scope, body)
+            if refused is not None:
+                await _answer(send, 400, *refused)
+                return
         handed = False
 
         async def replay() -> Message:
@@ -170,6 +178,30 @@ class _BodyLimits:
             return await receive()
 
         await self.app(scope, replay, send)
+
+
+def _json_refusal(scope: Scope, body: bytes) -> tuple[str, str, str] | None:
+    """(code, message, fix) for a JSON body the API refuses, or None."""
+    from armature_temporal.service.json_body import MAX_JSON_DEPTH, json_problem
+
+    problem = json_problem(body)
+    if problem is None:
+        return None
+    kind, where = problem
+    request = f"{scope['method']} {scope['path']}"
+    if kind == "deep":
+        return (
+            "too_deep",
+            f"{request}: the JSON body is nested deeper than {MAX_JSON_DEPTH} levels (at "
+            f"{where}); nothing was done",
+            f"send inputs nested at most {MAX_JSON_DEPTH} levels deep",
+        )
+    return (
+        "lone_surrogate",
+        f"{request}: the JSON body has a lone surrogate escape at {where} (such as "
+        '"\\ud800", half of a UTF-16 pair): it is not text; nothing was done',
+        'send valid Unicode: both halves of a pair ("\\ud83d\\ude00") or the character itself',
+    )
 
 
 async def _answer(send: Send, status: int, code: str, message: str, fix: str) -> None:

@@ -20,7 +20,7 @@ refused within that time; the store reads are single indexed rows.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 from armature_temporal.service.api.errors import ApiError
@@ -134,6 +134,21 @@ class TokenAuthorizer:
             self._tokens.clear()
         self._tokens[token] = (now, principal)
         return principal
+
+    def still_valid(self, credentials: Collection[str | None]) -> set[str | None]:
+        """Those of ``credentials`` that are let in now, from the store (one query for the
+        tokens, one count for the open server); the caches learn the answer too."""
+        tokens = [c for c in credentials if c is not None]
+        valid: set[str | None] = set(self._store.active_tokens(tokens)) if tokens else set()
+        now = self._clock()
+        for token in tokens:
+            if token not in valid:
+                self._tokens[token] = (now, None)
+        if None in credentials:
+            self._open = None  # re-read below
+            if self.open:
+                valid.add(None)
+        return valid
 
     def authenticate(self, request: Request) -> Principal:
         token = bearer_token(request)

@@ -15,20 +15,30 @@ from starlette.requests import Request
 
 from armature_temporal.service.api.errors import ApiError
 from armature_temporal.service.api.principal import Authorizer, Principal
+from armature_temporal.service.api.streams import StreamSlots
 
 if TYPE_CHECKING:
     from temporalio.client import Client
 
     from armature_temporal.spec.compiler import Plan
 
-__all__ = ["ServiceState", "plan_named", "require", "service_state", "temporal"]
+__all__ = [
+    "ServiceState",
+    "plan_named",
+    "require",
+    "service_state",
+    "state_of",
+    "temporal",
+]
 
 
 @dataclass
 class ServiceState:
     """Everything the routes share. ``plans`` and ``spec_paths`` are keyed by spec name;
     ``client`` returns a connected Temporal client (raising ``ConnectionFailed`` when the
-    server cannot be reached)."""
+    server cannot be reached). ``streams``: the open event streams and their caps;
+    ``all_runs``: act on every run of the namespace, not only those of ``plans``
+    (``armature serve --all-runs``; see :mod:`.scope`)."""
 
     plans: dict[str, Plan]
     client: Callable[[], Awaitable[Client]]
@@ -36,12 +46,21 @@ class ServiceState:
     auth: Authorizer
     spec_paths: dict[str, Path] = field(default_factory=dict)
     store_url: str | None = None
+    streams: StreamSlots = field(default_factory=StreamSlots)
+    all_runs: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 
 def service_state(request: Request) -> ServiceState:
     state: ServiceState = request.app.state.armature
     return state
+
+
+async def state_of(request: Request) -> ServiceState:
+    """:func:`service_state` as a route dependency. Async, so FastAPI calls it in the event
+    loop: a plain ``def`` dependency would take one of the thread pool's few threads for
+    every request, and a busy pool would then hold up health checks and gate decisions."""
+    return service_state(request)
 
 
 def require(scope: str) -> Callable[[Request], Awaitable[Principal]]:

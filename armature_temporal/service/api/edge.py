@@ -13,7 +13,7 @@ from armature_temporal.service.api.auth import is_loopback_host
 if TYPE_CHECKING:
     from armature_temporal.store.tokens import TokenStore
 
-__all__ = ["ServeRefused", "api_path_clash", "token_warning"]
+__all__ = ["ServeRefused", "api_path_clash", "reserved_token_warning", "token_warning"]
 
 
 class ServeRefused(ArmatureError):
@@ -64,4 +64,18 @@ def token_warning(store: TokenStore, host: str, port: int, allow_unauthenticated
         f"--host {host} would let anyone who can reach port {port} start and approve runs, "
         "and no API token exists: create one first (`armature tokens create NAME --scope run "
         "--scope read`; callers send `Authorization: Bearer <token>`)"
+    )
+
+
+def reserved_token_warning(store: TokenStore) -> str:
+    """The warning to print about active tokens whose names are now reserved (they are
+    refused: a decision made with one would read as Armature's own), or ""."""
+    names = store.reserved_active()
+    if not names:
+        return ""
+    listed = ", ".join(repr(n) for n in names)
+    return (
+        f"warning: the API token(s) {listed} have reserved names (Armature records them for "
+        "its own deciders) and are refused; create a token named after who uses it (`armature "
+        "tokens create NAME --scope ...`) and revoke these (`armature tokens revoke NAME`)"
     )

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, get_args
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from starlette.requests import Request
 
 __all__ = ["LOOPBACK", "SCOPES", "Authorizer", "Principal", "Scope"]
@@ -50,4 +52,10 @@ class Authorizer(Protocol):
     @property
     def open(self) -> bool:
         """True while requests need no token (loopback, and no token exists)."""
+        ...
+
+    def still_valid(self, credentials: Collection[str | None]) -> set[str | None]:
+        """Of ``credentials`` (tokens, or None for a request let in by the open server),
+        those that would be let in now, checked afresh (no cache): what ends a revoked
+        token's open event streams within a second."""
         ...

@@ -14,9 +14,7 @@ as Temporal keeps the run (the namespace's retention period).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
-from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
@@ -30,11 +28,12 @@ from armature_temporal.service.api.deps import (
     ServiceState,
     plan_named,
     require,
-    service_state,
+    state_of,
     temporal,
 )
 from armature_temporal.service.api.errors import ApiError
 from armature_temporal.service.api.principal import Principal
+from armature_temporal.service.api.scope import answering, served_run, shown_in_listing
 from armature_temporal.spec.compiler import Plan
 
 __all__ = ["DEFAULT_WAIT_S", "MAX_WAIT_S", "GateRequest", "RunRequest", "api_run_id", "router"]
@@ -47,7 +46,7 @@ HEALTH_TIMEOUT_S = 2.0
 
 router = APIRouter()
 
-State = Annotated[ServiceState, Depends(service_state)]
+State = Annotated[ServiceState, Depends(state_of)]
 Temporal = Annotated[Client, Depends(temporal)]
 Reader = Annotated[Principal, Depends(require("read"))]
 Runner = Annotated[Principal, Depends(require("run"))]
@@ -98,39 +97,6 @@ def api_run_id(plan: Plan, caller: str, key: str) -> str:
 def _links(run_id: str) -> dict[str, str]:
     quoted = quote(run_id, safe="")
     return {"self": f"/run/{quoted}", "events": f"/run/{quoted}/events"}
-
-
-def _unknown_run(run_id: str) -> ApiError:
-    return ApiError(
-        404,
-        "unknown_run",
-        f"no run {run_id!r} on this server's Temporal namespace",
-        "check the id (POST /run/async answers it); GET /gates lists runs waiting on a gate",
-    )
-
-
-@contextlib.contextmanager
-def _answering(run_id: str | None = None) -> Iterator[None]:
-    """Turn the client's errors into answers: no such run is 404 ``unknown_run``, any other
-    refusal of the Temporal server 503 ``temporal_error``."""
-    from temporalio.service import RPCError
-
-    from armature_temporal.service.client import RunNotFound
-
-    try:
-        yield
-    except RunNotFound:
-        raise _unknown_run(run_id or "?") from None
-    except RPCError as exc:
-        if run_id is not None and "not found" in str(exc).lower():
-            raise _unknown_run(run_id) from None
-        raise ApiError(
-            503,
-            "temporal_error",
-            f"the Temporal server refused the request: {exc}",
-            "retry; if it persists, check the Temporal server and the worker logs",
-            headers={"Retry-After": "5"},
-        ) from None
 
 
 # --- looking -------------------------------------------------------------------------------
@@ -199,20 +165,26 @@ async def workflow(name: str, _: Reader, state: State) -> dict[str, Any]:
 
 
 @router.get("/run/{run_id}", summary="A run: status, stages, outputs, pending gates")
-async def show(run_id: str, _: Reader, client: Temporal) -> dict[str, Any]:
+async def show(run_id: str, _: Reader, state: State, client: Temporal) -> dict[str, Any]:
     from armature_temporal.service.client import show_run
 
-    with _answering(run_id):
+    with answering(state, run_id):
+        await served_run(state, client, run_id)
         view = await show_run(client, run_id)
     return view.model_dump(mode="json")
 
 
 @router.get("/gates", summary="Every gate waiting for a decision")
-async def gates(_: Reader, client: Temporal) -> dict[str, Any]:
+async def gates(_: Reader, state: State, client: Temporal) -> dict[str, Any]:
+    """The gates waiting in runs of the served specs (every run's, with ``--all-runs``)."""
     from armature_temporal.service.client import waiting_gates
 
-    with _answering():
-        waiting = await waiting_gates(client)
+    with answering(state):
+        waiting = [
+            (run, found)
+            for run, found in await waiting_gates(client)
+            if await shown_in_listing(state, client, run.run_id, run.spec_name)
+        ]
     listed: list[dict[str, Any]] = []
     unknown: list[dict[str, Any]] = []
     for run, found in waiting:
@@ -263,7 +235,7 @@ async def _start(
         ) from None
     key = (key or "").strip() or None
     try:
-        with _answering():
+        with answering(state):
             handle = await start_run(
                 client,
                 plan,
@@ -277,10 +249,10 @@ async def _start(
     return handle.id, False
 
 
-async def _status_of(client: Client, run_id: str) -> str:
+async def _status_of(state: ServiceState, client: Client, run_id: str) -> str:
     from armature_temporal.service.client import run_status
 
-    with _answering(run_id):
+    with answering(state, run_id):
         desc = await client.get_workflow_handle(run_id).describe()
     return run_status(desc.status)
 
@@ -291,11 +263,11 @@ def _accepted(run_id: str) -> JSONResponse:
     )
 
 
-async def _duplicate(client: Client, run_id: str) -> JSONResponse:
+async def _duplicate(state: ServiceState, client: Client, run_id: str) -> JSONResponse:
     return JSONResponse(
         {
             "run_id": run_id,
-            "status": await _status_of(client, run_id),
+            "status": await _status_of(state, client, run_id),
             "duplicate": True,
             "links": _links(run_id),
         },
@@ -318,7 +290,7 @@ async def _run_and_wait(
 
     run_id, duplicate = await _start(state, client, plan, inputs, caller, key)
     if duplicate:
-        return await _duplicate(client, run_id)
+        return await _duplicate(state, client, run_id)
     handle = client.get_workflow_handle(run_id)
     try:
         async with asyncio.timeout(wait):
@@ -327,7 +299,7 @@ async def _run_and_wait(
         return _accepted(run_id)
     except WorkflowFailureError:
         pass  # failed, rejected, cancelled: the view below says which and why
-    with _answering(run_id):
+    with answering(state, run_id):
         view = await show_run(client, run_id)
     return JSONResponse(
         {
@@ -352,7 +324,7 @@ async def _run_async(
 ) -> JSONResponse:
     run_id, duplicate = await _start(state, client, plan, inputs, caller, key)
     if duplicate:
-        return await _duplicate(client, run_id)
+        return await _duplicate(state, client, run_id)
     return _accepted(run_id)
 
 
@@ -427,10 +399,11 @@ async def run_named_async(
 
 
 @router.delete("/run/{run_id}", summary="Cancel a run")
-async def cancel(run_id: str, _: Runner, client: Temporal) -> dict[str, Any]:
+async def cancel(run_id: str, _: Runner, state: State, client: Temporal) -> dict[str, Any]:
     from armature_temporal.service.client import cancel_run
 
-    with _answering(run_id):
+    with answering(state, run_id):
+        await served_run(state, client, run_id)
         outcome = await cancel_run(client, run_id)
     return {"run_id": run_id, "status": outcome.status, "already_ended": outcome.already_ended}
 
@@ -440,7 +413,7 @@ async def cancel(run_id: str, _: Runner, client: Temporal) -> dict[str, Any]:
 
 @router.post("/run/{run_id}/gates/{stage}", summary="Approve or reject a waiting gate")
 async def decide(
-    run_id: str, stage: str, caller: Approver, body: GateRequest, client: Temporal
+    run_id: str, stage: str, caller: Approver, body: GateRequest, state: State, client: Temporal
 ) -> dict[str, Any]:
     """The same validated update as ``armature approve|reject``: an unknown or decided gate
     is 409 and nothing is written. The decision records ``by`` = the token's name: this
@@ -455,8 +428,10 @@ async def decide(
             f"rejecting gate {stage!r} of run {run_id!r} needs a reason",
             'send {"decision": "reject", "reason": "why"}; the reason is kept with the decision',
         )
+    with answering(state, run_id):
+        await served_run(state, client, run_id)
     try:
-        with _answering(run_id):
+        with answering(state, run_id):
             answer = await decide_gate(
                 client, run_id, stage, body.decision, comment=comment, by=caller.name
             )

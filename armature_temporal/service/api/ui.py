@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, quote
+from urllib.parse import quote, unquote_plus
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -166,10 +166,16 @@ async def _views(client: Client, run_ids: list[str]) -> list[RunView | str]:
 async def inbox(
     client: Client, state: ServiceState
 ) -> tuple[list[GateCard], list[tuple[str, str]]]:
-    """The waiting gates, and the waiting runs whose gates are unknown (with why)."""
+    """The waiting gates of runs this server serves (:mod:`.scope`), and the waiting runs
+    whose gates are unknown (with why)."""
+    from armature_temporal.service.api.scope import shown_in_listing
     from armature_temporal.service.client import list_runs
 
-    waiting = await list_runs(client, waiting_only=True, limit=100)
+    waiting = [
+        r
+        for r in await list_runs(client, waiting_only=True, limit=100)
+        if await shown_in_listing(state, client, r.run_id, r.spec_name)
+    ]
     cards: list[GateCard] = []
     unknown: list[tuple[str, str]] = []
     for run, view in zip(waiting, await _views(client, [r.run_id for r in waiting]), strict=True):
@@ -279,10 +285,34 @@ def _unreachable(request: Request, exc: Exception, then: str, session: UiSession
     return _problem(request, 503, "Temporal is unreachable", str(exc), fix, session)
 
 
+class _NotText(ValueError):
+    """A form field whose bytes are not UTF-8 (a lone surrogate, say): ``field`` names it."""
+
+    def __init__(self, field: str) -> None:
+        super().__init__(field)
+        self.field = field
+
+
 async def _form(request: Request) -> dict[str, str]:
-    """An ``application/x-www-form-urlencoded`` body (the only kind these forms send)."""
-    body = (await request.body()).decode("utf-8", errors="replace")
-    return {k: v[0] for k, v in parse_qs(body, keep_blank_values=True).items()}
+    """An ``application/x-www-form-urlencoded`` body (the only kind these forms send): the
+    first value of each field.
+
+    Raises:
+        _NotText: a field is not UTF-8 text (``%ED%A0%80`` is a lone surrogate): refused
+            rather than stored with replacement characters the person never wrote.
+    """
+    form: dict[str, str] = {}
+    for pair in (await request.body()).split(b"&"):
+        if not pair:
+            continue
+        raw_name, _, raw_value = pair.partition(b"=")
+        name = unquote_plus(raw_name.decode("latin-1"), errors="replace")
+        try:
+            value = unquote_plus(raw_value.decode("utf-8"), errors="strict")
+        except UnicodeDecodeError:
+            raise _NotText(name) from None
+        form.setdefault(name, value)
+    return form
 
 
 def _elsewhere(request: Request) -> HTMLResponse | None:
@@ -312,9 +342,20 @@ async def _posted(request: Request) -> tuple[dict[str, str], UiSession] | HTMLRe
     refused = _elsewhere(request)
     if refused is not None:
         return refused
-    form = await _form(request)
     sessions = ui_sessions(service_state(request))
     session = sessions.of(request)
+    try:
+        form = await _form(request)
+    except _NotText as exc:
+        return _problem(
+            request,
+            400,
+            "Not text",
+            f"the form's field {exc.field!r} is not UTF-8 text (it holds a byte sequence such "
+            "as a lone surrogate, half of a UTF-16 pair); nothing was done",
+            "type the text again (paste it as plain text) and submit",
+            session,
+        )
     if not same_origin(request):
         sender = request.headers.get("origin") or request.headers.get("referer")
         return _problem(
@@ -479,6 +520,9 @@ async def decide(request: Request, run_id: str, stage: str) -> Response:
             "shorten it and submit again",
             session,
         )
+    from temporalio.service import RPCError
+
+    from armature_temporal.service.api.scope import served, unknown_run
     from armature_temporal.service.client import (
         ConnectionFailed,
         GateAuthError,
@@ -489,6 +533,8 @@ async def decide(request: Request, run_id: str, stage: str) -> Response:
 
     try:
         client = await state.client()
+        if not await served(state, client, run_id):  # another spec's run: as if it were none
+            raise RunNotFound(run_id)
         answer = await decide_gate(
             client,
             run_id,
@@ -499,8 +545,18 @@ async def decide(request: Request, run_id: str, stage: str) -> Response:
         )
     except ConnectionFailed as exc:
         return _unreachable(request, exc, "submit again", session)
-    except RunNotFound as exc:
-        return _problem(request, 404, "Unknown run", str(exc), "go back to /ui", session)
+    except RPCError as exc:
+        return _problem(
+            request,
+            503,
+            "Temporal refused the request",
+            f"{exc}; nothing was written",
+            "submit again; if it persists, check the Temporal server and the worker logs",
+            session,
+        )
+    except RunNotFound:
+        missing = unknown_run(state, run_id)
+        return _problem(request, 404, "Unknown run", missing.message, "go back to /ui", session)
     except GateAuthError as exc:
         return _problem(
             request,
