@@ -153,8 +153,10 @@ async def test_scopes_over_http_403_names_the_scope_and_admin_holds_all(
         started = await http.post("/run/async", json={"spec": "tiny"}, headers=as_admin)
         assert started.status_code == 503
         assert started.json()["error"]["code"] == "temporal_unreachable"
-        health = await http.get("/health")
-        assert health.json() == {"ok": True, "specs": 1, "temporal": "unreachable"}
+        health = await http.get("/health")  # said ok while Temporal was unreachable
+        assert health.status_code == 503
+        assert health.json()["ok"] is False and health.json()["temporal"] == "unreachable"
+        assert "armature dev" in health.json()["fix"]
         unknown = await http.get("/workflows/nope", headers=as_reader)
         assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "unknown_spec"
         big = await http.post(

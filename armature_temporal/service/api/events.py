@@ -29,7 +29,7 @@ from armature_temporal.service.api.auth import bearer_token
 from armature_temporal.service.api.deps import require, service_state, temporal
 from armature_temporal.service.api.errors import ApiError, error_body
 from armature_temporal.service.api.principal import Principal
-from armature_temporal.service.api.scope import answering, served_run
+from armature_temporal.service.api.scope import answering, served_run, unreachable
 from armature_temporal.service.api.streams import StreamLease
 from armature_temporal.service.events import EventHub
 
@@ -183,7 +183,8 @@ def _revoked_event(run_id: str, held: StreamLease) -> str:
 
 def _error_event(run_id: str, exc: Exception) -> str:
     if isinstance(exc, RPCError):
-        code, fix = "temporal_error", "check the Temporal server (`armature doctor`) and reconnect"
+        code = "temporal_unreachable" if unreachable(exc) else "temporal_error"
+        fix = "check the Temporal server (`armature doctor`) and reconnect"
     else:
         code, fix = "events_unavailable", "see the message; reconnect with Last-Event-ID after"
     body = error_body(code, f"run {run_id}: {exc}", fix)

@@ -102,8 +102,11 @@ def _links(run_id: str) -> dict[str, str]:
 # --- looking -------------------------------------------------------------------------------
 
 
-@router.get("/health", summary="Liveness, served specs, and whether Temporal answers")
-async def health(state: State) -> dict[str, Any]:
+@router.get(
+    "/health",
+    summary="Whether runs can be served: 200 when Temporal answers, else 503 with ok false",
+)
+async def health(state: State) -> JSONResponse:
     from datetime import timedelta
 
     from temporalio.service import RPCError
@@ -117,11 +120,19 @@ async def health(state: State) -> dict[str, Any]:
             )
     except (TimeoutError, RPCError, RuntimeError, ArmatureError):  # ConnectionFailed is one
         reachable = False
-    return {
-        "ok": True,
-        "specs": len(state.plans),
-        "temporal": "reachable" if reachable else "unreachable",
-    }
+    if reachable:
+        return JSONResponse({"ok": True, "specs": len(state.plans), "temporal": "reachable"})
+    # Without Temporal no run can start, be read or be decided: not ok (it said ok before).
+    return JSONResponse(
+        {
+            "ok": False,
+            "specs": len(state.plans),
+            "temporal": "unreachable",
+            "fix": "start the Temporal server (or `armature dev`); `armature doctor` checks it",
+        },
+        status_code=503,
+        headers={"Retry-After": "5"},
+    )
 
 
 def _stages(plan: Plan) -> list[dict[str, Any]]:

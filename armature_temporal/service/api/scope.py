@@ -118,11 +118,22 @@ async def shown_in_listing(
         return False
 
 
+def unreachable(exc: Exception) -> bool:
+    """Whether a Temporal client error means the server could not be reached (it went away,
+    or never answered), rather than that it answered with a refusal."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    return isinstance(exc, RPCError) and exc.status in (
+        RPCStatusCode.UNAVAILABLE,
+        RPCStatusCode.DEADLINE_EXCEEDED,
+    )
+
+
 @contextlib.contextmanager
 def answering(state: ServiceState, run_id: str | None = None) -> Iterator[None]:
     """Turn the client's errors into answers: no such run is 404 ``unknown_run`` (the same
     answer as a run of a spec this server does not serve), any other refusal of the Temporal
-    server 503 ``temporal_error``."""
+    server 503 ``temporal_unreachable`` when it cannot be reached, else ``temporal_error``."""
     from temporalio.service import RPCError
 
     from armature_temporal.service.client import RunNotFound
@@ -134,6 +145,14 @@ def answering(state: ServiceState, run_id: str | None = None) -> Iterator[None]:
     except RPCError as exc:
         if run_id is not None and "not found" in str(exc).lower():
             raise unknown_run(state, run_id) from None
+        if unreachable(exc):
+            raise ApiError(
+                503,
+                "temporal_unreachable",
+                f"the Temporal server does not answer: {exc}",
+                "start the Temporal server (or `armature dev`) and retry; the request did nothing",
+                headers={"Retry-After": "5"},
+            ) from None
         raise ApiError(
             503,
             "temporal_error",
