@@ -11,7 +11,9 @@ import typer
 from armature_temporal.commands._common import err, fail
 
 HostOpt = Annotated[str, typer.Option("--host", help="Interface to listen on.")]
-PortOpt = Annotated[int, typer.Option("--port", "-p", help="TCP port to listen on.")]
+PortOpt = Annotated[
+    int, typer.Option("--port", "-p", min=1, max=65535, help="TCP port to listen on (1-65535).")
+]
 AllowUnauthenticatedFlag = Annotated[
     bool,
     typer.Option(

@@ -142,6 +142,13 @@ def revoke(name: NameArg, as_json: JsonFlag = False) -> None:
     """
     store = _writable_store()
     try:
+        before = next((t for t in store.list_tokens() if t.name == name), None)
+        if before is not None and before.revoked_at is not None:
+            raise fail(
+                f"error: token {name!r} is already revoked ({before.revoked_at}); nothing "
+                "changed (`armature tokens list` shows which are active)",
+                2,
+            )
         token = store.revoke_token(name)
         remaining = store.active_token_count()
     except ArmatureError as exc:

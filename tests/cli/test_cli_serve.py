@@ -114,8 +114,10 @@ async def test_serve_starts_runs_from_posts_until_stopped(
             {"ARMATURE_WEBHOOK_SECRET": ""},
             "set $ARMATURE_WEBHOOK_SECRET",
         ),
+        # A traceback (OverflowError from bind) before.
+        (["specs/quickstart.yaml", "--port", "99999"], {}, "Invalid value for '--port'"),
     ],
-    ids=["open-without-token", "same-path-twice", "open-without-secret"],
+    ids=["open-without-token", "same-path-twice", "open-without-secret", "port-out-of-range"],
 )
 async def test_serve_refuses_setups_that_cannot_work_or_are_unsafe(
     args: list[str], env: dict[str, str], words: str

@@ -44,6 +44,10 @@ async def test_tokens_create_list_revoke() -> None:
     revoked = await run_armature("tokens", "revoke", "ci-bot")
     assert revoked.returncode == 0, revoked.stderr
     assert "revoked token 'ci-bot'" in revoked.stdout
+    # Again: it said "revoked" a second time, as if it had done something.
+    again = await run_armature("tokens", "revoke", "ci-bot")
+    assert again.returncode == 2 and again.stdout == ""
+    assert "token 'ci-bot' is already revoked" in again.stderr and "nothing changed" in again.stderr
     store = TraceStore()
     try:
         assert store.principal_for(token) is None
