@@ -84,8 +84,9 @@ def webhook_secret(
         err.print(
             "warning: --accept-body-signatures is deprecated: a signature of the body alone "
             "never expires, so anyone who captured one request can replay its body (each "
-            "distinct body starts at most one run); have senders sign "
-            "'<timestamp>.<Idempotency-Key or empty>.<body>' with X-Armature-Timestamp "
+            "distinct body starts at most one run); have senders sign the lines "
+            "'<timestamp>\\n<METHOD>\\n<path>\\n<Idempotency-Key or empty>\\n<body>' with "
+            "X-Armature-Timestamp "
             "(README: Webhook triggers) and drop the flag",
             markup=False,
             highlight=False,
@@ -94,14 +95,18 @@ def webhook_secret(
 
 
 def require_uvicorn() -> Any:
-    """The uvicorn module, or exit 2 saying which extra brings it."""
+    """The uvicorn module (with fastapi beside it), or exit 2 saying which extra brings them:
+    without them `serve` printed a 60-line ModuleNotFoundError."""
     try:
+        import fastapi  # noqa: F401 (the app is built on it)
         import uvicorn
-    except ImportError:
+    except ImportError as exc:
         from armature_temporal.extras import install_extra_hint
 
         raise fail(
-            f"error: serving webhooks needs the serve extra: {install_extra_hint('serve')}", 2
+            f"error: serving HTTP needs the serve extra (missing: {exc.name}): "
+            f"{install_extra_hint('serve')}",
+            2,
         ) from None
     return uvicorn
 

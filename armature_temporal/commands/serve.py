@@ -115,6 +115,7 @@ def serve(
     """
     import asyncio
 
+    require_uvicorn()  # before anything imports fastapi
     from armature_temporal.service.api.auth import is_loopback_host
     from armature_temporal.service.webhooks import WebhookConfigError, collect_hooks, create_app
 

@@ -232,3 +232,22 @@ async def test_watch_serves_under_the_same_edge_limits(
         proc.communicate(timeout=30)
     assert unsigned.status_code == 401 and "X-Armature-Timestamp" in unsigned.json()["error"]
     assert took < 4.0, f"--request-timeout 1 closed slow headers after {took:.1f} s"
+
+
+@pytest.mark.parametrize(
+    "command", [["serve", "specs/quickstart.yaml"], ["watch", "specs/customer-triage.yaml"]]
+)
+async def test_without_the_serve_extra_serve_and_watch_name_it(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """`armature serve` without fastapi printed a 60-line ModuleNotFoundError."""
+    shadow = tmp_path / "no-serve-extra" / "fastapi"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text(
+        'raise ImportError("No module named fastapi", name="fastapi")\n'
+    )
+    path = os.pathsep.join(p for p in (str(shadow.parent), os.environ.get("PYTHONPATH")) if p)
+    done = await run_armature(*command, env={"PYTHONPATH": path}, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "needs the serve extra (missing: fastapi)" in done.stderr
+    assert "[serve]" in done.stderr and "Traceback" not in done.stderr
