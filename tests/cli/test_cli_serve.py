@@ -251,3 +251,54 @@ async def test_without_the_serve_extra_serve_and_watch_name_it(
     assert done.returncode == 2, done.stderr
     assert "needs the serve extra (missing: fastapi)" in done.stderr
     assert "[serve]" in done.stderr and "Traceback" not in done.stderr
+
+
+async def test_the_help_example_runs_as_printed_and_curl_d_alone_is_taken(tmp_path: Path) -> None:
+    """`armature serve --help`'s curl example failed (`curl -d` sends a form: 422). It runs
+    here as printed — but on free ports, not 8787 and 7233 — and the same request without a
+    Content-Type (what `curl -d` alone sends) is taken as the JSON it is."""
+    import re
+    import shutil
+    import sys
+
+    from armature_temporal.commands.serve import serve
+
+    if shutil.which("curl") is None:
+        pytest.skip("the example uses curl, which is not on PATH here")
+    doc = " ".join((serve.__doc__ or "").split())
+    example = doc.split("Example: ", 1)[1]
+    port = free_port()
+    script = example.replace("localhost:8787", f"localhost:{port}").replace(
+        "armature serve specs/quickstart.yaml", f"armature serve specs/quickstart.yaml -p {port}"
+    )
+    assert script != example and "curl -sS" in script
+    bin_dir = str(Path(sys.executable).parent)
+    env = {
+        **os.environ,
+        "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
+        "ARMATURE_HOME": str(tmp_path / "home"),
+        "ARMATURE_DEV_PORT": str(free_port()),
+        "ARMATURE_UI_PORT": str(free_port()),
+    }
+    plain = (
+        f'; curl -sS localhost:{port}/run -H "Authorization: Bearer $ARMATURE_TOKEN" '
+        """-d '{"spec": "quickstart", "inputs": {"topic": "kelp"}}'"""
+    )
+    try:
+        done = await asyncio.to_thread(
+            subprocess.run,
+            ["bash", "-c", f"set -m; {script}; echo; {plain.lstrip('; ')}; echo; kill %1"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+    finally:
+        await run_armature("dev", "stop", env={k: env[k] for k in ("ARMATURE_HOME",)})
+    answers = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert len(answers) == 2, (done.stdout, done.stderr)
+    for answer in answers:
+        assert answer.get("state") == "completed", answer
+        assert re.match(r"quickstart-", answer["run_id"]), answer
+    assert "Traceback" not in done.stderr
