@@ -476,9 +476,16 @@ async def decide_gate(
 
     Raises:
         GateAuthError: ``by`` was given but there is no trace key here (nothing was sent).
-        GateError: the stage is unknown or not waiting (nothing was written).
+        GateError: the stage is unknown or not waiting, or a rejection gives no reason
+            (nothing was written).
         RunNotFound: no such run.
     """
+    if decision == "reject" and not (comment or "").strip():
+        # One rule for the CLI, the library, the API and /ui: a rejection says why.
+        raise GateError(
+            f"rejecting gate {stage!r} of run {run_id!r} needs a reason: say why (it is kept "
+            "with the decision and shown to whoever reads the run); nothing was written"
+        )
     sent = GateDecision(stage=stage, decision=decision, comment=comment, by=by)
     if by is not None:
         sent = await _signed(run_id, sent)

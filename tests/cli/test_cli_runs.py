@@ -98,6 +98,8 @@ async def test_gate_approve_reject_and_refusals_from_the_cli(
         assert shown["state"] == "waiting_gate"
         assert shown["pending_gates"][0]["stage"] == "approve_reply"
 
+        blank = await cli("reject", run_id, "approve_reply", "--reason", "", *common)
+        assert blank.returncode == 2 and "needs a reason" in blank.stderr
         rejected = await cli("reject", run_id, "approve_reply", "--reason", "tone", *common)
         assert rejected.returncode == 0 and "approve_reply: rejected" in rejected.stdout
         for _ in range(100):

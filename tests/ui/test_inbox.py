@@ -157,6 +157,15 @@ async def test_a_post_without_the_csrf_token_or_from_another_site_is_refused_and
             stolen = await other.post(path, data={"decision": "approve", "csrf": csrf_of(card)})
             assert stolen.status_code == 403
         assert (await handle.describe()).history_length == before
+        # A rejection needs a reason here as in `armature reject` and the API (one rule).
+        for blank in ("", "   "):
+            reasonless = await http.post(
+                path,
+                data={"decision": "reject", "csrf": csrf_of(card), "comment": blank},
+                headers={"origin": BASE},
+            )
+            assert reasonless.status_code == 400 and "needs a reason" in reasonless.text
+        assert (await handle.describe()).history_length == before
         same = await http.post(
             path,
             data={"decision": "reject", "csrf": csrf_of(card), "comment": "no"},

@@ -98,6 +98,8 @@ async def test_a_rejected_run_raises_run_failed_naming_the_gate(
             plan_from(GATED), {"topic": "tides"}, address=address, queue=task_queue
         )
         await waiting_at(handle, "ok")
+        with pytest.raises(GateError, match="needs a reason"):  # one rule, as everywhere
+            await handle.reject("ok", " ")
         await handle.reject("ok", "wrong tone")
         with pytest.raises(RunFailed) as caught:
             await handle.result(timeout_s=60)

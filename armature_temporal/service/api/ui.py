@@ -510,6 +510,16 @@ async def decide(request: Request, run_id: str, stage: str) -> Response:
             "use the Approve or Reject button",
             session,
         )
+    if decision == "reject" and comment is None:  # as `armature reject` and the API require
+        return _problem(
+            request,
+            400,
+            "A rejection needs a reason",
+            f"rejecting gate {stage!r} of run {run_id!r} needs a reason in the comment box; "
+            "nothing was written",
+            "say why in the comment and press Reject again",
+            session,
+        )
     if comment is not None and len(comment) > MAX_COMMENT:
         return _problem(
             request,
