@@ -247,7 +247,9 @@ async def test_without_the_serve_extra_serve_and_watch_name_it(
         'raise ImportError("No module named fastapi", name="fastapi")\n'
     )
     path = os.pathsep.join(p for p in (str(shadow.parent), os.environ.get("PYTHONPATH")) if p)
-    done = await run_armature(*command, env={"PYTHONPATH": path}, timeout=60)
+    # Free ports for the local stack, should anything start it (it must not: 7233 is a user's).
+    ports = {"ARMATURE_DEV_PORT": str(free_port()), "ARMATURE_UI_PORT": str(free_port())}
+    done = await run_armature(*command, env={"PYTHONPATH": path, **ports}, timeout=60)
     assert done.returncode == 2, done.stderr
     assert "needs the serve extra (missing: fastapi)" in done.stderr
     assert "[serve]" in done.stderr and "Traceback" not in done.stderr
