@@ -208,7 +208,7 @@ async def _probe_once(box: Sandbox, egress: bool) -> dict[str, Guarantee]:
         workspace = root / "ws"
         workspace.mkdir()
         plain = layout((workspace,))
-        mounts = Layout(plain.private, (), plain.mask, plain.rebind, ())
+        mounts = Layout(plain.private, (), plain.mask, plain.rebind, (), plain.runtime)
         with socket.socket() as listener:
             listener.bind(("127.0.0.1", 0))
             listener.listen(1)

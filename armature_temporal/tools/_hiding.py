@@ -95,6 +95,10 @@ class Layout:
     mask: tuple[str, ...]
     rebind: tuple[str, ...]
     readable: tuple[str, ...]
+    #: Directories of the worker's own Python and PATH that a private directory would cover
+    #: (a virtualenv under /tmp): bound back read-only, so the programs a worker would run, and
+    #: the sandbox's own interpreter, are there.
+    runtime: tuple[str, ...] = ()
 
 
 def _real(path: Path) -> Path:
@@ -157,6 +161,21 @@ def _private() -> list[tuple[Path, str]]:
     return seen
 
 
+def runtime_dirs() -> list[Path]:
+    """The worker's Python installation (its prefixes and the interpreter's directory) and the
+    directories on its PATH, real paths of those that exist."""
+    import sys
+
+    found = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable)]
+    found += [d for d in (os.environ.get("PATH") or "").split(os.pathsep) if d]
+    real: list[Path] = []
+    for raw in found:
+        path = _real(Path(raw))
+        if os.path.isdir(path) and path not in real:
+            real.append(path)
+    return real
+
+
 def layout(visible: Sequence[Path], readable: Sequence[Path] = ()) -> Layout:
     """The mounts for a call whose workspaces are ``visible`` and which reads ``readable``.
 
@@ -181,12 +200,22 @@ def layout(visible: Sequence[Path], readable: Sequence[Path] = ()) -> Layout:
         for f in dict.fromkeys(_real(r) for r in readable)
         if any(_under(f, c) for c in over) and not any(_under(f, w) for w in rebind)
     ]
+    # Only what a private directory covers comes back, read-only; never what is hidden.
+    runtime = [
+        d
+        for d in runtime_dirs()
+        if any(_under(d, c) for c in covered)
+        and not any(_under(d, h) or _under(h, d) for h in hidden)
+        and not any(_under(d, w) for w in rebind)
+    ]
+    runtime = [d for d in runtime if not any(o != d and _under(d, o) for o in runtime)]
     return Layout(
         private=tuple((str(p), m) for p, m in private),
         hide=tuple(map(str, hide)),
         mask=tuple(map(str, mask)),
         rebind=tuple(map(str, rebind)),
         readable=tuple(map(str, files)),
+        runtime=tuple(map(str, runtime)),
     )
 
 

@@ -45,6 +45,8 @@ def _bwrap_mounts(mounts: Layout, egress: str | None) -> list[str]:
         args += ["--bind", path, path]
     for path in mounts.readable:
         args += ["--ro-bind", path, path]
+    for path in mounts.runtime:
+        args += ["--ro-bind", path, path]
     for path in mounts.hide:
         args += ["--remount-ro", path]
     if egress is not None:
@@ -77,6 +79,7 @@ def shimmed(
         "mask": [] if inner else list(mounts.mask),
         "rebind": [] if inner else list(mounts.rebind),
         "readable": [] if inner else list(mounts.readable),
+        "runtime": [] if inner else list(mounts.runtime),
         "egress": None if inner else egress,
         "proxy_port": PROXY_PORT if egress is not None else 0,
         "fallback": os.environ.get("ARMATURE_SANDBOX_NO_SETATTR") == "1",

@@ -15,9 +15,11 @@ Modes (``spec["mode"]``):
   mount read-only and ``nosuid``, a ``/proc`` of its own (``sys``, ``sysrq-trigger``, ``irq``,
   ``bus``, ``fs`` read-only), a minimal ``/dev``, private ``/tmp``, ``/var/tmp`` and ``/run``,
   empty read-only tmpfs over hidden directories, ``/dev/null`` over hidden files and sockets,
-  the workspaces bound back writable, ``lo`` up. (``mount_setattr`` makes every mount
-  read-only at once; before Linux 5.12, or with ``ARMATURE_SANDBOX_NO_SETATTR=1``, which the
-  tests use to take that path, each mount is remounted in turn.) Then it enters a child user
+  the workspaces bound back writable, the worker's Python and PATH directories that a private
+  directory covers (a virtualenv under ``/tmp``) bound back read-only, ``lo`` up.
+  (``mount_setattr`` makes every mount read-only at once; before Linux 5.12, or with
+  ``ARMATURE_SANDBOX_NO_SETATTR=1``, which the tests use to take that path, each mount is
+  remounted in turn.) Then it enters a child user
   namespace and mount namespace, so every one of those mounts is locked to the program
   (``MNT_LOCKED``: not unmounted, moved or made writable from inside), drops every capability
   (bounding set, effective, permitted, inheritable, ambient; ``SECBIT_NOROOT`` locked) and
@@ -290,6 +292,7 @@ def build(spec: dict[str, Any]) -> None:
         opened.append((path, os.open(path, os.O_PATH | os.O_DIRECTORY), False))
     for path in spec["readable"]:
         opened.append((path, os.open(path, os.O_PATH), True))
+    runtime = [(p, os.open(p, os.O_PATH | os.O_DIRECTORY)) for p in spec.get("runtime", ())]
     devices = {n: os.open("/dev/" + n, os.O_PATH) for n in DEVICES if os.path.exists("/dev/" + n)}
     null = os.open("/dev/null", os.O_PATH)
     egress = os.open(spec["egress"], os.O_PATH) if spec["egress"] else None
@@ -310,6 +313,11 @@ def build(spec: dict[str, Any]) -> None:
             mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC, None, "bind back")
             flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV
             mount(None, path, None, flags, None, "make writable")
+        os.close(fd)
+    for path, fd in runtime:  # the worker's Python and PATH under a private dir: read-only
+        os.makedirs(path, exist_ok=True)
+        mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC, None, "bind back")
+        remount_ro(path, MS_NODEV)
         os.close(fd)
     for path in spec["hide"]:
         remount_ro(path, MS_NODEV)
