@@ -167,12 +167,31 @@ def refusal(
     return None
 
 
+_PREFIX = "armature-egress-"
+
+
+def _sweep_stale() -> None:
+    """Remove the socket directories of proxies whose process is gone (killed before its
+    exit handler ran): each is named after its pid."""
+    for stale in Path(tempfile.gettempdir()).glob(f"{_PREFIX}*"):
+        pid = stale.name.removeprefix(_PREFIX).split("-", 1)[0]
+        if not pid.isdigit() or stale.stat().st_uid != os.getuid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(stale, ignore_errors=True)
+        except PermissionError:
+            continue
+
+
 class EgressProxy:
     """The proxy of one process: an asyncio unix-socket server in a thread of its own."""
 
     def __init__(self, policy: EgressPolicy | None = None) -> None:
         self.policy = policy or EgressPolicy.from_environment()
-        self._dir = Path(tempfile.mkdtemp(prefix="armature-egress-"))
+        _sweep_stale()
+        self._dir = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-"))
         atexit.register(shutil.rmtree, self._dir, True)
         self.path = self._dir / "egress.sock"
         self._loop = asyncio.new_event_loop()
