@@ -113,13 +113,16 @@ def _startup(
 ) -> None:
     """Before any command: every ARMATURE_* setting is checked once, so a bad one is a
     one-line error (exit 2) before anything starts, never a traceback in the middle of a run."""
-    from armature_temporal.settings import SettingError, check_settings
+    from armature_temporal.runtime.private import secure_home
+    from armature_temporal.settings import SettingError, armature_home, check_settings
 
     try:
         check_settings()
     except SettingError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise typer.Exit(2) from None
+    for line in secure_home(armature_home()):  # once: the next command finds it private
+        print(f"note: {line}", file=sys.stderr)
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ through a run; the accessors raise the same :class:`SettingError`.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from armature_temporal.errors import ArmatureError
@@ -183,6 +184,36 @@ def _url() -> None:
         )
 
 
+def _home() -> None:
+    """ARMATURE_HOME is a directory this user can use, or can be made one (nothing is
+    created here)."""
+    raw = os.environ.get("ARMATURE_HOME")
+    home = armature_home()
+    shown = f"ARMATURE_HOME={raw!r}" if raw else f"the default ARMATURE_HOME {str(home)!r}"
+    if home.exists():
+        if not home.is_dir():
+            raise SettingError(
+                f"{shown} is not a directory; point ARMATURE_HOME at a directory (it holds "
+                "the trace store, the key and the local stack's files)"
+            )
+        if not os.access(home, os.R_OK | os.W_OK | os.X_OK):
+            raise SettingError(
+                f"{shown} is a directory this user cannot write; point ARMATURE_HOME at one "
+                "it can (or fix its owner and mode)"
+            )
+        return
+    probe = home.parent
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:  # can a directory be made there? (os.access says yes to root, even in /proc)
+        os.rmdir(tempfile.mkdtemp(prefix=".armature-probe-", dir=probe))
+    except OSError as exc:
+        raise SettingError(
+            f"{shown} does not exist and cannot be made ({probe}: {exc.strerror}); point "
+            "ARMATURE_HOME at a directory this user can create or use"
+        ) from None
+
+
 def check_settings() -> None:
     """Validate every ``ARMATURE_*`` setting with a fixed form, at once: the ports
     (``ARMATURE_DEV_PORT``, ``ARMATURE_UI_PORT``, 1-65535 and not the same), the sizes
@@ -205,4 +236,5 @@ def check_settings() -> None:
     max_input_bytes()
     strict_sandbox()
     _url()
+    _home()
     spec_roots()

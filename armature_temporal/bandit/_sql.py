@@ -44,7 +44,7 @@ from armature_temporal.bandit._schema import (
     SnapshotRow,
     migrate_bandit_tables,
 )
-from armature_temporal.store.engine import StoreError, make_engine
+from armature_temporal.store.engine import StoreError, make_engine, release_engine
 
 __all__ = ["SqlBackend"]
 
@@ -131,6 +131,7 @@ class SqlBackend:
             migrate_bandit_tables(self.engine)
         except (DatabaseError, OperationalError) as exc:
             where = self.engine.url.render_as_string(hide_password=True)
+            release_engine(self.engine)
             raise StoreError(
                 f"cannot open the bandit store at {where}: {exc.orig or exc}. For PostgreSQL "
                 "check that the server runs and the URL is right; for SQLite that the file is "
@@ -143,7 +144,7 @@ class SqlBackend:
         self._params: dict[str, dict[str, Any]] = {}
 
     def close(self) -> None:
-        self.engine.dispose()
+        release_engine(self.engine)
 
     def _parse(self, raw: str) -> dict[str, Any]:
         parsed = self._params.get(raw)

@@ -93,9 +93,9 @@ def doctor(
 ) -> None:
     """Check that Armature can run here, one line per check: the Temporal binary and its
     version, the Temporal server, a worker on the task queue and a tools worker on its tools
-    queue, the trace store, the sandbox tool programs run in, each tier's
-    provider key (for each SPEC given), litellm's offline cost map and free disk under
-    $ARMATURE_HOME.
+    queue, the trace store (and that no process writes to a deleted copy of its files), the
+    sandbox tool programs run in, each tier's provider key (for each SPEC given), litellm's
+    offline cost map, that $ARMATURE_HOME is owner-only, and free disk under it.
 
     Each line is ok, warn or FAIL, and says what to do when it is not ok. Keys are looked up
     in this shell's environment: a worker started elsewhere needs them in its own. Starts
@@ -106,13 +106,21 @@ def doctor(
     """
     # Read before anything in this process imports litellm (which sets it).
     cost_map = os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP")
+    from armature_temporal.commands.doctor_home import deleted_store_check, home_modes_check
+    from armature_temporal.settings import armature_home
+    from armature_temporal.store import database_url
+    from armature_temporal.store.engine import sqlite_path
+
+    db = sqlite_path(database_url())
     checks = [
         *_binary_checks(address),
         *_server_checks(address, queue),
         _store_check(),
+        *([deleted_store_check(db)] if db is not None else []),
         *_sandbox_checks(),
         *(c for path in [*(specs or []), *(spec_option or [])] for c in _spec_checks(path)),
         _cost_map_check(cost_map),
+        home_modes_check(armature_home()),
         _disk_check(),
     ]
     if as_json:

@@ -10,7 +10,30 @@ import os
 import secrets
 from pathlib import Path
 
-__all__ = ["DIR_MODE", "FILE_MODE", "make_private", "private_dir", "write_private"]
+__all__ = [
+    "DIR_MODE",
+    "FILE_MODE",
+    "OWNED_DIRS",
+    "OWNED_FILES",
+    "loose_modes",
+    "make_private",
+    "private_dir",
+    "secure_home",
+    "write_private",
+]
+
+#: What Armature keeps directly under ARMATURE_HOME: files holding the key, the record and
+#: every payload (with SQLite's companions), and the directories it makes.
+OWNED_FILES = (
+    "trace.key",
+    "armature.db",
+    "armature.db-wal",
+    "armature.db-shm",
+    "temporal.db",
+    "temporal.db-wal",
+    "temporal.db-shm",
+)
+OWNED_DIRS = ("run", "logs", "payloads", "workspace", "adapters")
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -64,3 +87,43 @@ def make_private(root: Path) -> None:
             os.chmod(os.path.join(base, name), DIR_MODE)
         for name in files:
             os.chmod(os.path.join(base, name), FILE_MODE)
+
+
+def loose_modes(home: Path) -> list[tuple[Path, int]]:
+    """What Armature owns under ``home`` whose mode lets others in: ``home`` itself and
+    :data:`OWNED_DIRS` (not ``0700``), :data:`OWNED_FILES` and the files in ``run`` and
+    ``logs`` (not ``0600``); with each mode. Only ``stat``: nothing is opened."""
+    found: list[tuple[Path, int]] = []
+    if not home.is_dir():
+        return found
+    dirs = [home, *(home / d for d in OWNED_DIRS)]
+    files = [home / f for f in OWNED_FILES]
+    for sub in ("run", "logs"):
+        if (home / sub).is_dir():
+            files += sorted(p for p in (home / sub).iterdir() if p.is_file())
+    for path in [*dirs, *files]:
+        try:
+            mode = os.stat(path, follow_symlinks=False).st_mode & 0o777
+        except OSError:
+            continue
+        if mode & 0o077:
+            found.append((path, mode))
+    return found
+
+
+def secure_home(home: Path) -> list[str]:
+    """Make what Armature owns under an existing ``home`` owner-only (directories ``0700``,
+    files ``0600``: an existing home kept 0755 and ``temporal.db``, every payload, 0644), by
+    ``chmod`` on the path — a live database file is never opened. Returns a sentence per
+    change, for the caller to say once. A path this user does not own is left alone."""
+    said = []
+    for path, mode in loose_modes(home):
+        try:
+            if os.stat(path).st_uid != os.getuid():
+                continue
+            os.chmod(path, DIR_MODE if path.is_dir() else FILE_MODE)
+        except OSError:
+            continue
+        want = "0700" if path.is_dir() else "0600"
+        said.append(f"{path} was {mode:04o}, now {want}: it is Armature's, and private")
+    return said

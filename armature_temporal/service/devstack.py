@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from armature_temporal.errors import ArmatureError
+from armature_temporal.runtime.private import private_dir, secure_home, write_private
 from armature_temporal.runtime.search_attributes import dev_server_flags
 from armature_temporal.service.temporal_bin import temporal_binary
 from armature_temporal.settings import armature_home, dev_port, dev_ui_port, task_queue
@@ -57,15 +58,11 @@ class StackState:
 
 
 def _run_dir(home: Path) -> Path:
-    path = home / "run"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return private_dir(home / "run")
 
 
 def _logs(home: Path) -> Path:
-    path = home / "logs"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return private_dir(home / "logs")
 
 
 def _read_pid(path: Path) -> int | None:
@@ -143,6 +140,7 @@ def start_dev_server(
     ]
     # The server binary is built without cgo and needs $USER to name the current user.
     env = {**os.environ, "USER": os.environ.get("USER") or getpass.getuser()}
+    secure_home(private_dir(home))  # an existing temporal.db of an older Armature: 0600
     return _spawn(args, home, "temporal", env)
 
 
@@ -201,7 +199,8 @@ def _stop(home: Path, name: str, timeout_s: float = 10.0) -> None:
 
 def _spawn(args: list[str], home: Path, name: str, env: dict[str, str]) -> int:
     """Start ``args`` detached (own session, output to logs/NAME.log); record logs/NAME.pid."""
-    with open(_logs(home) / f"{name}.log", "ab") as log:
+    logged = os.open(_logs(home) / f"{name}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with os.fdopen(logged, "ab") as log:
         proc = subprocess.Popen(
             args,
             stdout=log,
@@ -209,8 +208,10 @@ def _spawn(args: list[str], home: Path, name: str, env: dict[str, str]) -> int:
             stdin=subprocess.DEVNULL,
             start_new_session=True,
             env=env,
+            # What it creates under ARMATURE_HOME (temporal.db: every payload) is owner-only.
+            umask=0o077,
         )
-    (_run_dir(home) / f"{name}.pid").write_text(str(proc.pid))
+    write_private(_run_dir(home) / f"{name}.pid", str(proc.pid).encode())
     return proc.pid
 
 

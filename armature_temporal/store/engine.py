@@ -1,8 +1,18 @@
-"""Opening the trace database: SQLite under ARMATURE_HOME by default, PostgreSQL by URL."""
+"""Opening the trace database: SQLite under ARMATURE_HOME by default, PostgreSQL by URL.
+
+One engine per database per process (:func:`make_engine` shares it, :func:`release_engine`
+gives it back), and nothing here opens a live database file outside SQLite: closing any
+descriptor of a file drops every POSIX lock the process holds on it, SQLite's included, and
+another process then took the database for unused, checkpointed it and deleted the ``-wal``
+this process still wrote to — every later run went unrecorded. The registry is the one piece
+of module state: it exists because SQLite's locks are per process.
+"""
 
 from __future__ import annotations
 
 import os
+import stat
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +23,11 @@ from armature_temporal.errors import ArmatureError
 from armature_temporal.runtime.private import FILE_MODE, private_dir
 from armature_temporal.settings import armature_home
 
-__all__ = ["StoreError", "database_url", "make_engine"]
+__all__ = ["StoreError", "database_url", "make_engine", "release_engine", "sqlite_path"]
+
+#: The engines of this process by database, with how many holders each has.
+_ENGINES: dict[str, tuple[Engine, int]] = {}
+_ENGINES_LOCK = threading.Lock()
 
 
 class StoreError(ArmatureError):
@@ -29,18 +43,54 @@ def database_url(url: str | None = None) -> str:
     return f"sqlite:///{home / 'armature.db'}"
 
 
+def sqlite_path(url: str) -> Path | None:
+    """The file of a SQLite URL (None: not SQLite, in memory, or a ``file:`` URI)."""
+    if not url.startswith("sqlite"):
+        return None
+    path = url.split("///", 1)[-1].split("?", 1)[0]
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return None
+    return Path(path)
+
+
 def make_engine(url: str) -> Engine:
-    """An engine tuned for many concurrent writers.
+    """This process's engine for ``url`` (made on first use, then shared; give it back with
+    :func:`release_engine`), tuned for many concurrent writers.
 
     SQLite: WAL journal, a 30 s busy timeout and ``BEGIN IMMEDIATE`` transactions, so
     concurrent writers queue instead of failing. PostgreSQL: pre-ping pooled connections, and
     a 10 s connect timeout unless the URL sets ``connect_timeout``.
     """
+    path = sqlite_path(url)
+    key = f"sqlite:///{os.path.realpath(path)}" if path is not None else url
+    with _ENGINES_LOCK:
+        held = _ENGINES.get(key)
+        if held is not None:
+            _ENGINES[key] = (held[0], held[1] + 1)
+            return held[0]
+        engine = _new_engine(url, path)
+        _ENGINES[key] = (engine, 1)
+        return engine
+
+
+def release_engine(engine: Engine) -> None:
+    """Give back an engine :func:`make_engine` gave; the last holder's release closes it."""
+    with _ENGINES_LOCK:
+        key = next((k for k, (e, _) in _ENGINES.items() if e is engine), None)
+        if key is not None:
+            held, count = _ENGINES[key]
+            if count > 1:
+                _ENGINES[key] = (held, count - 1)
+                return
+            del _ENGINES[key]
+    engine.dispose()
+
+
+def _new_engine(url: str, path: Path | None) -> Engine:
     try:
         if url.startswith("sqlite"):
-            path = url.split("///", 1)[-1]
-            if path and path != ":memory:" and not path.startswith("file:"):
-                _create_private(Path(path))
+            if path is not None:
+                _create_private(path)
             engine = create_engine(url, connect_args={"timeout": 30})
             _sqlite_tuning(engine)
             return engine
@@ -59,10 +109,28 @@ def make_engine(url: str) -> Engine:
 
 def _create_private(path: Path) -> None:
     """Create the SQLite file ``0600`` (in a ``0700`` directory when that is new) before
-    SQLite opens it: SQLite gives its ``-wal`` and ``-shm`` files the database file's mode."""
+    SQLite opens it — SQLite gives its ``-wal`` and ``-shm`` files the database file's mode —
+    and tighten an existing one and its ``-wal``/``-shm`` by path (``chmod``): an existing
+    database file is never opened here (see the module docstring)."""
     private_dir(path.parent)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, FILE_MODE)
-    os.close(fd)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    except FileExistsError:
+        pass  # another process's, perhaps open: left to SQLite
+    else:
+        os.close(fd)  # new: no connection of this process can have it open yet
+    for suffix in ("", "-wal", "-shm"):
+        tighten(Path(f"{path}{suffix}"))
+
+
+def tighten(path: Path) -> None:
+    """``chmod 0600`` a file Armature owns when its mode lets others in (never opens it)."""
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+        if mode & 0o077:
+            os.chmod(path, mode & 0o700 | FILE_MODE)
+    except FileNotFoundError:
+        return
 
 
 def _sqlite_tuning(engine: Engine) -> None:

@@ -29,7 +29,12 @@ from armature_temporal.store import ledger
 from armature_temporal.store._base import table_of
 from armature_temporal.store.adapters import AdapterError, AdapterStore
 from armature_temporal.store.cache import CacheStore
-from armature_temporal.store.engine import StoreError, database_url, make_engine
+from armature_temporal.store.engine import (
+    StoreError,
+    database_url,
+    make_engine,
+    release_engine,
+)
 from armature_temporal.store.heuristics import HeuristicStore
 from armature_temporal.store.keys import TraceKey, key_path, load_key
 from armature_temporal.store.ledger import LedgerEvent
@@ -75,6 +80,7 @@ class TraceStore(
         try:
             migrate(self.engine)
         except (DatabaseError, OperationalError) as exc:
+            release_engine(self.engine)
             raise StoreError(self._cannot_open(exc)) from None
         traces, runs, gates = table_of(TraceRow), table_of(RunRow), table_of(GateDecisionRow)
         self._insert_traces: Executable = (
@@ -114,7 +120,7 @@ class TraceStore(
         )
 
     def close(self) -> None:
-        self.engine.dispose()
+        release_engine(self.engine)
 
     # --- writing ---------------------------------------------------------------------------
 

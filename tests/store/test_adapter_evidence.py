@@ -8,7 +8,7 @@ from __future__ import annotations
 from sqlalchemy import MetaData, Table
 
 from armature_temporal.store import TraceStore, migrate
-from armature_temporal.store.engine import make_engine
+from armature_temporal.store.engine import make_engine, release_engine
 from tests.store.test_adapters import make_adapter
 
 FIGURES = {
@@ -31,7 +31,7 @@ def test_migration_15_keeps_old_adapters_and_stores_the_figures(db_url: str) -> 
         assert not FIGURES & set(table.c.keys())
         conn.execute(table.insert().values(**old, status_changed_at=None))
     assert 15 in migrate(engine)
-    engine.dispose()
+    release_engine(engine)
     store = TraceStore(db_url)
     try:
         kept = store.adapter("ft-0/draft")

@@ -15,7 +15,7 @@ from sqlalchemy import inspect, text
 
 from armature_temporal.finetune.models import Adapter, TrainReport
 from armature_temporal.store import AdapterError, StoreError, TraceStore, migrate
-from armature_temporal.store.engine import make_engine
+from armature_temporal.store.engine import make_engine, release_engine
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -292,7 +292,7 @@ def test_a_v4_database_gains_the_adapters_table(db_url: str) -> None:
     engine = make_engine(db_url)
     assert migrate(engine, upto=4) == [1, 2, 3, 4]
     assert not inspect(engine).has_table("adapters")
-    engine.dispose()
+    release_engine(engine)
     # The v4 store is in use: it holds a proposal.
     engine = make_engine(db_url)
     with engine.begin() as conn:
@@ -302,7 +302,7 @@ def test_a_v4_database_gains_the_adapters_table(db_url: str) -> None:
                 "VALUES ('imp-1/p0', 'triage', 'imp', '2025-01-01T00:00:00+00:00')"
             )
         )
-    engine.dispose()
+    release_engine(engine)
 
     store = TraceStore(db_url)
     try:
@@ -328,4 +328,4 @@ def test_a_v4_database_gains_the_adapters_table(db_url: str) -> None:
     try:
         assert migrate(reopened) == []
     finally:
-        reopened.dispose()
+        release_engine(reopened)

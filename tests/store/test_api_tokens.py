@@ -10,7 +10,7 @@ from sqlalchemy import text
 
 from armature_temporal.service.api.principal import Principal
 from armature_temporal.store import TraceStore, migrate
-from armature_temporal.store.engine import make_engine
+from armature_temporal.store.engine import make_engine, release_engine
 from armature_temporal.store.tokens import TokenError
 
 
@@ -94,7 +94,7 @@ def test_migration_16_adds_api_tokens_to_a_store_at_15(db_url: str) -> None:
     engine = make_engine(db_url)
     assert migrate(engine, upto=15)[-1] == 15
     assert migrate(engine, upto=16) == [16]
-    engine.dispose()
+    release_engine(engine)
     store = TraceStore(db_url)
     try:
         token = store.create_token("ci", ["admin"])

@@ -12,7 +12,7 @@ from sqlalchemy import inspect
 from armature_temporal.cache.models import CacheEntry
 from armature_temporal.cache.stats import cache_stats
 from armature_temporal.store import TraceStore, migrate
-from armature_temporal.store.engine import make_engine
+from armature_temporal.store.engine import make_engine, release_engine
 
 T0 = "2026-12-01T00:00:00+00:00"
 LATER = "2026-12-09T00:00:00+00:00"  # past a 7-day TTL from T0
@@ -118,7 +118,7 @@ def test_migration_10_adds_the_cache_tables_to_an_old_store(db_url: str) -> None
     assert migrate(engine, upto=10) == [10]
     migrate(engine)
     assert {"cache_entries", "cache_hits"} <= set(inspect(engine).get_table_names())
-    engine.dispose()
+    release_engine(engine)
     store = TraceStore(db_url)
     assert store.put_cache_entry(entry(1))
     store.close()

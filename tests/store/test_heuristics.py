@@ -13,7 +13,7 @@ from sqlalchemy import inspect
 
 from armature_temporal.experience import Heuristic, HeuristicError, heuristic_id
 from armature_temporal.store import TraceStore, migrate
-from armature_temporal.store.engine import make_engine
+from armature_temporal.store.engine import make_engine, release_engine
 
 T0 = "2026-03-01T12:00:00+00:00"
 
@@ -161,7 +161,7 @@ def test_migration_9_adds_the_heuristics_tables_to_an_old_store(db_url: str) -> 
     assert migrate(engine, upto=9) == [9]
     names = set(inspect(engine).get_table_names())
     assert {"heuristics", "heuristic_events", "heuristic_rewards"} <= names
-    engine.dispose()
+    release_engine(engine)
     store = TraceStore(db_url)
     store.add_heuristic(make(), by="distiller", reason="r")
     assert len(store.heuristics("triage")) == 1

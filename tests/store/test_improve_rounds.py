@@ -9,7 +9,7 @@ from sqlalchemy import inspect
 
 from armature_temporal.improve.models import AppliedChange, ImproveRound, Verification
 from armature_temporal.store import TraceStore, migrate
-from armature_temporal.store.engine import make_engine
+from armature_temporal.store.engine import make_engine, release_engine
 from armature_temporal.store.migrations import MIGRATIONS
 from tests.store.test_proposals import make_proposal
 
@@ -108,7 +108,7 @@ def test_migration_11_adds_predictions_to_an_old_store(db_url: str) -> None:
     assert not inspect(engine).has_table("improve_rounds")
     assert migrate(engine) == [v for v, _, _ in MIGRATIONS if v > 10]
     assert {"improve_rounds", "improve_applied"} <= set(inspect(engine).get_table_names())
-    engine.dispose()
+    release_engine(engine)
     store = TraceStore(db_url)
     try:
         assert store.proposal(old.id) == old  # no predictions: empty lists

@@ -13,7 +13,7 @@ from sqlalchemy import inspect, text
 
 from armature_temporal.runtime.models import MemoryEntry
 from armature_temporal.store import TraceStore, migrate
-from armature_temporal.store.engine import make_engine
+from armature_temporal.store.engine import make_engine, release_engine
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -96,7 +96,7 @@ def test_a_v6_database_gains_the_memory_table(db_url: str) -> None:
     engine = make_engine(db_url)
     assert migrate(engine, upto=6) == [1, 2, 3, 4, 5, 6]
     assert not inspect(engine).has_table("memory_entries")
-    engine.dispose()
+    release_engine(engine)
     store = TraceStore(db_url)
     try:
         applied = sql(store, "SELECT version, name FROM schema_migrations WHERE version = 7")

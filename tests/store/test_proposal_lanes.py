@@ -8,7 +8,7 @@ import json
 from sqlalchemy import text
 
 from armature_temporal.store import TraceStore, migrate
-from armature_temporal.store.engine import make_engine
+from armature_temporal.store.engine import make_engine, release_engine
 from tests.unit.test_lanes import _temperature, base
 
 
@@ -25,7 +25,7 @@ def test_a_v10_proposal_reads_as_review_and_new_ones_keep_their_lane(db_url: str
             text(f"INSERT INTO improvement_proposals ({cols}) VALUES ({marks})"),
             {k: json.dumps(v) if isinstance(v, list) else v for k, v in row.items()},
         )
-    engine.dispose()
+    release_engine(engine)
     store = TraceStore(db_url)
     try:
         kept = store.proposal("lanes-pold")

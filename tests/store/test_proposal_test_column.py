@@ -7,7 +7,7 @@ from sqlalchemy import MetaData, Table
 
 from armature_temporal.improve.models import Proposal, SpecChange, VerificationTest
 from armature_temporal.store import TraceStore, migrate
-from armature_temporal.store.engine import make_engine
+from armature_temporal.store.engine import make_engine, release_engine
 
 TEST = VerificationTest(
     kind="non_inferiority",
@@ -59,7 +59,7 @@ def test_migration_13_keeps_old_proposals_and_stores_the_test(db_url: str) -> No
         assert "test" not in table.c
         conn.execute(table.insert().values(**old, status_changed_at=None))
     assert 13 in migrate(engine)
-    engine.dispose()
+    release_engine(engine)
     store = TraceStore(db_url)
     try:
         kept_old = store.proposal("s-pold")

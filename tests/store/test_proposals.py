@@ -14,7 +14,7 @@ from sqlalchemy import inspect, text
 
 from armature_temporal.improve.models import Proposal, SpecChange
 from armature_temporal.store import StoreError, TraceStore, migrate
-from armature_temporal.store.engine import make_engine
+from armature_temporal.store.engine import make_engine, release_engine
 from armature_temporal.store.trace_store import ProposalError
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
@@ -222,7 +222,7 @@ def test_a_v3_database_gains_the_proposals_table(db_url: str) -> None:
     engine = make_engine(db_url)
     assert migrate(engine, upto=3) == [1, 2, 3]
     assert not inspect(engine).has_table("improvement_proposals")
-    engine.dispose()
+    release_engine(engine)
 
     store = TraceStore(db_url)
     try:

@@ -16,7 +16,7 @@ from sqlalchemy import MetaData, Table, insert
 
 from armature_temporal.runtime.traces import TraceRecord
 from armature_temporal.store import TraceStore, migrate
-from armature_temporal.store.engine import make_engine
+from armature_temporal.store.engine import make_engine, release_engine
 from armature_temporal.store.keys import key_path
 from armature_temporal.store.tamper import Anchor
 from tests.store.chains import make_run
@@ -239,7 +239,7 @@ def test_a_store_written_before_macs_verifies_as_legacy_unkeyed(db_url: str) -> 
                 chain_head=old[-1].hash,
             )
         )
-    engine.dispose()
+    release_engine(engine)
 
     store = TraceStore(db_url)
     try:

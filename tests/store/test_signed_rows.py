@@ -16,7 +16,7 @@ from rich.console import Console
 from sqlalchemy import MetaData, Table, insert, text
 
 from armature_temporal.store import TraceStore, migrate
-from armature_temporal.store.engine import make_engine
+from armature_temporal.store.engine import make_engine, release_engine
 from armature_temporal.store.keys import load_key
 from armature_temporal.views.render import render_report
 from armature_temporal.views.report import build_report, load_run
@@ -126,7 +126,7 @@ def test_rows_from_before_migration_17_read_as_unverified(db_url: str) -> None:
         table = Table("improvement_proposals", MetaData(), autoload_with=conn)
         conn.execute(insert(table), make_proposal("old/p0").model_dump(mode="json"))
     assert migrate(engine) == [17]
-    engine.dispose()
+    release_engine(engine)
     store = TraceStore(db_url)
     try:
         [gate] = store.gate_decisions("old")

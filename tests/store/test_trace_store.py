@@ -16,7 +16,7 @@ from sqlalchemy import MetaData, Table, insert, inspect, text
 from armature_temporal.runtime.traces import TraceRecord
 from armature_temporal.store import MIGRATIONS, StoreError, TraceStore, migrate
 from armature_temporal.store import migrations as migrations_module
-from armature_temporal.store.engine import make_engine
+from armature_temporal.store.engine import make_engine, release_engine
 from armature_temporal.store.schema import Base, TraceRow
 from tests.store.chains import SPEC_HASH, make_run, write_runs
 
@@ -184,7 +184,7 @@ def test_first_schema_database_is_migrated_and_its_data_stays_readable(db_url: s
         v1_applied_at = conn.execute(
             text("SELECT applied_at FROM schema_migrations WHERE version = 1")
         ).scalar_one()
-    engine.dispose()
+    release_engine(engine)
 
     store = TraceStore(db_url)
     try:
