@@ -36,9 +36,12 @@ def armature(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
+    """A home as Armature makes it (owner-only, so commands have nothing to tighten)."""
     home = tmp_path / "home" / ".armature"
-    home.mkdir(parents=True)
+    home.mkdir(parents=True, mode=0o700)
+    os.chmod(home, 0o700)
     (home / "trace.key").write_text(KEY)
+    os.chmod(home / "trace.key", 0o600)
     return home
 
 
