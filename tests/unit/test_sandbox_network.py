@@ -201,8 +201,11 @@ def test_a_proxy_sweeps_the_socket_directories_of_dead_processes() -> None:
 
     from armature_temporal.tools._egress import EgressProxy
 
-    dead_pid = subprocess.Popen(["true"]).pid  # a pid that has exited
-    os.waitpid(dead_pid, 0)
+    # A pid that has exited. Waited for through its Popen: a Popen dropped while its child
+    # still runs is reaped by whichever later Popen call in this process comes first.
+    child = subprocess.Popen(["true"])
+    child.wait()
+    dead_pid = child.pid
     stale = Path(tempfile.mkdtemp(prefix=f"armature-egress-{dead_pid}-"))
     alive = Path(tempfile.mkdtemp(prefix=f"armature-egress-{os.getpid()}-"))
     try:
