@@ -8,12 +8,14 @@ Temporal side), and ``bandit``, ``store``, ``tools``, ``scanner``, ``improve``, 
 ``views``.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from armature_temporal.errors import ArmatureError, SpecError, SpecIssue
-from armature_temporal.spec.compiler import Plan, compile_spec, load_plan
-from armature_temporal.spec.loader import LoadedSpec, load_spec, load_spec_text
-from armature_temporal.spec.models import Spec
+
+if TYPE_CHECKING:
+    from armature_temporal.spec.compiler import Plan, compile_spec, load_plan
+    from armature_temporal.spec.loader import LoadedSpec, load_spec, load_spec_text
+    from armature_temporal.spec.models import Spec
 
 __version__ = "0.1.0"
 
@@ -48,7 +50,26 @@ _HOOKS = ("HookContext", "HookResult", "register_hook")
 _LIBRARY = ("RunFailed", "RunHandle", "run", "start")
 
 
+#: The spec language's API, loaded on first use: the compiler and its checks cost a quarter
+#: of a second to import, which `armature --help` and commands that never read a spec skip.
+_SPEC = {
+    "Plan": "compiler",
+    "compile_spec": "compiler",
+    "load_plan": "compiler",
+    "LoadedSpec": "loader",
+    "load_spec": "loader",
+    "load_spec_text": "loader",
+    "Spec": "models",
+}
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SPEC:
+        import importlib
+
+        value = getattr(importlib.import_module(f"armature_temporal.spec.{_SPEC[name]}"), name)
+        globals()[name] = value
+        return value
     if name in _BANDIT:
         from armature_temporal import bandit
 

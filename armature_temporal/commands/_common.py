@@ -12,14 +12,15 @@ import json
 import sys
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
 from armature_temporal.errors import ArmatureError, SpecError
-from armature_temporal.spec.compiler import Plan, compile_spec
-from armature_temporal.spec.loader import load_spec
+
+if TYPE_CHECKING:
+    from armature_temporal.spec.compiler import Plan
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -146,6 +147,9 @@ def load_or_exit(path: Path) -> Plan:
     """The compiled plan of the spec at ``path``; on an invalid spec, its issues on stderr
     and exit 2."""
     try:
+        from armature_temporal.spec.compiler import compile_spec
+        from armature_temporal.spec.loader import load_spec
+
         return compile_spec(load_spec(path))
     except SpecError as exc:
         issues = [str(issue) for issue in exc.issues] or [f"{path}: invalid spec"]

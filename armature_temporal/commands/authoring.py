@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.text import Text
@@ -22,9 +22,9 @@ from armature_temporal.commands._common import (
     print_json,
 )
 from armature_temporal.errors import SpecError
-from armature_temporal.spec.compiler import Plan, PlanStage, compile_spec
-from armature_temporal.spec.loader import load_spec
-from armature_temporal.spec.starter import starter_spec
+
+if TYPE_CHECKING:
+    from armature_temporal.spec.compiler import Plan, PlanStage
 
 app = typer.Typer()
 
@@ -46,6 +46,9 @@ def validate(
 
     Example: armature validate specs/*.yaml --json
     """
+    from armature_temporal.spec.compiler import compile_spec
+    from armature_temporal.spec.loader import load_spec
+
     results = []
     for path in specs:
         try:
@@ -249,6 +252,8 @@ def new(
     if path.is_dir():
         err.print(f"{path} is a directory; name a file such as {path / 'flow.yaml'}", markup=False)
         raise typer.Exit(2)
+    from armature_temporal.spec.starter import starter_spec
+
     made = [p for p in reversed(path.parents) if not p.exists()]
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

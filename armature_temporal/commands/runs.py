@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.text import Text
@@ -27,7 +27,9 @@ from armature_temporal.commands._common import (
     temporal_client,
 )
 from armature_temporal.commands.run_view import follow_run, print_run
-from armature_temporal.spec.compiler import Plan
+
+if TYPE_CHECKING:
+    from armature_temporal.spec.compiler import Plan
 
 app = typer.Typer()
 

@@ -252,3 +252,20 @@ def test_the_worker_passes_the_interpreter_through_unless_the_sandbox_is_strict(
     assert "workflows" not in passed(workflow_runner())
     monkeypatch.setenv("ARMATURE_STRICT_SANDBOX", "0")
     assert "workflows" in passed(workflow_runner())
+
+
+def test_the_command_line_and_the_package_load_the_spec_compiler_only_when_used() -> None:
+    """`armature --help` and commands that never read a spec skip the compiler and its checks
+    (a quarter of a second of imports, #27 item 2); the package's spec API still resolves."""
+    code = (
+        "import sys, cli, armature_temporal\n"
+        "before = [m for m in ('armature_temporal.spec.compiler', 'armature_temporal.spec.checks',"
+        " 'jsonschema') if m in sys.modules]\n"
+        "from armature_temporal import Plan, compile_spec\n"
+        "from armature_temporal.spec.compiler import Plan as P2\n"
+        "print(','.join(before), Plan is P2, callable(compile_spec))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.split() == ["True", "True"], result.stdout
