@@ -11,7 +11,10 @@ from rich.text import Text
 
 from armature_temporal.commands._common import err, out, print_wide, shorten
 
-__all__ = ["follow_run", "print_run", "progress_detail", "whole"]
+__all__ = ["POLL_S", "follow_run", "print_run", "progress_detail", "whole"]
+
+#: Seconds between polls of a running run's state (its close wakes the follower at once).
+POLL_S = 0.5
 
 
 def progress_detail(kind: str | None, st: Any) -> str:
@@ -34,29 +37,53 @@ async def follow_run(client: Any, run_id: str, kinds: dict[str, str] | None = No
 
     seen: dict[str, str] = {}
     told: set[str] = set()
-    while True:
-        view = await show_run(client, run_id)
-        if view.status == "running" and view.reason and "no worker" not in told:
-            told.add("no worker")
-            err.print(f"  waiting: {view.reason}", markup=False, highlight=False)
-        for sid, st in view.stages.items():
-            if st.status != "pending" and seen.get(sid) != st.status:
-                seen[sid] = st.status
-                extra = progress_detail((kinds or {}).get(sid), st)
-                err.print(f"  {sid}: {st.status}{extra}", markup=False, highlight=False)
-        for gate in view.pending_gates:
-            if gate.stage not in told:
-                told.add(gate.stage)
-                err.print(
-                    f"  waiting for a person at gate {gate.stage!r}: approve with "
-                    f"`armature approve {run_id} {gate.stage}` (Ctrl-C stops waiting; "
-                    "the run keeps waiting durably)",
-                    markup=False,
-                    highlight=False,
-                )
-        if view.status != "running":
-            return view
-        await asyncio.sleep(0.5)
+    # Between polls, wake as soon as the run closes (its result is a long poll on the server)
+    # rather than at the next tick: a short run's last stage no longer waits out a fixed sleep.
+    closed = asyncio.ensure_future(_closed(client, run_id))
+    try:
+        while True:
+            view = await show_run(client, run_id)
+            _report(view, run_id, kinds, seen, told)
+            if view.status != "running":
+                return view
+            if closed.done():
+                await asyncio.sleep(POLL_S)
+            else:
+                await asyncio.wait({closed}, timeout=POLL_S)
+    finally:
+        closed.cancel()
+
+
+async def _closed(client: Any, run_id: str) -> None:
+    """Return when the run closes, however it ended (errors are for the poll to show)."""
+    try:
+        await client.get_workflow_handle(run_id).result()
+    except Exception:  # failed, cancelled, unreachable: the poll says which
+        return
+
+
+def _report(
+    view: Any, run_id: str, kinds: dict[str, str] | None, seen: dict[str, str], told: set[str]
+) -> None:
+    """Print what changed since the last poll: a missing worker, stage transitions, gates."""
+    if view.status == "running" and view.reason and "no worker" not in told:
+        told.add("no worker")
+        err.print(f"  waiting: {view.reason}", markup=False, highlight=False)
+    for sid, st in view.stages.items():
+        if st.status != "pending" and seen.get(sid) != st.status:
+            seen[sid] = st.status
+            extra = progress_detail((kinds or {}).get(sid), st)
+            err.print(f"  {sid}: {st.status}{extra}", markup=False, highlight=False)
+    for gate in view.pending_gates:
+        if gate.stage not in told:
+            told.add(gate.stage)
+            err.print(
+                f"  waiting for a person at gate {gate.stage!r}: approve with "
+                f"`armature approve {run_id} {gate.stage}` (Ctrl-C stops waiting; "
+                "the run keeps waiting durably)",
+                markup=False,
+                highlight=False,
+            )
 
 
 def print_run(view: Any, *, full: bool = False) -> None:
