@@ -214,10 +214,14 @@ def test_importing_the_core_pulls_in_neither_temporal_workflow_nor_litellm() -> 
         "bad = [m for m in heavy if m in sys.modules]\n"
         "print(','.join(bad))\n"
     )
-    result = subprocess.run(
+    assert fresh_python(code).strip() == ""
+
+
+def fresh_python(code: str) -> str:
+    """What ``code`` prints in a new interpreter (nothing imported beforehand)."""
+    return subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    )
-    assert result.stdout.strip() == ""
+    ).stdout
 
 
 async def test_the_standalone_bandit_api_works_from_the_package_root() -> None:
@@ -265,7 +269,5 @@ def test_the_command_line_and_the_package_load_the_spec_compiler_only_when_used(
         "from armature_temporal.spec.compiler import Plan as P2\n"
         "print(','.join(before), Plan is P2, callable(compile_spec))\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    )
-    assert result.stdout.split() == ["True", "True"], result.stdout
+    printed = fresh_python(code)
+    assert printed.split() == ["True", "True"], printed
