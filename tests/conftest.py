@@ -44,24 +44,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         gc.freeze()
 
 
-#: Modules whose tests take a minute or more (CI prints the 25 slowest: add a module here when
-#: one of them is among the last to finish). They run first, so that with the suite spread over
-#: processes (pytest -n) they overlap the short tests instead of running alone at the end.
-LONG_FIRST = (
-    "tests/workflows/test_improve_combined_round.py",
-    "tests/unit/test_loader_property.py",
-    "tests/workflows/test_chaos.py",
-    "tests/workflows/test_payloads.py",
-    "tests/workflows/test_trace_store_down.py",
-    "tests/workflows/test_ledger_anchor.py",
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Move the tests of :data:`LONG_FIRST` to the front, each module's order kept."""
-    items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in LONG_FIRST)
-
-
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 # Workers in tests (and the worker processes they start) re-import the interpreter in every
 # run's sandbox, so non-deterministic workflow code fails the suite; tests/workflows/
