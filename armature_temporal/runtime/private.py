@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import stat
 from pathlib import Path
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "make_private",
     "private_dir",
     "secure_home",
+    "tighten",
     "write_private",
 ]
 
@@ -111,19 +113,30 @@ def loose_modes(home: Path) -> list[tuple[Path, int]]:
     return found
 
 
+def tighten(path: Path) -> int | None:
+    """Make ``path`` owner-only (a directory ``0700``, a file ``0600``) when its mode lets
+    others in, by ``chmod`` on the path — it is never opened, so a live SQLite file keeps its
+    locks. Returns the mode it had when it was changed; ``None`` when it was private already,
+    is missing, or is another user's (left alone)."""
+    try:
+        info = os.stat(path, follow_symlinks=False)
+        mode = info.st_mode & 0o777
+        if not mode & 0o077 or info.st_uid != os.getuid():
+            return None
+        os.chmod(path, DIR_MODE if stat.S_ISDIR(info.st_mode) else FILE_MODE)
+    except OSError:
+        return None
+    return mode
+
+
 def secure_home(home: Path) -> list[str]:
-    """Make what Armature owns under an existing ``home`` owner-only (directories ``0700``,
-    files ``0600``: an existing home kept 0755 and ``temporal.db``, every payload, 0644), by
-    ``chmod`` on the path — a live database file is never opened. Returns a sentence per
-    change, for the caller to say once. A path this user does not own is left alone."""
+    """Make what Armature owns under an existing ``home`` owner-only (an existing home kept
+    0755 and ``temporal.db``, every payload, 0644) with :func:`tighten`. Returns a sentence per
+    change, for the caller to say once."""
     said = []
-    for path, mode in loose_modes(home):
-        try:
-            if os.stat(path).st_uid != os.getuid():
-                continue
-            os.chmod(path, DIR_MODE if path.is_dir() else FILE_MODE)
-        except OSError:
-            continue
-        want = "0700" if path.is_dir() else "0600"
-        said.append(f"{path} was {mode:04o}, now {want}: it is Armature's, and private")
+    for path, _ in loose_modes(home):
+        mode = tighten(path)
+        if mode is not None:
+            want = "0700" if path.is_dir() else "0600"
+            said.append(f"{path} was {mode:04o}, now {want}: it is Armature's, and private")
     return said

@@ -11,7 +11,6 @@ of module state: it exists because SQLite's locks are per process.
 from __future__ import annotations
 
 import os
-import stat
 import threading
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from armature_temporal.errors import ArmatureError
-from armature_temporal.runtime.private import FILE_MODE, private_dir
+from armature_temporal.runtime.private import FILE_MODE, private_dir, tighten
 from armature_temporal.settings import armature_home
 
 __all__ = ["StoreError", "database_url", "make_engine", "release_engine", "sqlite_path"]
@@ -121,16 +120,6 @@ def _create_private(path: Path) -> None:
         os.close(fd)  # new: no connection of this process can have it open yet
     for suffix in ("", "-wal", "-shm"):
         tighten(Path(f"{path}{suffix}"))
-
-
-def tighten(path: Path) -> None:
-    """``chmod 0600`` a file Armature owns when its mode lets others in (never opens it)."""
-    try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
-        if mode & 0o077:
-            os.chmod(path, mode & 0o700 | FILE_MODE)
-    except FileNotFoundError:
-        return
 
 
 def _sqlite_tuning(engine: Engine) -> None:
