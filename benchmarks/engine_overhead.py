@@ -203,7 +203,7 @@ async def _start_server() -> WorkflowEnvironment:
     from temporalio.testing import WorkflowEnvironment
 
     from armature_temporal.runtime.search_attributes import ALL_KEYS
-    from armature_temporal.service.temporal_bin import temporal_binary
+    from armature_temporal.service.temporal_bin import dev_server_config_flags, temporal_binary
 
     # The SDK core logs to stdout by default; forward to Python logging (stderr) instead.
     runtime = Runtime(
@@ -226,6 +226,7 @@ async def _start_server() -> WorkflowEnvironment:
             search_attributes=list(ALL_KEYS),
             data_converter=pydantic_data_converter,
             runtime=runtime,
+            dev_server_extra_args=dev_server_config_flags(),  # as the local stack runs it
         )
     finally:
         os.dup2(saved_stdout, 1)

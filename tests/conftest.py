@@ -19,7 +19,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from armature_temporal.runtime.payloads import data_converter
 from armature_temporal.runtime.search_attributes import ALL_KEYS
-from armature_temporal.service.temporal_bin import temporal_binary
+from armature_temporal.service.temporal_bin import dev_server_config_flags, temporal_binary
 
 #: Every this many tests, collect garbage and freeze what survives (see below).
 GC_FREEZE_EVERY = 50
@@ -67,10 +67,7 @@ def _server_options() -> dict[str, Any]:
         "dev_server_existing_path": str(temporal_binary()),
         "search_attributes": list(ALL_KEYS),
         "data_converter": data_converter(),
-        "dev_server_extra_args": [
-            "--dynamic-config-value",
-            "frontend.WorkflowTimeSkippingEnabled=true",
-        ],
+        "dev_server_extra_args": dev_server_config_flags(),
     }
 
 

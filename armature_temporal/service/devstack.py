@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from armature_temporal.errors import ArmatureError
 from armature_temporal.runtime.private import private_dir, secure_home, write_private
 from armature_temporal.runtime.search_attributes import dev_server_flags
-from armature_temporal.service.temporal_bin import temporal_binary
+from armature_temporal.service.temporal_bin import dev_server_config_flags, temporal_binary
 from armature_temporal.settings import armature_home, dev_port, dev_ui_port, task_queue
 
 if TYPE_CHECKING:
@@ -135,8 +135,7 @@ def start_dev_server(
         "--log-level",
         "warn",
         *dev_server_flags(),
-        "--dynamic-config-value",
-        "frontend.WorkflowTimeSkippingEnabled=true",
+        *dev_server_config_flags(),
     ]
     # The server binary is built without cgo and needs $USER to name the current user.
     env = {**os.environ, "USER": os.environ.get("USER") or getpass.getuser()}
