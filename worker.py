@@ -47,6 +47,7 @@ from workflows.improve import ImproveWorkflow
 from workflows.learn import LearnWorkflow
 from workflows.maintenance import BanditMaintenanceWorkflow
 from workflows.run_spec import RunSpecWorkflow
+from workflows.sandbox_runner import FastSandboxRunner
 
 __all__ = [
     "ACTIVITIES",
@@ -127,7 +128,8 @@ def workflow_runner(*, strict: bool | None = None) -> SandboxedWorkflowRunner:
     if strict is None:
         strict = settings.strict_sandbox()
     modules = PASSTHROUGH if strict else (*PASSTHROUGH, INTERPRETER)
-    return SandboxedWorkflowRunner(
+    # The SDK's sandbox, less two per-payload costs (workflows.sandbox_runner).
+    return FastSandboxRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules(*modules)
     )
 
@@ -224,7 +226,11 @@ def build_worker(
         role: Which workers: ``all`` (both, in this process), ``main`` (no tool activities:
             the tools run in a worker elsewhere), ``tools`` (only the tool activities, for a
             process that holds no provider secrets).
-        max_cached_workflows: 0 replays every workflow task from history (replay testing).
+        max_cached_workflows: How many runs stay in memory between workflow tasks. 0 replays
+            every task from history; keep it for answering queries on closed runs: with local
+            activities in flight (trace flushes, gates, caches) an eviction can livelock a run
+            (an SDK core bug, temporalio/sdk-rust #1304 and #1482). Prove replay safety with
+            ``temporalio.worker.Replayer`` on the run's history instead.
         max_concurrent_activities: Upper bound on activities running at once (per worker).
         strict_sandbox: See :func:`workflow_runner`.
     """
