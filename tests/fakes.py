@@ -10,6 +10,7 @@ from typing import Any
 
 from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
+from temporalio.worker import Replayer
 
 from activities.llm import llm_call
 from armature_temporal.experience import Heuristic, heuristic_id
@@ -166,6 +167,45 @@ async def wait_for_gate(handle: Any, gate: str, timeout_s: float = 10.0) -> Any:
             return status
         await asyncio.sleep(0.05)
     raise AssertionError(f"gate {gate} never became pending in {handle.id}")
+
+
+def replayer(workflows: list[type] | None = None, *, strict: bool = True) -> Replayer:
+    """A replayer for ``workflows`` (default: the worker's), with the worker's data converter and
+    sandbox (strict unless ``strict=False``)."""
+    from armature_temporal.runtime.payloads import data_converter
+    from worker import WORKFLOWS, workflow_runner
+
+    return Replayer(
+        workflows=workflows or WORKFLOWS,
+        data_converter=data_converter(),
+        workflow_runner=workflow_runner(strict=strict),
+    )
+
+
+async def assert_replays(client: Client, *workflow_ids: str) -> None:
+    """Replay each workflow's whole history from the start on today's interpreter, in the strict
+    sandbox, and fail naming each one whose commands come out different.
+
+    The replay-safety check for runs made on a cached worker. Running them on a worker with
+    ``max_cached_workflows=0`` (every task replayed live) was the old check; with local
+    activities in flight, an eviction there can strand their markers and livelock the run (SDK
+    core: temporalio/sdk-rust #1304, #1482), which hung a CI run's gated run-events test to its
+    600 s timeout ("LA marker handling in invalid state MarkerCommandCreated").
+    """
+    assert workflow_ids, "name at least one workflow to replay"
+    replayed: dict[str, str] = {}  # Temporal's run id -> workflow id
+
+    async def histories() -> Any:
+        for wid in workflow_ids:
+            history = await client.get_workflow_handle(wid).fetch_history()
+            assert len(history.events) > 2, f"{wid}: no history to replay"
+            replayed[history.run_id] = wid
+            yield history
+
+    results = await replayer().replay_workflows(histories(), raise_on_replay_failure=False)
+    assert list(replayed.values()) == list(workflow_ids)
+    failed = {replayed[run]: str(err) for run, err in results.replay_failures.items()}
+    assert not failed, f"do not replay: {failed}"
 
 
 #: How many more times fake_record_traces_flaky fails before it lets writes through.

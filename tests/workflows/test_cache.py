@@ -14,18 +14,16 @@ from typing import Any
 import pytest
 from temporalio import activity
 from temporalio.client import Client, WorkflowFailureError
-from temporalio.worker import Replayer
 
 from activities.llm import llm_call
 from armature_temporal.runtime.hooks import HookRegistry
 from armature_temporal.runtime.models import LLMCallInput, LLMCallResult, RunInput, RunResult
-from armature_temporal.runtime.payloads import data_converter
 from armature_temporal.runtime.traces import TraceRecord
 from armature_temporal.spec.compiler import Plan
 from armature_temporal.store import TraceStore
 from armature_temporal.views import build_dashboard, load_runs
-from tests.fakes import plan_from
-from worker import ACTIVITIES, WORKFLOWS, build_worker, workflow_runner
+from tests.fakes import assert_replays, plan_from
+from worker import ACTIVITIES, build_worker
 from workflows.run_spec import WORKFLOW_NAME
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -239,15 +237,7 @@ async def test_runs_that_miss_and_hit_replay_deterministically(
         done = await run(client, task_queue, plan, f"cache-replay-{n}", **ask("What is 2 + 2?"))
         assert done is not None and done.state == "completed"
     assert attempts("cache-replay-2")[0].data["cache"] == "exact"
-    replayer = Replayer(
-        workflows=WORKFLOWS,
-        data_converter=data_converter(),
-        workflow_runner=workflow_runner(strict=True),
-    )
-    for n in (1, 2):
-        history = await client.get_workflow_handle(f"cache-replay-{n}").fetch_history()
-        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-        assert result.replay_failure is None, result.replay_failure
+    await assert_replays(client, "cache-replay-1", "cache-replay-2")
 
 
 async def test_a_worker_with_stage_hooks_neither_serves_nor_keeps(

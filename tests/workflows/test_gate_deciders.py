@@ -6,9 +6,8 @@ gate an update (or signal) approving it "by alice", and the run recorded alice a
 decider. Temporal authenticates nobody here, so the run records ``by`` from a proof made with
 the trace key (CLI, run API, library), else ``signal``.
 
-Every test that runs a worker runs twice: with a normal workflow cache and with
-``max_cached_workflows=0`` (every workflow task replayed from history, the verify local
-activity's result included).
+The runs the update and signal tests make are then replayed from their whole histories in the
+strict sandbox (``assert_replays``), the verify local activity's recorded result included.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from armature_temporal.runtime.models import GateDecision, RunEvent, RunResult
 from armature_temporal.service.client import decide_gate, run_outcome
 from armature_temporal.store import TraceStore
 from armature_temporal.store.keys import load_key
-from tests.fakes import plan_from, run_armature, start, wait_for_gate
+from tests.fakes import assert_replays, plan_from, run_armature, start, wait_for_gate
 from worker import build_worker
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -40,11 +39,6 @@ stages:
   - {id: first, gate: {type: human, message: first?}}
   - {id: second, depends_on: [first], gate: {type: human, message: second?}}
 """
-
-
-@pytest.fixture(params=[1000, 0], ids=["cached", "replay-every-task"])
-def cache_size(request: pytest.FixtureRequest) -> int:
-    return int(request.param)
 
 
 def _gates(result: RunResult) -> dict[str, GateDecision]:
@@ -67,9 +61,9 @@ async def _raw_update(handle: WorkflowHandle[Any, Any], decision: GateDecision) 
 
 
 async def test_a_raw_update_or_signal_claiming_alice_is_recorded_as_signal(
-    client: Client, task_queue: str, cache_size: int
+    client: Client, task_queue: str
 ) -> None:
-    async with build_worker(client, task_queue, max_cached_workflows=cache_size):
+    async with build_worker(client, task_queue):
         handle = await start(client, plan_from(TWO_GATES), task_queue)
         await wait_for_gate(handle, "first")
         answer = await _raw_update(
@@ -93,6 +87,7 @@ async def test_a_raw_update_or_signal_claiming_alice_is_recorded_as_signal(
         "first": ("signal", "alice", True),
         "second": ("signal", "alice", True),
     }
+    await assert_replays(client, handle.id)
 
 
 async def test_a_forged_proof_claiming_alice_is_recorded_as_signal_and_says_why(
@@ -122,9 +117,9 @@ async def test_a_forged_proof_claiming_alice_is_recorded_as_signal_and_says_why(
 
 
 async def test_a_captured_proof_replayed_to_another_run_gate_or_wait_is_not_authenticated(
-    client: Client, task_queue: str, cache_size: int
+    client: Client, task_queue: str
 ) -> None:
-    async with build_worker(client, task_queue, max_cached_workflows=cache_size):
+    async with build_worker(client, task_queue):
         run_a = await start(client, plan_from(TWO_GATES), task_queue)
         run_b = await start(client, plan_from(TWO_GATES), task_queue)
         await wait_for_gate(run_a, "first")
@@ -157,6 +152,7 @@ async def test_a_captured_proof_replayed_to_another_run_gate_or_wait_is_not_auth
     ):
         assert (decided.by, decided.claimed_by) == ("signal", "alice")
         assert why in (decided.unverified or ""), decided
+    await assert_replays(client, run_a.id, run_b.id)
 
 
 async def test_cli_approve_records_the_os_account_not_the_environment_or_the_payload(

@@ -1,7 +1,7 @@
 """Human gates: durable waits resolved by update or signal, with timeouts and validation.
 
-Every test here runs twice: with a normal workflow cache, and with ``max_cached_workflows=0``
-so every workflow task is replayed from history (a replay-safety check on the interpreter).
+Each run that ends is then replayed from its whole history in the strict sandbox
+(``assert_replays``), a replay-safety check on the interpreter.
 """
 
 from __future__ import annotations
@@ -16,22 +16,15 @@ from armature_temporal.runtime.models import GateDecision, RunResult
 from armature_temporal.runtime.search_attributes import WAITING_GATE
 from armature_temporal.service.client import GateError, decide_gate, run_outcome, waiting_gates
 from armature_temporal.spec.compiler import load_plan
-from tests.fakes import SPECS, plan_from, start, wait_for_gate
+from tests.fakes import SPECS, assert_replays, plan_from, start, wait_for_gate
 from worker import build_worker
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
-@pytest.fixture(params=[1000, 0], ids=["cached", "replay-every-task"])
-def cache_size(request: pytest.FixtureRequest) -> int:
-    return int(request.param)
-
-
-async def test_gate_waits_then_approve_lets_the_run_finish(
-    client: Client, task_queue: str, cache_size: int
-) -> None:
+async def test_gate_waits_then_approve_lets_the_run_finish(client: Client, task_queue: str) -> None:
     plan = load_plan(SPECS / "customer-triage.yaml")
-    async with build_worker(client, task_queue, max_cached_workflows=cache_size):
+    async with build_worker(client, task_queue):
         handle = await start(client, plan, task_queue)
         status = await wait_for_gate(handle, "approve_reply")
         assert status.state == "waiting_gate"
@@ -59,13 +52,12 @@ async def test_gate_waits_then_approve_lets_the_run_finish(
     assert result.stages["refine"].status == "completed"
     desc = await handle.describe()
     assert desc.typed_search_attributes.get(WAITING_GATE) is False
+    await assert_replays(client, handle.id)
 
 
-async def test_reject_ends_the_run_rejected(
-    client: Client, task_queue: str, cache_size: int
-) -> None:
+async def test_reject_ends_the_run_rejected(client: Client, task_queue: str) -> None:
     plan = load_plan(SPECS / "customer-triage.yaml")
-    async with build_worker(client, task_queue, max_cached_workflows=cache_size):
+    async with build_worker(client, task_queue):
         handle = await start(client, plan, task_queue)
         await wait_for_gate(handle, "approve_reply")
         await decide_gate(client, handle.id, "approve_reply", "reject", comment="wrong tone")
@@ -74,13 +66,14 @@ async def test_reject_ends_the_run_rejected(
     assert result.stages["approve_reply"].status == "rejected"
     assert result.stages["approve_reply"].error_type == "gate_rejected"
     assert "wrong tone" in (result.reason or "")
+    await assert_replays(client, handle.id)
 
 
 async def test_decision_for_a_stage_that_is_not_waiting_is_refused_and_writes_nothing(
-    client: Client, task_queue: str, cache_size: int
+    client: Client, task_queue: str
 ) -> None:
     plan = load_plan(SPECS / "customer-triage.yaml")
-    async with build_worker(client, task_queue, max_cached_workflows=cache_size):
+    async with build_worker(client, task_queue):
         handle = await start(client, plan, task_queue)
         await wait_for_gate(handle, "approve_reply")
         before = (await handle.describe()).history_length
@@ -96,11 +89,10 @@ async def test_decision_for_a_stage_that_is_not_waiting_is_refused_and_writes_no
         with pytest.raises(GateError):
             await decide_gate(client, handle.id, "approve_reply", "approve")
         assert (await handle.result()).state == "completed"
+    await assert_replays(client, handle.id)
 
 
-async def test_signal_resolves_a_gate_like_the_update(
-    client: Client, task_queue: str, cache_size: int
-) -> None:
+async def test_signal_resolves_a_gate_like_the_update(client: Client, task_queue: str) -> None:
     plan = plan_from("""\
 name: signal-gate
 model_tiers: {small: {provider: simulate}}
@@ -108,7 +100,7 @@ stages:
   - {id: ok, gate: {type: human, message: proceed?}}
   - {id: after, depends_on: [ok], role: {name: A, description: "{{ ok.decision }}"}}
 """)
-    async with build_worker(client, task_queue, max_cached_workflows=cache_size):
+    async with build_worker(client, task_queue):
         handle = await start(client, plan, task_queue)
         await wait_for_gate(handle, "ok")
         await handle.signal("gate", GateDecision(stage="nope", decision="approve"))
@@ -125,13 +117,14 @@ stages:
     }
     gate = result.stages["ok"].gate
     assert gate is not None and gate.claimed_by == "ui"
+    await assert_replays(client, handle.id)
 
 
 async def test_tool_call_that_needs_approval_waits_then_runs(
-    client: Client, task_queue: str, cache_size: int
+    client: Client, task_queue: str
 ) -> None:
     plan = load_plan(SPECS / "safe-shell.yaml")
-    async with build_worker(client, task_queue, max_cached_workflows=cache_size):
+    async with build_worker(client, task_queue):
         handle = await start(client, plan, task_queue)
         status = await wait_for_gate(handle, "archive")
         assert status.stages["record"].status == "completed"
@@ -140,13 +133,14 @@ async def test_tool_call_that_needs_approval_waits_then_runs(
         result = await handle.result()
     assert result.state == "completed"
     assert result.outputs["archive"]["exit_code"] == 0
+    await assert_replays(client, handle.id)
 
 
 @pytest.mark.parametrize(
     ("on_timeout", "state"), [("approve", "completed"), ("reject", "rejected"), ("fail", "failed")]
 )
 async def test_gate_timeout_applies_on_timeout(
-    skipping_env: WorkflowEnvironment, task_queue: str, cache_size: int, on_timeout: str, state: str
+    skipping_env: WorkflowEnvironment, task_queue: str, on_timeout: str, state: str
 ) -> None:
     plan = plan_from(f"""\
 name: timeout-gate
@@ -154,7 +148,7 @@ stages:
   - {{id: ok, gate: {{type: human, timeout: 2d, on_timeout: {on_timeout}}}}}
 """)
     client = skipping_env.client
-    async with build_worker(client, task_queue, max_cached_workflows=cache_size):
+    async with build_worker(client, task_queue):
         handle = await start(client, plan, task_queue)
         result = await asyncio.wait_for(run_outcome(handle), timeout=60)
     assert isinstance(result, RunResult)
@@ -164,6 +158,7 @@ stages:
         assert stage.error_type == "timeout" and "nobody decided" in (stage.error or "")
     else:
         assert stage.gate is not None and stage.gate.by == "timeout"
+    await assert_replays(client, handle.id)
 
 
 async def test_gates_lists_a_waiting_run_whose_workers_are_gone_with_the_reason(

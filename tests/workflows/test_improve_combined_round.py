@@ -15,7 +15,7 @@ from armature_temporal.spec.compiler import compile_spec
 from armature_temporal.spec.loader import load_spec_text
 from armature_temporal.store import TraceStore
 from armature_temporal.store.engine import database_url
-from tests.fakes import plan_from, start
+from tests.fakes import assert_replays, plan_from, start
 from tests.workflows.test_improve import _improve
 from worker import build_worker
 
@@ -54,9 +54,7 @@ async def test_two_verified_tier_changes_are_verified_combined_and_settled_toget
     path = tmp_path / "two-drafts.yaml"
     path.write_text(SPEC)
     plan = plan_from(SPEC)
-    # Every workflow task replays the history from the start (no cache): the second wave's
-    # commands must come out the same each time.
-    async with build_worker(client, task_queue, max_cached_workflows=0):
+    async with build_worker(client, task_queue):
         for i in range(10):
             handle = await start(client, plan, task_queue, {"topic": f"t{i}"}, run_id=f"two-{i}")
             await handle.result()
@@ -95,3 +93,6 @@ async def test_two_verified_tier_changes_are_verified_combined_and_settled_toget
         assert len(children) == 8 * (1 + len(singles)) + 8  # baseline, singles, combination
     finally:
         store.close()
+    # The round and every run it made replay from their histories: the second wave's commands
+    # come out the same on a worker that has to rebuild it.
+    await assert_replays(client, "improve-two-drafts", *(r.run_id for r in children))

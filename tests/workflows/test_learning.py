@@ -12,14 +12,12 @@ from statistics import mean
 
 import pytest
 from temporalio.client import Client
-from temporalio.worker import Replayer
 
 from armature_temporal.experience.learning import LearnResult
-from armature_temporal.runtime.payloads import data_converter
 from armature_temporal.store import TraceStore
 from armature_temporal.store.engine import database_url
-from tests.fakes import plan_from, run_armature, start
-from worker import WORKFLOWS, build_worker, workflow_runner
+from tests.fakes import assert_replays, plan_from, run_armature, start
+from worker import build_worker
 
 HEDGE = "State the answer plainly, without hedging."
 TOPIC = "Stay on the topic that was asked about."
@@ -166,15 +164,7 @@ async def test_a_round_promotes_both_pitfall_lessons_and_quality_rises(
     assert all(a >= b for a, b in zip(q_after, q_before, strict=True))
     assert mean(q_after) > mean(q_before) + 0.2, (q_before, q_after)
     # The round, a replay and a critiqued run replay deterministically (strict sandbox).
-    replayer = Replayer(
-        workflows=WORKFLOWS,
-        data_converter=data_converter(),
-        workflow_runner=workflow_runner(strict=True),
-    )
-    for wid in (round_id, f"{round_id}/baseline/0", before[0]):
-        history = await client.get_workflow_handle(wid).fetch_history()
-        replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-        assert replayed.replay_failure is None, f"{wid}: {replayed.replay_failure}"
+    await assert_replays(client, round_id, f"{round_id}/baseline/0", before[0])
 
 
 async def test_learn_without_experience_exits_2(tmp_path: Path) -> None:

@@ -12,19 +12,17 @@ from pathlib import Path
 
 from sqlalchemy import update
 from temporalio.client import Client
-from temporalio.worker import Replayer
 
 from armature_temporal.commands.learn import render_learn
 from armature_temporal.experience import Heuristic, heuristic_id
 from armature_temporal.experience.learning import LearnResult
-from armature_temporal.runtime.payloads import data_converter
 from armature_temporal.store import TraceStore
 from armature_temporal.store._base import table_of
 from armature_temporal.store.engine import database_url
 from armature_temporal.store.schema import HeuristicEventRow
-from tests.fakes import plan_from, run_armature, start
+from tests.fakes import assert_replays, plan_from, run_armature, start
 from tests.workflows.test_learning import HEDGE, SPEC, TOPIC
-from worker import WORKFLOWS, build_worker, workflow_runner
+from worker import build_worker
 
 WANDERING = """\
         - id: wandering
@@ -145,15 +143,7 @@ async def test_a_lesson_whose_pitfall_is_gone_retires_and_one_still_needed_stays
     assert store.heuristic_events(hedge)[-1].figures == kept.figures  # no new event
     # The round (with its patch marker) replays deterministically.
     rounds = [w async for w in client.list_workflows("WorkflowId STARTS_WITH 'learn-pitfalls'")]
-    replayer = Replayer(
-        workflows=WORKFLOWS,
-        data_converter=data_converter(),
-        workflow_runner=workflow_runner(strict=True),
-    )
-    for w in rounds:
-        history = await client.get_workflow_handle(w.id).fetch_history()
-        replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-        assert replayed.replay_failure is None, f"{w.id}: {replayed.replay_failure}"
+    await assert_replays(client, *(w.id for w in rounds))
 
 
 async def test_a_lesson_whose_stage_left_the_spec_is_retired_by_the_round(

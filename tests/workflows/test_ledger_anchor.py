@@ -24,7 +24,6 @@ from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.client import Client, WorkflowHistory
 from temporalio.service import RPCError, RPCStatusCode
-from temporalio.worker import Replayer
 
 from armature_temporal.runtime.ledger_anchor import (
     HEAD_SIGNAL,
@@ -34,16 +33,15 @@ from armature_temporal.runtime.ledger_anchor import (
     LedgerHead,
     ledger_anchor_id,
 )
-from armature_temporal.runtime.payloads import data_converter
 from armature_temporal.service.anchors import read_ledger_anchor
 from armature_temporal.service.client import WORKFLOW_NAME
 from armature_temporal.store import TraceStore
 from armature_temporal.store.engine import database_url
 from armature_temporal.store.tamper import LedgerAnchorReading
-from tests.fakes import free_port, plan_from, run_armature, start
+from tests.fakes import free_port, plan_from, replayer, run_armature, start
 from tests.store.conftest import fresh_database
 from tests.store.forge import FORGED, delete_newest_runs, rewrite_with_key
-from worker import ANCHOR_WORKFLOWS, build_worker, workflow_runner
+from worker import ANCHOR_WORKFLOWS, build_worker
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -304,13 +302,9 @@ async def test_the_anchor_workflow_folds_heads_continues_as_new_and_replays(
     assert reading.state.conflicts_seen == 1
     assert [c.seq for c in reading.state.checkpoints] == list(range(1, 9))
     assert len(histories) >= 2, "it continued as new"
-    replayer = Replayer(
-        workflows=ANCHOR_WORKFLOWS,
-        data_converter=data_converter(),
-        workflow_runner=workflow_runner(strict=True),
-    )
+    anchors = replayer(ANCHOR_WORKFLOWS)
     for history in histories:
-        await replayer.replay_workflow(history)
+        await anchors.replay_workflow(history)
 
 
 async def test_heads_noted_together_are_sent_as_one_signal_and_drain_sends_at_once(

@@ -13,18 +13,16 @@ from typing import Any
 import pytest
 from temporalio import activity
 from temporalio.client import Client
-from temporalio.worker import Replayer
 
 from activities.experience import _reward, load_lessons, reward_lessons
 from armature_temporal.experience.compiler import LESSONS_HEADING
 from armature_temporal.runtime.models import LessonsQuery, LessonsReward, RunInput, RunResult
-from armature_temporal.runtime.payloads import data_converter
 from armature_temporal.runtime.traces import TraceRecord
 from armature_temporal.spec.compiler import Plan
 from armature_temporal.store import TraceStore
-from tests.fakes import heuristic, plan_from
+from tests.fakes import assert_replays, heuristic, plan_from
 from tests.lesson_probes import PROBES
-from worker import ACTIVITIES, WORKFLOWS, build_worker, workflow_runner
+from worker import ACTIVITIES, build_worker
 from workflows.run_spec import WORKFLOW_NAME
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -62,10 +60,9 @@ async def run(
     plan: Plan,
     run_id: str,
     activities: list[Any] | None = None,
-    cached: int = 1000,
     **given: Any,
 ) -> RunResult:
-    async with build_worker(client, task_queue, activities=activities, max_cached_workflows=cached):
+    async with build_worker(client, task_queue, activities=activities):
         handle = await client.start_workflow(
             WORKFLOW_NAME,
             RunInput(plan=plan, **given),
@@ -320,16 +317,9 @@ async def test_a_run_with_lessons_replays_from_its_history(client: Client, task_
     name = "lessons-replay"
     add(name, "Always state the units of every number.")
     plan = plan_from(spec(name))
-    done = await run(client, task_queue, plan, "lessons-replay-1", cached=0)  # every task replays
+    done = await run(client, task_queue, plan, "lessons-replay-1")
     assert done.state == "completed", done.stages
-    history = await client.get_workflow_handle("lessons-replay-1").fetch_history()
-    replayer = Replayer(
-        workflows=WORKFLOWS,
-        data_converter=data_converter(),
-        workflow_runner=workflow_runner(strict=True),
-    )
-    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-    assert result.replay_failure is None, result.replay_failure
+    await assert_replays(client, "lessons-replay-1")
 
 
 async def test_load_lessons_prefers_the_lesson_worded_like_the_task() -> None:

@@ -44,7 +44,7 @@ from armature_temporal.service.client import (
     show_run,
 )
 from armature_temporal.spec.compiler import load_plan
-from tests.fakes import SPECS, plan_from, run_armature, start, wait_for_gate
+from tests.fakes import SPECS, assert_replays, plan_from, run_armature, start, wait_for_gate
 from worker import build_worker
 
 session_loop = pytest.mark.asyncio(loop_scope="session")
@@ -76,11 +76,6 @@ stages:
 """
 
 
-@pytest.fixture(params=[1000, 0], ids=["cached", "replay-every-task"])
-def cache_size(request: pytest.FixtureRequest) -> int:
-    return int(request.param)
-
-
 def address_of(env: WorkflowEnvironment) -> str:
     return str(env.client.service_client.config.target_host)
 
@@ -105,10 +100,10 @@ async def current_details(handle: Any) -> str:
 
 @session_loop
 async def test_waiting_run_shows_what_it_waits_for_and_how_to_answer(
-    client: Client, task_queue: str, cache_size: int
+    client: Client, task_queue: str
 ) -> None:
     plan = plan_from(GATE_SPEC)
-    async with build_worker(client, task_queue, max_cached_workflows=cache_size):
+    async with build_worker(client, task_queue):
         handle = await start(client, plan, task_queue)
         await wait_for_gate(handle, "approve_reply")
         details = await current_details(handle)
@@ -125,6 +120,7 @@ async def test_waiting_run_shows_what_it_waits_for_and_how_to_answer(
         await decide_gate(client, handle.id, "approve_reply", "approve")
         await handle.result()
         assert await current_details(handle) == ""  # nobody is asked any more
+    await assert_replays(client, handle.id)
 
 
 @session_loop
@@ -147,10 +143,10 @@ async def test_backoff_timers_say_whose_retry_they_wait_for(
 
 @session_loop
 async def test_refused_gate_signals_are_listed_with_the_reason(
-    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, cache_size: int
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str
 ) -> None:
     plan = plan_from(GATE_SPEC)
-    async with build_worker(client, task_queue, max_cached_workflows=cache_size):
+    async with build_worker(client, task_queue):
         handle = await start(client, plan, task_queue)
         await wait_for_gate(handle, "approve_reply")
         await handle.signal("gate", {"stage": "aprove_reply", "decision": "approve"})
@@ -190,6 +186,7 @@ async def test_refused_gate_signals_are_listed_with_the_reason(
     assert result.state == "completed" and len(result.refused_signals) == 3
     view = await show_run(client, handle.id)
     assert [r.stage for r in view.refused_signals] == ["aprove_reply", "approve_reply", None]
+    await assert_replays(client, handle.id)
 
 
 # --- point 12: one vocabulary of run outcomes ----------------------------------------------------

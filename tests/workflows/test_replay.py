@@ -14,15 +14,13 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import Client, WorkflowHistory
-from temporalio.worker import Replayer
 
 from armature_temporal.runtime.models import RunInput, RunResult
-from armature_temporal.runtime.payloads import data_converter
 from armature_temporal.service.client import decide_gate, run_outcome
 from armature_temporal.spec.compiler import load_plan
-from tests.fakes import SPECS, plan_from, start, wait_for_gate
+from tests.fakes import SPECS, plan_from, replayer, start, wait_for_gate
 from tests.workflows.changed_interpreter import ChangedInterpreter
-from worker import WORKFLOWS, build_worker, workflow_runner
+from worker import build_worker
 
 GOLDEN = Path(__file__).parent / "histories"
 
@@ -49,14 +47,6 @@ stages:
 def golden_files() -> list[Path]:
     """Each file is named after its run's workflow id (child ids derive from it)."""
     return sorted(GOLDEN.glob("*.json"))
-
-
-def replayer(workflows: list[type] | None = None, *, strict: bool = True) -> Replayer:
-    return Replayer(
-        workflows=workflows or WORKFLOWS,
-        data_converter=data_converter(),
-        workflow_runner=workflow_runner(strict=strict),
-    )
 
 
 def test_golden_histories_are_committed() -> None:

@@ -1,6 +1,7 @@
 """A run's own event log (the ``events`` query) and its followers: ``follow_events`` and the
-``EventHub``, against a real dev server. Runs twice where it matters: with a workflow cache and
-with ``max_cached_workflows=0`` (every task replayed), so the log is proved deterministic."""
+``EventHub``, against a real dev server. The log is proved deterministic twice over: the run's
+history replays from the start in the strict sandbox, and a worker with no cache answers the
+closed run's query from a replay with the same events."""
 
 from __future__ import annotations
 
@@ -14,15 +15,10 @@ from armature_temporal.runtime.models import RunEvent
 from armature_temporal.service.client import RunNotFound, decide_gate, run_outcome
 from armature_temporal.service.events import EventHub, follow_events
 from armature_temporal.spec.compiler import load_plan
-from tests.fakes import SPECS, plan_from, start
+from tests.fakes import SPECS, assert_replays, plan_from, start
 from worker import build_worker
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-
-
-@pytest.fixture(params=[1000, 0], ids=["cached", "replay-every-task"])
-def cache_size(request: pytest.FixtureRequest) -> int:
-    return int(request.param)
 
 
 async def _collect(events: Any, until: str | None = None) -> list[RunEvent]:
@@ -39,17 +35,15 @@ async def _until_gate(client: Client, run_id: str) -> list[RunEvent]:
     return await asyncio.wait_for(_collect(follow_events(client, run_id), until="gate_waiting"), 30)
 
 
-def _dump(events: list[RunEvent], *, at: bool = True) -> list[dict[str, Any]]:
-    """The events as JSON; without ``at`` where a worker without a workflow cache may have
-    answered a query from a speculative replay (see RunEvent)."""
-    return [e.model_dump(mode="json", exclude=None if at else {"at"}) for e in events]
+def _dump(events: list[RunEvent]) -> list[dict[str, Any]]:
+    return [e.model_dump(mode="json") for e in events]
 
 
 async def test_a_gated_run_is_followed_in_order_and_a_reconnect_gets_exactly_the_rest(
-    client: Client, task_queue: str, cache_size: int
+    client: Client, task_queue: str
 ) -> None:
     plan = load_plan(SPECS / "customer-triage.yaml")
-    async with build_worker(client, task_queue, max_cached_workflows=cache_size):
+    async with build_worker(client, task_queue):
         handle = await start(client, plan, task_queue)
         follower = asyncio.create_task(_collect(follow_events(client, handle.id)))
         before_gate = await _until_gate(client, handle.id)
@@ -63,9 +57,7 @@ async def test_a_gated_run_is_followed_in_order_and_a_reconnect_gets_exactly_the
         assert (await handle.result()).state == "completed"
 
         assert [e.seq for e in live] == list(range(1, len(live) + 1))  # gapless, from 1
-        assert _dump(live[: len(before_gate)], at=cache_size > 0) == _dump(
-            before_gate, at=cache_size > 0
-        )
+        assert _dump(live[: len(before_gate)]) == _dump(before_gate)
         kinds = [(e.type, e.stage) for e in live]
         assert kinds[0] == ("stage_start", "analyze")
         assert kinds[-1] == ("run_complete", None)
@@ -82,8 +74,9 @@ async def test_a_gated_run_is_followed_in_order_and_a_reconnect_gets_exactly_the
         # A reader that saw k events and comes back (even to the closed run) gets the rest.
         for k in (0, 1, len(before_gate), len(live) - 1):
             rest = await asyncio.wait_for(_collect(follow_events(client, handle.id, after=k)), 30)
-            assert _dump(rest, at=cache_size > 0) == _dump(live[k:], at=cache_size > 0)
+            assert _dump(rest) == _dump(live[k:])
         assert await _collect(follow_events(client, handle.id, after=len(live))) == []
+    await assert_replays(client, handle.id)
 
 
 async def test_the_log_of_a_closed_run_is_the_same_on_a_worker_that_replays_it(
