@@ -381,13 +381,48 @@ def test_a_weak_simulated_refiner_guesses_some_of_the_time(plan: Plan) -> None:
     si = plan.self_improvement
     assert si is not None
     guesses = 0
+    messages = refiner_messages(
+        plan, _diagnosis(plan), si.editable_surfaces, [], RefinerHistory(), [], 3
+    )
+    prompt = "\n".join(m["content"] for m in messages)
     for i in range(20):
-        diag = _diagnosis(plan).model_copy(update={"runs": 20 + i})
-        messages = refiner_messages(plan, diag, si.editable_surfaces, [], RefinerHistory(), [], 3)
-        prompt = "\n".join(m["content"] for m in messages)
-        kept, _ = parse_reply(simulate_refiner(seed="s", prompt=prompt, quality=0.3))
+        kept, _ = parse_reply(simulate_refiner(seed=f"s{i}", prompt=prompt, quality=0.3))
         guesses += sum("a guess" in p.rationale for p in kept)
     assert 20 < guesses < 60  # about 70% of 60 answers
+
+
+def test_the_simulated_refiner_answers_equal_evidence_alike_however_long_the_runs_took(
+    plan: Plan,
+) -> None:
+    """Its draws are seeded from the facts it reads, not from the stages' wall-clock latency
+    and cost (two histories of the same runs differ in those, and only in those)."""
+    si = plan.self_improvement
+    assert si is not None
+    diag = _diagnosis(plan)
+
+    def reply(latency_ms: float, cost_usd: float, extra_attempts: int = 0) -> str:
+        stages = [
+            s.model_copy(
+                update={
+                    "mean_latency_ms": latency_ms,
+                    "mean_cost_usd": cost_usd,
+                    "attempts": s.attempts + extra_attempts,
+                }
+            )
+            for s in diag.stages
+        ]
+        changed = diag.model_copy(update={"stages": stages})
+        messages = refiner_messages(
+            plan, changed, si.editable_surfaces, [], RefinerHistory(), [], 3
+        )
+        prompt = "\n".join(m["content"] for m in messages)
+        assert f'"mean_latency_ms": {latency_ms}' in prompt  # the figure is in what it reads
+        return simulate_refiner(seed="s", prompt=prompt, quality=0.5)
+
+    assert reply(12.5, 0.001) == reply(48.25, 0.003)
+    # Different evidence (more attempts) draws afresh: one of these differs from the first.
+    others = {reply(12.5, 0.001, extra) for extra in range(1, 9)}
+    assert len({reply(12.5, 0.001), *others}) > 1
 
 
 # --- the spec fields -------------------------------------------------------------------------

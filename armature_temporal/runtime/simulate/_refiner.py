@@ -25,7 +25,9 @@ The remaining ones are ranked by how bad the evidence is (ties broken by a draw 
 prompt), and each of the ``k`` answers is, with probability ``1 - quality``, replaced by a guess:
 a random listed ``model_tier`` or ``temperature`` surface set to a random value (a weak refiner
 proposes plausible changes that the traces do not support; verification rejects them). The
-reply is one JSON object ``{"proposals": [...]}``; the same prompt and seed give the same bytes.
+reply is one JSON object ``{"proposals": [...]}``. The draws are seeded from the seed and the
+facts, less the stages' measured latency and cost (wall-clock figures that differ between two
+histories of the same runs): the same seed and evidence give the same bytes.
 """
 
 from __future__ import annotations
@@ -174,10 +176,25 @@ def _options(facts: dict[str, Any]) -> list[tuple[float, dict[str, Any]]]:
     return found
 
 
+#: Stage figures in the facts that no declared behaviour reads, and that differ between two
+#: histories of the same runs (they are measured on the wall clock).
+_MEASURED = ("mean_latency_ms", "mean_cost_usd")
+
+
+def _drawn_from(facts: dict[str, Any]) -> str:
+    """What the refiner's draws are seeded from: its facts, less the measured figures, so that
+    equal evidence gets equal answers however fast the runs behind it happened to be."""
+    stages = [
+        {k: v for k, v in s.items() if k not in _MEASURED} if isinstance(s, dict) else s
+        for s in facts.get("stages", []) or []
+    ]
+    return json.dumps({**facts, "stages": stages}, sort_keys=True, default=str)
+
+
 def simulate_refiner(*, seed: str, prompt: str, quality: float) -> str:
     """The simulated refiner's reply to ``prompt`` (see the module docstring), as JSON text."""
     facts = _facts(prompt)
-    rng = rng_for(f"{seed}/refiner/{prompt}")
+    rng = rng_for(f"{seed}/refiner/{_drawn_from(facts) if facts else prompt}")
     avoid = {json.dumps(a, sort_keys=True) for a in facts.get("avoid", []) or []}
     options = [
         (w, rng.random(), o)
