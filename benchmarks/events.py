@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import statistics
 import sys
 import time
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 SPEC = """\
 name: bench-events
@@ -37,34 +37,6 @@ stages:
   - {id: ok, gate: {type: human, message: proceed?}}
   - {id: after, depends_on: [ok], role: {name: A, description: x}}
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-async def _server() -> Any:
-    from temporalio.testing import WorkflowEnvironment
-
-    from armature_temporal.runtime.payloads import data_converter
-    from armature_temporal.runtime.search_attributes import ALL_KEYS
-    from armature_temporal.service.temporal_bin import temporal_binary
-
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)  # the server's banner goes to stderr: stdout carries only the report
-    try:
-        return await WorkflowEnvironment.start_local(
-            port=_free_port(),
-            dev_server_existing_path=str(temporal_binary()),
-            search_attributes=list(ALL_KEYS),
-            data_converter=data_converter(),
-        )
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 async def _until(events: Any, kind: str, arrivals: dict[str, float]) -> list[Any]:
@@ -85,7 +57,9 @@ async def measure(runs: int, streams: int) -> dict[str, Any]:
     from worker import build_worker
 
     plan = compile_spec(load_spec_text(SPEC, "bench.yaml"))
-    env = await _server()
+    from _local import dev_server
+
+    env = await dev_server()
     queue = f"bench-{uuid.uuid4().hex[:6]}"
     follow_s: list[float] = []
     decide_s: list[float] = []
