@@ -4,7 +4,8 @@ ADDRESS TASK_QUEUE``.
 Runs the interpreter with the real activities, except that ``llm_call`` is
 ``fake_llm_call_counting`` (the real one plus one line per execution in $ARMATURE_CALL_LOG).
 Prints ``ready`` once connected and built, and shuts down cleanly on SIGTERM or SIGINT;
-SIGKILL is the crash the durability tests simulate.
+SIGKILL is the crash the durability tests simulate. ``$ARMATURE_TEST_ACTIVITY_SLOTS`` caps the
+activities it runs at once (the worker's default otherwise).
 
 :func:`spawn` starts one from a test and hands back a :class:`WorkerProcess` to crash.
 """
@@ -32,7 +33,13 @@ REPO = Path(__file__).resolve().parents[1]
 async def serve(address: str, task_queue: str) -> None:
     client = await connect(address)
     activities = [fake_llm_call_counting, *(a for a in ACTIVITIES if a is not llm_call)]
-    worker = build_worker(client, task_queue, activities=activities)
+    slots = os.environ.get("ARMATURE_TEST_ACTIVITY_SLOTS")
+    worker = build_worker(
+        client,
+        task_queue,
+        activities=activities,
+        **({"max_concurrent_activities": int(slots)} if slots else {}),
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -57,14 +57,16 @@ class CallLoggingWorker:
 
 @contextlib.asynccontextmanager
 async def worker_process(
-    address: str, task_queue: str, workdir: Path
+    address: str, task_queue: str, workdir: Path, activity_slots: int | None = None
 ) -> AsyncIterator[CallLoggingWorker]:
-    """A worker process logging its llm_call executions; always killed on exit."""
+    """A worker process logging its llm_call executions; always killed on exit.
+    ``activity_slots`` caps the activities it runs at once."""
     workdir.mkdir(parents=True)
     call_log = workdir / "calls.jsonl"
-    async with spawn(
-        address, task_queue, workdir / "stderr.log", {"ARMATURE_CALL_LOG": str(call_log)}
-    ) as process:
+    env = {"ARMATURE_CALL_LOG": str(call_log)}
+    if activity_slots is not None:
+        env["ARMATURE_TEST_ACTIVITY_SLOTS"] = str(activity_slots)
+    async with spawn(address, task_queue, workdir / "stderr.log", env) as process:
         yield CallLoggingWorker(process, call_log)
 
 
@@ -178,8 +180,14 @@ async def test_two_workers_share_runs_and_killing_one_mid_run_loses_nothing(
     plan = plan_from(SHARED_SPEC)
     address = address_of(temporal_env)
     async with contextlib.AsyncExitStack() as stack:
+        # Half the runs' activities each at most: a worker that holds a run's workflow task
+        # gets its activities handed back eagerly (same queue), and one that started first
+        # could otherwise take every run and leave the other idle (CI: "timed out after 20s
+        # waiting for both workers to run a stage"). Full, it leaves the rest on the queue.
         workers = [
-            await stack.enter_async_context(worker_process(address, task_queue, tmp_path / name))
+            await stack.enter_async_context(
+                worker_process(address, task_queue, tmp_path / name, activity_slots=RUNS // 2)
+            )
             for name in ("w1", "w2")
         ]
         handles = [await start(client, plan, task_queue) for _ in range(RUNS)]
