@@ -14,6 +14,7 @@ import asyncio
 import hashlib
 import json
 from datetime import timedelta
+from typing import Any
 
 from jinja2 import TemplateError, UndefinedError
 from temporalio import activity
@@ -23,10 +24,12 @@ from activities.heartbeat import heartbeating
 from armature_temporal.runtime.confidence import confidence_of
 from armature_temporal.runtime.hooks import HookContext, run_hooks
 from armature_temporal.runtime.llm import ProviderError, complete
+from armature_temporal.runtime.message_store import MessageMissing, resolve_messages
 from armature_temporal.runtime.models import LLMCallInput, LLMCallResult
 from armature_temporal.runtime.parsing import parse_output
 from armature_temporal.runtime.payloads import MAX_STAGE_OUTPUT
 from armature_temporal.runtime.prompts import build_messages
+from armature_temporal.runtime.token_count import context_window_of, count_tokens
 from armature_temporal.tools import ToolError, get_tool_spec, load_tool_modules
 
 __all__ = ["llm_call"]
@@ -53,6 +56,18 @@ async def _adapter_for(inp: LLMCallInput) -> str | None:
         if candidate.verdict == "verified" and candidate.base_model == inp.tier.model:
             return candidate.path
     return None
+
+
+def _counts(
+    inp: LLMCallInput, prompt: list[dict[str, Any]], transcript: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """For a context policy: the model's context window, the prompt's tokens, and each
+    transcript message's (litellm's counter; the estimate for simulate)."""
+    return {
+        "context_window": context_window_of(inp.tier),
+        "base_tokens": sum(count_tokens(inp.tier, prompt)),
+        "message_tokens": count_tokens(inp.tier, transcript),
+    }
 
 
 @activity.defn(name="llm_call")
@@ -108,7 +123,16 @@ async def _llm_call(inp: LLMCallInput) -> LLMCallResult:
             type="template_error",
             non_retryable=True,
         ) from exc
-    messages.extend(inp.transcript)
+    transcript = inp.transcript
+    if any("content_ref" in m for m in transcript):
+        try:  # a context policy's loop sends stored tool results by reference
+            transcript = await asyncio.to_thread(resolve_messages, transcript)
+        except MessageMissing as exc:
+            raise ApplicationError(
+                f"stage {stage.id!r}: {exc}", type="message_missing", non_retryable=True
+            ) from exc
+    counts = await asyncio.to_thread(_counts, inp, messages, transcript) if inp.count_tokens else {}
+    messages.extend(transcript)
     hook_ctx = HookContext(
         point="pre_stage",
         run_id=inp.run_id,
@@ -139,6 +163,7 @@ async def _llm_call(inp: LLMCallInput) -> LLMCallResult:
         if inp.tool_modules and inp.tools:
             await asyncio.to_thread(load_tool_modules, inp.tool_modules)
         tools = [get_tool_spec(name).model_dump(mode="json") for name in inp.tools]
+        tools += inp.extra_tools
     except ToolError as exc:
         raise ApplicationError(
             f"stage {stage.id!r}: {exc}", type="unknown_tool", non_retryable=True
@@ -192,6 +217,7 @@ async def _llm_call(inp: LLMCallInput) -> LLMCallResult:
         pitfalls_hit=completion.pitfalls_hit,
         finish_reason=completion.finish_reason,
         simulated_hedged=completion.simulated_hedged,
+        **counts,
     )
     if completion.tool_calls:
         # Intermediate turns of a tool loop: the transcript is already in the workflow; echoing

@@ -24,6 +24,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
 from armature_temporal.runtime.hooks import HookContext, run_hooks
+from armature_temporal.runtime.message_store import put_text
 from armature_temporal.runtime.models import PolicySet, ToolCallInput, ToolCallResult
 from armature_temporal.runtime.payloads import MAX_STAGE_OUTPUT
 from armature_temporal.runtime.policy import PolicyDecision, evaluate_policy
@@ -363,6 +364,9 @@ async def tool_call(inp: ToolCallInput) -> ToolCallResult:
             type="payload_too_large",
             non_retryable=True,
         )
+    ref = None
+    if inp.store_result and result.ok:  # a tool loop's result: stored once, sent by reference
+        ref = await asyncio.to_thread(put_text, json.dumps(result.output, default=str))
     return policy.model_copy(
         update={
             "hooks": hooks,
@@ -370,5 +374,6 @@ async def tool_call(inp: ToolCallInput) -> ToolCallResult:
             "output": result.output,
             "error_type": result.error_type,
             "error": result.error,
+            "content_ref": ref,
         }
     )

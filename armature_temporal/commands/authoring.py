@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.text import Text
@@ -92,12 +92,33 @@ def validate(
         raise typer.Exit(2)
 
 
+def _loop_labels(role: Any) -> list[str]:
+    """A tool loop's context policy and budgets, in short."""
+    labels = []
+    ctx = role.context
+    if ctx is not None and not ctx.enabled:
+        labels.append("context off")
+    elif ctx is not None:
+        budget = f"{ctx.token_budget:,} tokens" if ctx.token_budget else "the model's window"
+        kept = f"summarized by {ctx.summarize}" if ctx.summarize else "stubs"
+        labels.append(f"context {budget}, last {ctx.keep_recent} turns, older → {kept}")
+    spent = [
+        f"{role.max_tokens_total:,} tokens" if role.max_tokens_total else "",
+        f"${role.max_cost_usd:g}" if role.max_cost_usd else "",
+        f"{role.deadline_s:g}s" if role.deadline_s else "",
+    ]
+    if any(spent):
+        labels.append("budget " + ", ".join(s for s in spent if s))
+    return labels
+
+
 def _stage_label(stage: PlanStage) -> str:
     parts = [f"[bold]{stage.id}[/bold]"]
     if stage.role is not None:
         parts.append(f"{stage.role.type} · tier {stage.role.model_tier}")
         if stage.role.tools:
             parts.append(f"tools {', '.join(stage.role.tools)}")
+            parts += _loop_labels(stage.role)
     elif stage.tool is not None:
         parts.append(f"tool {stage.tool.name}")
     elif stage.adapter is not None:

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from armature_temporal.commands._common import err, out, print_wide, shorten
 
-__all__ = ["POLL_S", "follow_run", "print_run", "progress_detail", "whole"]
+__all__ = ["POLL_S", "follow_run", "loop_line", "print_run", "progress_detail", "whole"]
 
 #: Seconds between polls of a running run's state (its close wakes the follower at once).
 POLL_S = 0.5
@@ -19,13 +19,32 @@ POLL_S = 0.5
 
 def progress_detail(kind: str | None, st: Any) -> str:
     """What a progress line adds to a stage's status: the attempt and tier of a model stage
-    tried more than once, a fan-out's child count; nothing unknown."""
+    tried more than once, a fan-out's child count, a tool loop's turn and window; nothing
+    unknown."""
     if kind == "fan_out" or st.children:
         count = len(st.children) or st.attempts
         return f" ({count} children)" if count else ""
-    if st.attempts <= 1:
-        return ""
-    return f" (attempt {st.attempts}" + (f", tier {st.tier})" if st.tier else ")")
+    parts = []
+    if st.attempts > 1:
+        parts.append(f"attempt {st.attempts}" + (f", tier {st.tier}" if st.tier else ""))
+    if st.loop:
+        parts.append(loop_line(st.loop))
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def loop_line(loop: dict[str, Any]) -> str:
+    """A tool loop's progress in words: turn N/M, the window's tokens (of its budget), the
+    compactions so far, and why it stopped."""
+    text = f"turn {loop.get('turn')}/{loop.get('max_turns')}"
+    window, budget = loop.get("window_tokens"), loop.get("budget")
+    if isinstance(window, int):
+        text += f", window {window:,}" + (f"/{budget:,}" if isinstance(budget, int) else "")
+        text += " tokens"
+    if loop.get("compactions"):
+        text += f", {loop['compactions']} compaction" + ("s" if loop["compactions"] > 1 else "")
+    if loop.get("stopped"):
+        text += f", stopped: {loop['stopped']}"
+    return text
 
 
 async def follow_run(client: Any, run_id: str, kinds: dict[str, str] | None = None) -> Any:
@@ -70,10 +89,10 @@ def _report(
         told.add("no worker")
         err.print(f"  waiting: {view.reason}", markup=False, highlight=False)
     for sid, st in view.stages.items():
-        if st.status != "pending" and seen.get(sid) != st.status:
-            seen[sid] = st.status
-            extra = progress_detail((kinds or {}).get(sid), st)
-            err.print(f"  {sid}: {st.status}{extra}", markup=False, highlight=False)
+        line = f"  {sid}: {st.status}{progress_detail((kinds or {}).get(sid), st)}"
+        if st.status != "pending" and seen.get(sid) != line:
+            seen[sid] = line
+            err.print(line, markup=False, highlight=False)
     for gate in view.pending_gates:
         if gate.stage not in told:
             told.add(gate.stage)
@@ -118,6 +137,8 @@ def print_run(view: Any, *, full: bool = False) -> None:
         detail = cut(st.error) if st.error and st.status != "completed" else cut(st.output)
         if st.escalated:
             detail = "(escalated) " + detail
+        if st.loop:  # a tool loop: its turns, window and compactions
+            detail = f"({loop_line(st.loop)}) {detail}"
         attempts = str(st.attempts or "")
         if st.children:  # a fan-out: its count is children, each row below has its attempt
             attempts, detail = "", f"({len(st.children)} children) {detail}"

@@ -85,6 +85,10 @@ def event_line(event: dict[str, Any]) -> str:
             detail += f": {shorten(data['error'], 60)}"
         elif "output" in data:
             detail += f" {shorten(data['output'], 60)}"
+    elif kind == "stage_progress":
+        from armature_temporal.commands.run_view import loop_line
+
+        detail = loop_line(data)
     elif kind == "gate_waiting":
         detail = f"{shorten(data.get('message') or '', 60)} — armature approve {event['run_id']} "
         detail += str(event.get("stage"))

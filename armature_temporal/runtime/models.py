@@ -227,6 +227,8 @@ class StageResult(_Model):
     #: The run's verdict on the stage's ``evaluate`` criteria, after the run: ``{scores,
     #: mean, rationale, tier}``, or ``{error, tier}`` when the evaluation itself failed.
     evaluation: dict[str, Any] | None = None
+    #: A tool loop's progress: the stage_progress event's data, latest turn.
+    loop: dict[str, Any] | None = None
 
 
 class RunStatus(_Model):
@@ -243,7 +245,13 @@ class RunStatus(_Model):
 
 #: What a run's event log records (``GET /run/{id}/events``, ``armature runs watch``).
 RunEventType = Literal[
-    "stage_start", "stage_complete", "gate_waiting", "gate_decided", "run_complete", "run_failed"
+    "stage_start",
+    "stage_progress",
+    "stage_complete",
+    "gate_waiting",
+    "gate_decided",
+    "run_complete",
+    "run_failed",
 ]
 
 
@@ -258,7 +266,9 @@ class RunEvent(_Model):
     next step ahead of its workflow task with a provisional time: a later answer then gives
     the same event — same ``seq``, type, stage and data — a slightly later ``at``.)
 
-    ``data`` by type: stage_start ``{kind}``; stage_complete ``{status, output | output_ref,
+    ``data`` by type: stage_start ``{kind}``; stage_progress (a tool loop's turn) ``{turn,
+    max_turns, window_tokens, budget, compactions, tokens_total, cost_usd, stopped?}``;
+    stage_complete ``{status, output | output_ref,
     error?, error_type?, tier?, attempts?}``; gate_waiting ``{message, timeout_s,
     on_timeout}``; gate_decided ``{decision, by, comment}``; run_complete ``{status, outputs |
     output_ref}``; run_failed ``{status, reason}``. Outputs over 8 KiB of JSON travel as
@@ -317,6 +327,11 @@ class LLMCallInput(_Model):
     judged_quality: float | None = None
     #: Lesson texts from the heuristics memory, put in the system message's Lessons block.
     lessons: list[str] = Field(default_factory=list)
+    #: Tools the engine itself answers (``recall``), as ``{name, description, parameters}``.
+    extra_tools: list[dict[str, Any]] = Field(default_factory=list)
+    #: Count the tokens of the prompt and of each transcript message (a context policy's
+    #: window), and report the model's context window.
+    count_tokens: bool = False
 
 
 class LLMCallResult(_Model):
@@ -346,6 +361,11 @@ class LLMCallResult(_Model):
     confidence: Confidence | None = None
     #: simulate: the output hedged (its tier's hedge_rate): ground truth for calibration.
     simulated_hedged: bool = False
+    #: With ``count_tokens``: tokens the model accepts (None: unknown), the prompt's tokens
+    #: before the transcript, and each transcript message's, in the order sent.
+    context_window: int | None = None
+    base_tokens: int | None = None
+    message_tokens: list[int] = Field(default_factory=list)
 
 
 class ToolCallInput(_Model):
@@ -368,6 +388,9 @@ class ToolCallInput(_Model):
     tool_modules: list[str] = Field(default_factory=list)  # the plan's; loaded before the call
     network: bool = False  # the stage's grant: programs reach out through the egress proxy
     sandbox_env: dict[str, str] = Field(default_factory=dict)  # sandbox.env, for programs
+    #: A tool loop's call under a context policy: store the result's text in the message
+    #: store (runtime/message_store.py) and return its reference.
+    store_result: bool = False
 
     @model_serializer(mode="wrap")
     def _sent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -379,6 +402,8 @@ class ToolCallResult(_Model):
     output: dict[str, Any] = Field(default_factory=dict)
     error_type: str | None = None
     error: str | None = None
+    #: With ``store_result``: the reference of the output's JSON text in the message store.
+    content_ref: str | None = None
     policy_action: str = "allow"
     policy_rule: int | None = None
     policy_message: str = ""

@@ -32,7 +32,8 @@ __all__ = [
 
 #: ``memory``: cross-run memory loaded or captured (or why not); ``evaluation``: a stage's
 #: ``evaluate`` criteria judged after the run; ``critique``: the experience critic's score
-#: (0–10) and evidence for a stage, after the run.
+#: (0–10) and evidence for a stage, after the run; ``context``: a tool loop's window compacted
+#: (and the summary call that did it, whose tokens and cost the run's totals count).
 RecordKind = Literal[
     "run_start",
     "attempt",
@@ -42,6 +43,7 @@ RecordKind = Literal[
     "memory",
     "evaluation",
     "critique",
+    "context",
     "run_end",
 ]
 

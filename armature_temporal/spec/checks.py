@@ -15,6 +15,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from armature_temporal.errors import did_you_mean
+from armature_temporal.spec.context_window import context_problems
 from armature_temporal.spec.experience import experience_problems
 from armature_temporal.spec.models import (
     IDENTIFIER,
@@ -74,6 +75,7 @@ def check_spec(spec: Spec, skip: set[str] | frozenset[str] = frozenset()) -> lis
     problems += _check_loops_and_fanout(spec)
     problems += _check_top_level_refs(spec)
     problems += _check_older_fields(spec)
+    problems += context_problems(spec, tier_names(spec))
     return problems
 
 

@@ -16,6 +16,7 @@ from jinja2 import TemplateSyntaxError
 
 from armature_temporal.spec.checks import tier_names
 from armature_temporal.spec.confidence import stage_min_confidence
+from armature_temporal.spec.context_window import compile_context
 from armature_temporal.spec.experience import compile_experience
 from armature_temporal.spec.loader import LoadedSpec, load_spec
 from armature_temporal.spec.models import (
@@ -93,6 +94,37 @@ def load_plan(path: str | Path) -> Plan:
     return compile_spec(load_spec(path))
 
 
+#: Fields newer than most specs, left out of the hashes while unset (None), per model.
+_NEWER_ROLE_FIELDS = ("context", "max_tokens_total", "max_cost_usd", "deadline")
+_NEWER_TIER_FIELDS = ("context_window",)
+
+
+def _unused_newer_fields(spec: Spec) -> dict[str, Any]:
+    """The ``exclude`` of ``spec.model_dump`` for the hashes: fields newer than most specs
+    that this one leaves unset, so that a spec which does not use them keeps its spec_hash."""
+    unused: dict[str, Any] = {} if spec.http_safe else {"http_safe": True}
+    if spec.context is None:
+        unused["context"] = True
+    stages: dict[int, Any] = {}
+    for i, stage in enumerate(spec.stages):
+        left: dict[str, Any] = {"network": True} if stage.network is None else {}
+        if stage.role is not None:
+            role = {f: True for f in _NEWER_ROLE_FIELDS if getattr(stage.role, f) is None}
+            if role:
+                left["role"] = role
+        if left:
+            stages[i] = left
+    if stages:
+        unused["stages"] = stages
+    tiers = {
+        name: {f: True for f in _NEWER_TIER_FIELDS if getattr(tier, f) is None}
+        for name, tier in spec.model_tiers.items()
+    }
+    if tiers := {name: fields for name, fields in tiers.items() if fields}:
+        unused["model_tiers"] = tiers
+    return unused
+
+
 def compile_spec(loaded: LoadedSpec) -> Plan:
     """Compile a loaded spec (and its subagent specs) into a Plan."""
     spec = loaded.spec
@@ -109,9 +141,7 @@ def compile_spec(loaded: LoadedSpec) -> Plan:
     # A field a spec leaves at its default stays out of both hashes (http_safe and a stage's
     # network are newer than most specs), so a spec that does not use it keeps its version and
     # policy version.
-    unused: dict[str, Any] = {} if spec.http_safe else {"http_safe": True}
-    if quiet := {i: {"network"} for i, s in enumerate(spec.stages) if s.network is None}:
-        unused["stages"] = quiet
+    unused = _unused_newer_fields(spec)
     granted = sorted(s.id for s in stages if s.network)
     policy = {
         "http_allow_hosts": list(spec.http_allow_hosts),
@@ -262,6 +292,20 @@ def _compile_stage(
             else (defaults.max_tokens if defaults else None),
             tools=list(stage.role.tools),
             max_turns=stage.role.max_turns,
+        )
+        role = role.model_copy(
+            update={
+                "context": compile_context(
+                    spec.context,
+                    stage.role.context,
+                    has_tools=bool(stage.role.tools),
+                    max_tokens=role.max_tokens
+                    or (t.max_tokens if (t := spec.model_tiers.get(tier)) else None),
+                ),
+                "max_tokens_total": stage.role.max_tokens_total,
+                "max_cost_usd": stage.role.max_cost_usd,
+                "deadline_s": stage.role.deadline,
+            }
         )
         if stage.role.type == "judge" and output_schema is None:
             output_mode, output_schema = "json", DEFAULT_JUDGE_SCHEMA

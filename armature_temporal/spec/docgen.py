@@ -47,6 +47,8 @@ _SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("finetune", spec_module.FinetuneConfig),
     ("experience", spec_module.Experience),
     ("confidence", ConfidenceConfig),
+    ("context (and stages[].role.context)", spec_module.ContextWindow),
+    ("context.pin[]", spec_module.PinRule),
 ]
 
 

@@ -20,6 +20,7 @@ from armature_temporal.spec.confidence import (
     MIN_CONFIDENCE_DESCRIPTION,
     ConfidenceConfig,
 )
+from armature_temporal.spec.context_window import ContextField, ContextWindow, PinRule
 from armature_temporal.spec.control import Gate, LoopConfig, OnFail, RetryLoop
 from armature_temporal.spec.experience import Experience
 from armature_temporal.spec.fields import (
@@ -81,6 +82,7 @@ __all__ = [
     "Condition",
     "ContextLayer",
     "ContextPolicy",
+    "ContextWindow",
     "Continuation",
     "Contracts",
     "Experience",
@@ -94,6 +96,7 @@ __all__ = [
     "ModelTier",
     "OnFail",
     "OutputContract",
+    "PinRule",
     "RetryLoop",
     "Role",
     "RoleTypeDefault",
@@ -423,6 +426,13 @@ class Spec(_Model):
     )
     context_policy: ContextPolicy | None = Field(
         None, description="Layers every stage's prompt carries, keys none may see."
+    )
+    context: ContextField = Field(
+        None,
+        description="How tool loops keep their window within the model's: token_budget, "
+        "reply_reserve, keep_recent turns verbatim, older ones dropped to stubs or summarize'd "
+        "by a tier, pin rules, offload_over for large tool results (read back with recall); "
+        "false turns it off. A role's context: overrides it field by field.",
     )
     roles: dict[str, Any] = Field(
         default_factory=dict,

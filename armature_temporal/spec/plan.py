@@ -9,7 +9,7 @@ bytes the same.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from armature_temporal.spec.caching import StageCache
+from armature_temporal.spec.context_window import PlanContext
 from armature_temporal.spec.experience import ExperienceConfig
 from armature_temporal.spec.models import (
     Continuation,
@@ -55,7 +56,23 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class ResolvedTier(_Frozen):
+class _Sparse(_Frozen):
+    """A plan model with fields newer than most plans: each in ``sparse_fields`` is left out of
+    the serialised form while unset (None, False or empty), so a plan that does not use it
+    keeps its bytes (and its hash) and older workers read it."""
+
+    sparse_fields: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _without_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for name in self.sparse_fields:
+            if not data.get(name):
+                data.pop(name, None)
+        return data
+
+
+class ResolvedTier(_Sparse):
     """A tier with every default filled in."""
 
     name: str
@@ -72,9 +89,13 @@ class ResolvedTier(_Frozen):
     adapter: str | None = None
     hedge_rate: float = 0.0
     logprobs: bool | None = None
+    #: Tokens the model accepts (ModelTier.context_window).
+    context_window: int | None = None
+
+    sparse_fields = ("context_window",)
 
 
-class PlanRole(_Frozen):
+class PlanRole(_Sparse):
     name: str
     type: Literal["worker", "orchestrator", "judge", "researcher"]
     prompt: str
@@ -86,6 +107,14 @@ class PlanRole(_Frozen):
     max_tokens: int | None = None
     tools: list[str] = Field(default_factory=list)
     max_turns: int = 10
+    #: The spec's context: for this role's tool loop (None: PlanContext's defaults), and the
+    #: loop's budgets.
+    context: PlanContext | None = None
+    max_tokens_total: int | None = None
+    max_cost_usd: float | None = None
+    deadline_s: float | None = None
+
+    sparse_fields = ("context", "max_tokens_total", "max_cost_usd", "deadline_s")
 
 
 class PlanGate(_Frozen):
@@ -126,7 +155,7 @@ class PlanArm(_Frozen):
     prompt: str
 
 
-class PlanStage(_Frozen):
+class PlanStage(_Sparse):
     """One stage, ready to execute. ``kind`` says which activity family runs it."""
 
     id: str
@@ -175,17 +204,10 @@ class PlanStage(_Frozen):
     #: the canonical JSON when False.
     network: bool = False
 
-    @model_serializer(mode="wrap")
-    def _without_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """``network`` is newer than most plans: left out while False, so a plan that does not
-        use it keeps its bytes (and older workers read it)."""
-        data: dict[str, Any] = handler(self)
-        if not data.get("network"):
-            data.pop("network", None)
-        return data
+    sparse_fields = ("network",)
 
 
-class Plan(_Frozen):
+class Plan(_Sparse):
     """The compiled workflow. ``stages`` is in topological order (ties keep spec order);
     post_run stages come last. ``children`` holds inlined subagent plans by stage id."""
 
@@ -236,15 +258,7 @@ class Plan(_Frozen):
             f"no stage {stage_id!r} in plan {self.name!r}; stages: {[s.id for s in self.stages]}"
         )
 
-    @model_serializer(mode="wrap")
-    def _without_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Fields newer than most plans are left out while empty, so a plan that does not use
-        them keeps its bytes (and older workers read it)."""
-        data: dict[str, Any] = handler(self)
-        for name in ("http_safe", "sandbox_env"):
-            if not data.get(name):
-                data.pop(name, None)
-        return data
+    sparse_fields = ("http_safe", "sandbox_env")
 
     def to_json(self) -> str:
         """Canonical JSON: the same spec always gives the same bytes."""

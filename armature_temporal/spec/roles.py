@@ -7,7 +7,8 @@ from typing import Any
 
 from pydantic import Field
 
-from armature_temporal.spec.fields import RoleType, StrList, _Model
+from armature_temporal.spec.context_window import ContextField
+from armature_temporal.spec.fields import RoleType, Seconds, StrList, _Model
 
 __all__ = ["Arm", "Role"]
 
@@ -48,6 +49,26 @@ class Role(_Model):
         le=200,
         description="Bound on model turns in the tool-calling loop (at most 200: every turn "
         "resends the transcript, and longer loops would outgrow a run's history).",
+    )
+    context: ContextField = Field(
+        None,
+        description="This role's tool-loop window (fields over the spec's context:); see context.",
+    )
+    max_tokens_total: int | None = Field(
+        None,
+        ge=1,
+        description="Budget of the stage's tool loop in tokens (prompt and reply, every model "
+        "call): once spent, the model is asked for its answer without tools, and the trace "
+        "and the stage's progress say why.",
+    )
+    max_cost_usd: float | None = Field(
+        None, gt=0, description="Budget of the stage's tool loop in USD, as max_tokens_total."
+    )
+    deadline: Seconds | None = Field(
+        None,
+        gt=0,
+        description="Wall-clock budget of the stage's tool loop from its first model call "
+        "(seconds, or e.g. '30m'), as max_tokens_total.",
     )
 
 

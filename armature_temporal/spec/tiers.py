@@ -29,6 +29,12 @@ class ModelTier(_Model):
     )
     temperature: float | None = Field(None, ge=0, le=2, description="Sampling temperature.")
     max_tokens: int | None = Field(None, gt=0, description="Upper bound on output tokens.")
+    context_window: int | None = Field(
+        None,
+        gt=0,
+        description="Tokens the model accepts in a request; default: litellm's model info for "
+        "the model (none for simulate). Bounds a tool loop's window (see context).",
+    )
     params: dict[str, Any] = Field(
         default_factory=dict, description="Extra keyword arguments passed to the provider."
     )

@@ -273,8 +273,9 @@ class TraceStore(
             hqs: float | None = run_hqs(chain, p50).hqs
         except ValueError:  # recorded weights no valid plan has: the run stays unscored
             hqs = None
-        # Every model call the run paid for: its stages' attempts, evaluations and critiques.
-        calls = [r for r in chain if r.kind in ("attempt", "evaluation", "critique")]
+        # Every model call the run paid for: its stages' attempts, evaluations, critiques and
+        # context summaries.
+        calls = [r for r in chain if r.kind in ("attempt", "evaluation", "critique", "context")]
         conn.execute(
             self._update_run,
             {

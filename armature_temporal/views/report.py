@@ -274,8 +274,9 @@ def build_report(trace: RunTrace, gates: Sequence[GateView] = ()) -> RunReport:
                 tool_calls=tools[sid],
             )
         )
-    # Model calls: the stages' attempts, the evaluations' judge calls and the critiques.
-    made = [r for r in trace.records if r.kind in ("attempt", "evaluation", "critique")]
+    # Model calls: the stages' attempts, the evaluations' judge calls, the critiques and the
+    # context summaries.
+    made = [r for r in trace.records if r.kind in ("attempt", "evaluation", "critique", "context")]
     return RunReport(
         run_id=trace.run_id,
         spec_name=trace.spec_name,

@@ -56,6 +56,9 @@ class EventLog:
     def stage_start(self, stage_id: str, kind: str) -> None:
         self.append("stage_start", stage_id, {"kind": kind})
 
+    def stage_progress(self, stage_id: str, data: dict[str, Any]) -> None:
+        self.append("stage_progress", stage_id, data)
+
     def stage_complete(self, stage_id: str, result: StageResult) -> None:
         data: dict[str, Any] = {"status": result.status, **self._output("output", result.output)}
         if result.error is not None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from temporalio import workflow
 
+from armature_temporal.runtime.context import RECALL, RECALL_TOOL
 from armature_temporal.runtime.models import Lessons, LLMCallInput, LLMCallResult
 from armature_temporal.runtime.prompts import needed_variables, stage_context
 from armature_temporal.spec.compiler import PlanStage, canonical_json
@@ -16,6 +17,7 @@ from armature_temporal.spec.templating import evaluate, truth
 from workflows.interpreter.arms import Arms
 from workflows.interpreter.cache import AnswerCache
 from workflows.interpreter.confidence import confidence_shortfall, more_confident
+from workflows.interpreter.context import ContextWindows
 from workflows.interpreter.failures import StageFailure
 from workflows.interpreter.gates import Gates
 from workflows.interpreter.lessons import LessonMemory
@@ -54,6 +56,7 @@ class LLMStages:
         self.lessons = lessons
         self._sim_seed: str | None = None
         self.cache = AnswerCache(run)
+        self.windows = ContextWindows(self)
 
     async def stage(self, stage: PlanStage, variables: dict[str, Any]) -> Any:
         assert stage.role is not None
@@ -205,16 +208,24 @@ class LLMStages:
         (each tool call its own activity) until it answers or ``max_turns`` is spent."""
         assert stage.role is not None
         run = self.run
-        transcript: list[dict[str, Any]] = []
+        keeper = self.windows.keeper(stage)
         timeout = timedelta(seconds=stage.timeout_s) if stage.timeout_s else LLM_TIMEOUT
         approved = False
         turn = 0
+        earlier: list[LLMCallResult] = []  # this attempt's tool-calling turns, for its totals
         names, upstream = run.context_keys.get(stage.id, ([], []))
         if stage.context_keys is not None:  # signature.input
             names = [k for k in names if k in stage.context_keys]
             upstream = [k for k in upstream if k in stage.context_keys]
         context = stage_context(variables, names, upstream, prompt, stage.depends_on)
         while turn < stage.role.max_turns:
+            # A spent budget (role.max_tokens_total, max_cost_usd, deadline): one last call,
+            # without tools, for the answer.
+            stopped = self.windows.over_budget(stage) if keeper and keeper.turns else None
+            final = self.windows.stop(stage, keeper, stopped) if keeper and stopped else None
+            if keeper is not None and final is None:
+                await self.windows.before_call(stage, keeper, attempt)
+            tools = list(stage.role.tools) if final is None else []
             run.count_llm_call(stage.id)
             summary = (
                 f"{stage.id}: {stage.role.name} ({stage.role.type}, tier {tier}, "
@@ -230,21 +241,32 @@ class LLMStages:
                     variables=needed_variables(variables, prompt),
                     attempt=attempt,
                     params=params,
-                    tools=list(stage.role.tools),
-                    transcript=transcript,
+                    tools=tools,
+                    transcript=final
+                    if final is not None
+                    else keeper.window()
+                    if keeper is not None
+                    else [],
                     turn=turn,
                     spec_name=run.plan.name,
                     approved=approved,
                     context=context,
-                    tool_modules=run.plan.tool_modules if stage.role.tools else [],
+                    tool_modules=run.plan.tool_modules if tools else [],
                     sim_seed=self.sim_seed(),
                     judged_quality=self.judged_quality(stage),
                     lessons=list(lessons.texts) if lessons else [],
+                    extra_tools=[RECALL_TOOL] if tools and keeper and keeper.recallable else [],
+                    count_tokens=bool(tools) and keeper is not None and keeper.policy.enabled,
                 ),
                 start_to_close=timeout,
                 summary=summary,
                 what=stage.id,
             )
+            if keeper is not None:
+                self.windows.spent(stage, llm)
+                keeper.context_window = keeper.context_window or llm.context_window
+                if final is None:
+                    keeper.counted(llm.base_tokens, llm.message_tokens)
             if llm.needs_approval is not None and not approved:
                 seq = run.next_approval(stage.id)
                 decision = await self.gates.wait(
@@ -262,23 +284,41 @@ class LLMStages:
                 approved = True
                 continue
             if not llm.tool_calls:
-                return llm
+                if keeper is not None and final is not None:  # the stop, for followers
+                    self.windows.progress(stage, keeper, turn)
+                return _with_earlier_turns(llm, earlier)
+            if final is not None:
+                raise StageFailure(
+                    "tool_error",
+                    f"stage {stage.id!r}: its tool loop stopped ({stopped}) and the model still "
+                    "called tools instead of answering",
+                )
+            earlier.append(llm)
             turn += 1
-            transcript.append(_assistant_turn(llm))
+            results: list[tuple[dict[str, Any], str, str | None]] = []
             for call in llm.tool_calls:
-                tool = await self.tools.call(
-                    stage, call["name"], call["arguments"], variables, render_args=False
-                )
-                content = (
-                    tool.output if tool.ok else {"error": tool.error, "error_type": tool.error_type}
-                )
-                transcript.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": call["id"],
-                        "content": json.dumps(content, default=str)[:20000],
-                    }
-                )
+                ref = None
+                if call["name"] == RECALL and keeper is not None and keeper.recallable:
+                    content = self.windows.recall(stage, keeper, call)
+                else:
+                    tool = await self.tools.call(
+                        stage,
+                        call["name"],
+                        call["arguments"],
+                        variables,
+                        render_args=False,
+                        store_result=keeper is not None and keeper.policy.enabled,
+                    )
+                    content = (
+                        tool.output
+                        if tool.ok
+                        else {"error": tool.error, "error_type": tool.error_type}
+                    )
+                    ref = tool.content_ref
+                results.append((call, json.dumps(content, default=str), ref))
+            assert keeper is not None, "only a role with tools gets tool calls"
+            keeper.add_turn(_assistant_turn(llm), results)
+            self.windows.progress(stage, keeper, turn)
         raise StageFailure(
             "tool_error",
             f"stage {stage.id!r}: no final answer after "
@@ -346,6 +386,21 @@ def until_met(
         return truth(evaluate(expression, names))
     except Exception as exc:  # jinja raises many types
         raise StageFailure("output_invalid", f"stage {stage.id!r}: {field} failed: {exc}") from exc
+
+
+def _with_earlier_turns(llm: LLMCallResult, earlier: list[LLMCallResult]) -> LLMCallResult:
+    """The answer of a tool loop, its tokens, cost and latency those of the whole attempt (every
+    turn), so that the attempt's trace record and the run's totals count them."""
+    if not earlier:
+        return llm
+    return llm.model_copy(
+        update={
+            "prompt_tokens": llm.prompt_tokens + sum(e.prompt_tokens for e in earlier),
+            "completion_tokens": llm.completion_tokens + sum(e.completion_tokens for e in earlier),
+            "cost_usd": llm.cost_usd + sum(e.cost_usd for e in earlier),
+            "latency_ms": llm.latency_ms + sum(e.latency_ms for e in earlier),
+        }
+    )
 
 
 def _assistant_turn(llm: LLMCallResult) -> dict[str, Any]:

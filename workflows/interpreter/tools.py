@@ -59,6 +59,7 @@ class ToolCalls:
         variables: dict[str, Any],
         *,
         render_args: bool,
+        store_result: bool = False,
     ) -> ToolCallResult:
         """One tool call; if the policy requires approval, wait for it and call again."""
         run = self.run
@@ -89,6 +90,7 @@ class ToolCalls:
                     tool_modules=run.plan.tool_modules,
                     network=stage.network,
                     sandbox_env=run.plan.sandbox_env,
+                    store_result=store_result,
                 ),
                 result_type=ToolCallResult,
                 task_queue=tool_queue(),

@@ -181,6 +181,8 @@ class Tracer:
                     {} if stage.min_confidence is None else {"min_confidence": stage.min_confidence}
                 ),
                 "simulated_quality": llm.simulated_quality,
+                # A tool loop's last progress (turns, window, compactions, spent), if it ran one.
+                **({"loop": result.loop} if result.loop else {}),
                 **({"pitfalls_hit": llm.pitfalls_hit} if llm.pitfalls_hit else {}),
                 **({"finish_reason": llm.finish_reason} if llm.finish_reason else {}),
                 **(llm.cache or {}),  # a cache hit: cache, cache_entry, similarity, ...
@@ -210,6 +212,33 @@ class Tracer:
                 "hooks": result.hooks,
                 "approved": approved,
             },
+        )
+
+    def context(
+        self,
+        stage_id: str,
+        *,
+        tier: str | None,
+        llm: LLMCallResult | None,
+        error: str | None,
+        data: dict[str, Any],
+    ) -> None:
+        """A tool loop's window compacted; ``llm``: the summary call that did it, if any."""
+        self.chain.add(
+            "context",
+            _now(),
+            stage_id=stage_id,
+            status="failed" if error else "completed",
+            tier=tier,
+            model=llm.model if llm is not None else None,
+            output=llm.text if llm is not None else None,
+            error_type="provider_error" if error else None,
+            error=error,
+            latency_ms=llm.latency_ms if llm is not None else 0.0,
+            prompt_tokens=llm.prompt_tokens if llm is not None else 0,
+            completion_tokens=llm.completion_tokens if llm is not None else 0,
+            cost_usd=llm.cost_usd if llm is not None else 0.0,
+            data=data,
         )
 
     def gate(self, gate_id: str, decided: GateDecision) -> None:
