@@ -35,12 +35,14 @@ from activities.improve_combine import improve_combine, improve_record_combined
 from activities.learn import critique, learn_prepare, learn_record
 from activities.llm import llm_call
 from activities.memory import capture_memory, load_memory
+from activities.messages import read_message, store_messages
 from activities.tool_queue import TOOL_ACTIVITIES, activity_name, refuse_on_main_queue
 from activities.tools import tool_call
 from activities.traces import anchor_sender, load_prior_run, record_traces
 from armature_temporal import settings
 from armature_temporal.runtime.ledger_anchor import LEDGER_ANCHOR_QUEUE
 from armature_temporal.service.tools_env import tools_task_queue
+from workflows.agent_loop import AgentLoopWorkflow
 from workflows.anchor import LedgerAnchorWorkflow
 from workflows.finetune import FinetuneWorkflow
 from workflows.improve import ImproveWorkflow
@@ -64,6 +66,7 @@ __all__ = [
 
 WORKFLOWS: list[type] = [
     RunSpecWorkflow,
+    AgentLoopWorkflow,
     BanditMaintenanceWorkflow,
     ImproveWorkflow,
     FinetuneWorkflow,
@@ -75,6 +78,8 @@ ACTIVITIES: list[Any] = [
     llm_call,
     tool_call,
     record_traces,
+    read_message,
+    store_messages,
     load_prior_run,
     verify_gate_decision,
     run_adapter,

@@ -102,6 +102,8 @@ def _loop_labels(role: Any) -> list[str]:
         budget = f"{ctx.token_budget:,} tokens" if ctx.token_budget else "the model's window"
         kept = f"summarized by {ctx.summarize}" if ctx.summarize else "stubs"
         labels.append(f"context {budget}, last {ctx.keep_recent} turns, older → {kept}")
+        if role.max_turns > ctx.segment_turns:
+            labels.append(f"{ctx.segment_turns} turns a history, the rest in a child")
     spent = [
         f"{role.max_tokens_total:,} tokens" if role.max_tokens_total else "",
         f"${role.max_cost_usd:g}" if role.max_cost_usd else "",

@@ -99,6 +99,17 @@ class Turn:
     #: Tokens of each message of the turn (assistant first): counted where a call reported
     #: them, else estimated.
     tokens: list[int] = field(default_factory=list)
+    #: Each stored result's message-store reference by handle; a result whose text is not in
+    #: ``full`` (the turn came back from a :class:`KeeperState`) is read back by it.
+    refs: dict[str, str] = field(default_factory=dict)
+    #: Out of the window and carried over as part of an archive (runtime/context_carry.py):
+    #: its handles are read back through the archive.
+    archived: bool = False
+
+    @property
+    def handles(self) -> list[str]:
+        """Its results' handles, in call order (``t<turn>.<call>``)."""
+        return sorted({*self.full, *self.refs}, key=lambda h: int(h.rsplit(".", 1)[1]))
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -125,6 +136,8 @@ class ContextKeeper:
         self.offloaded = 0
         self._sent_note_tokens = 0
         self._sent: list[tuple[int, int] | None] = []
+        #: Spans of archived turns: ``(first, last, reference)`` (runtime/context_carry.py).
+        self.archives: list[tuple[int, int, str]] = []
 
     # --- building the transcript -------------------------------------------------------------
 
@@ -139,12 +152,15 @@ class ContextKeeper:
         number = len(self.turns) + 1
         messages: list[dict[str, Any]] = []
         full: dict[str, str] = {}
+        refs: dict[str, str] = {}
         calls: list[str] = []
         limit = self.policy.offload_over if self.policy.enabled else None
         tokens = [estimate_message_tokens(assistant)]
         for k, (call, content, ref) in enumerate(results, start=1):
             handle = f"t{number}.{k}"
             full[handle] = content
+            if ref is not None:
+                refs[handle] = ref
             calls.append(f"{call['name']}({_short_args(call.get('arguments'))})")
             # Off: cut as every result was before context policies (at 20,000 characters).
             shown = content if limit is not None else content[:DEFAULT_OFFLOAD_OVER]
@@ -157,7 +173,7 @@ class ContextKeeper:
                 message = {"role": "tool", "tool_call_id": call["id"], "content_ref": ref}
             messages.append(message)
         pinned = self._pinned(assistant, [c for c, _, _ in results], full)
-        turn = Turn(number, assistant, messages, full, calls, pinned, tokens)
+        turn = Turn(number, assistant, messages, full, calls, pinned, tokens, refs)
         self.turns.append(turn)
 
     def _pinned(
@@ -203,7 +219,7 @@ class ContextKeeper:
             if len(dropped) > len(shown):
                 lines.append(f"- turns {first}-{shown[0].number - 1}: not listed")
             for turn in shown:
-                handles = ", ".join(turn.full)
+                handles = ", ".join(turn.handles)
                 lines.append(f"- turn {turn.number}: {'; '.join(turn.calls)} [{handles}]")
         return {"role": "user", "content": "\n".join(lines)}
 
@@ -280,30 +296,59 @@ class ContextKeeper:
         offered (before, offering it would change the requests of loops that fit)."""
         return self.offloaded > 0 or bool(self.dropped)
 
-    def recall(self, arguments: Any) -> tuple[bool, dict[str, Any]]:
-        """``(ok, content)`` for a ``recall`` call: the slice of the result, or an error the
-        model reads (an unknown handle names the known ones)."""
+    def _span(self, args: dict[str, Any]) -> tuple[int, int]:
+        """A recall's ``(start, length)``: ``length`` at most ``offload_over``."""
+        limit = self.policy.offload_over
+        start, length = args.get("start", 0), args.get("length", limit)
+        if not isinstance(start, int) or start < 0:
+            start = 0
+        if not isinstance(length, int) or length < 1:
+            length = limit
+        return start, min(length, limit)
+
+    def recall_ref(self, arguments: Any) -> tuple[str, int, int, str | None] | None:
+        """``(reference, start, length, key)`` to read first when a ``recall`` call asks for a
+        result this keeper holds only by reference (a turn carried over as a stub; ``key``
+        None), or only through an archive (the archive's reference, ``key`` the handle to look
+        up in it); else None."""
         args = arguments if isinstance(arguments, dict) else {}
         handle = args.get("handle")
-        limit = self.policy.offload_over
+        for turn in self.turns:
+            if handle in turn.refs and handle not in turn.full:
+                return (turn.refs[handle], *self._span(args), None)
+        number = _turn_of(handle)
+        for first, last, ref in self.archives:
+            if number is not None and first <= number <= last and self.turns[number - 1].archived:
+                return (ref, *self._span(args), handle)
+        return None
+
+    def recall(
+        self, arguments: Any, read: tuple[str, int] | None = None
+    ) -> tuple[bool, dict[str, Any]]:
+        """``(ok, content)`` for a ``recall`` call: the slice of the result, or an error the
+        model reads (an unknown handle names the known ones). ``read``: ``(slice, total
+        characters)`` as read by :meth:`recall_ref`'s reference."""
+        args = arguments if isinstance(arguments, dict) else {}
+        handle = args.get("handle")
+        start, length = self._span(args)
         for turn in self.turns:
             if handle in turn.full:
                 text = turn.full[handle]
-                start = args.get("start", 0)
-                length = args.get("length", limit)
-                if not isinstance(start, int) or start < 0:
-                    start = 0
-                if not isinstance(length, int) or length < 1:
-                    length = limit
-                end = min(len(text), start + min(length, limit))
-                return True, {
-                    "handle": handle,
-                    "start": start,
-                    "end": end,
-                    "total_chars": len(text),
-                    "text": text[start:end],
-                }
-        known = [h for t in self.turns for h in t.full]
+                piece, total = text[start : start + length], len(text)
+            elif read is not None and (handle in turn.refs or turn.archived):
+                if turn.archived and _turn_of(handle) != turn.number:
+                    continue
+                piece, total = read
+            else:
+                continue
+            return True, {
+                "handle": handle,
+                "start": start,
+                "end": min(total, start + len(piece)),
+                "total_chars": total,
+                "text": piece,
+            }
+        known = [h for t in self.turns for h in t.handles]
         shown = ", ".join(known[-10:]) if known else "none yet"
         return False, {
             "error": f"no tool result with handle {handle!r}; handles look like t<turn>.<call> "
@@ -322,6 +367,14 @@ class ContextKeeper:
             "compactions": self.compactions,
             "offloaded": self.offloaded,
         }
+
+
+def _turn_of(handle: Any) -> int | None:
+    """The turn number of a handle ``t<turn>.<call>`` (None: not one)."""
+    if not isinstance(handle, str) or not handle.startswith("t") or "." not in handle:
+        return None
+    number = handle[1:].split(".", 1)[0]
+    return int(number) if number.isdigit() else None
 
 
 def _preview(handle: str, content: str) -> str:

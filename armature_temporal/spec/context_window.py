@@ -29,6 +29,8 @@ __all__ = [
     "CHARS_PER_TOKEN",
     "DEFAULT_OFFLOAD_OVER",
     "DEFAULT_REPLY_RESERVE",
+    "DEFAULT_SEGMENT_TURNS",
+    "MAX_TURNS_WITHOUT_CONTEXT",
     "ContextField",
     "ContextWindow",
     "PinRule",
@@ -45,6 +47,10 @@ CHARS_PER_TOKEN = 4
 DEFAULT_OFFLOAD_OVER = 20_000
 #: Tokens kept free for the reply when neither the role nor its tier sets max_tokens.
 DEFAULT_REPLY_RESERVE = 1024
+#: Turns of a loop one workflow history holds (about 15 KB and 12 events a turn).
+DEFAULT_SEGMENT_TURNS = 100
+#: The most turns a loop may take with its context policy off (every turn sent whole).
+MAX_TURNS_WITHOUT_CONTEXT = 200
 
 
 def estimate_text_tokens(text: str) -> int:
@@ -110,6 +116,14 @@ class ContextWindow(_Model):
         description="Tool results longer than this (characters) stay out of the window: it "
         "keeps a handle with the head and tail, and the built-in recall tool reads the rest.",
     )
+    segment_turns: int = Field(
+        DEFAULT_SEGMENT_TURNS,
+        ge=2,
+        le=10_000,
+        description="Turns of the loop one workflow history holds: the first segment runs in "
+        "the run's own history, the rest in an AgentLoop child workflow that continues as new "
+        "every segment (sooner when Temporal suggests it), carrying references only.",
+    )
 
 
 def _shorthand(value: Any) -> Any:
@@ -133,6 +147,7 @@ class PlanContext(BaseModel):
     summarize: str | None = None
     pin: list[PinRule] = Field(default_factory=list)
     offload_over: int = DEFAULT_OFFLOAD_OVER
+    segment_turns: int = DEFAULT_SEGMENT_TURNS
 
 
 def _merged(spec_wide: ContextWindow | None, own: ContextWindow | None) -> dict[str, Any]:
@@ -188,6 +203,14 @@ def context_problems(
         if not role.tools or (spec_wide is None and own is None):
             continue
         values = _merged(spec_wide, own)
+        if not values.get("enabled", True) and role.max_turns > MAX_TURNS_WITHOUT_CONTEXT:
+            yield (
+                ("stages", index, "role", "max_turns"),
+                f"stage {sid!r}: max_turns {role.max_turns} needs its context policy, which is "
+                f"off: every turn would be sent to the model whole and carried from one workflow "
+                f"history to the next; turn context on or keep max_turns at most "
+                f"{MAX_TURNS_WITHOUT_CONTEXT}",
+            )
         for k, rule in enumerate(values.get("pin", [])):
             if rule.tool is not None and rule.tool not in role.tools:
                 where = path if own is not None and "pin" in own.model_fields_set else ("context",)

@@ -46,9 +46,9 @@ class Role(_Model):
     max_turns: int = Field(
         10,
         ge=1,
-        le=200,
-        description="Bound on model turns in the tool-calling loop (at most 200: every turn "
-        "resends the transcript, and longer loops would outgrow a run's history).",
+        le=10_000,
+        description="Bound on model turns in the tool-calling loop (at most 10,000; above 200 "
+        "only with the context policy on: see context).",
     )
     context: ContextField = Field(
         None,

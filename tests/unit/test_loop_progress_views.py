@@ -68,3 +68,30 @@ def test_runs_show_puts_the_loop_before_the_output(capsys: pytest.CaptureFixture
     printed = capsys.readouterr().out  # the table wraps the cell: look for its pieces
     assert "(turn 12/200," in printed and "3 compactions)" in printed
     assert printed.index("(turn 12/200,") < printed.index('{"content": "done"}')
+
+
+PLANNED = """\
+name: planned
+model_tiers: {{small: {{provider: simulate}}, notes: {{provider: simulate}}}}
+stages:
+  - id: agent
+    role:
+      description: Read every note.
+      tools: [file_read]
+      max_turns: {turns}
+      max_cost_usd: 2
+      {context}
+"""
+
+
+def test_plan_shows_a_loops_policy_budgets_and_segments() -> None:
+    from armature_temporal.commands.authoring import _stage_label
+    from tests.fakes import plan_from
+
+    policy = "context: {token_budget: 32000, keep_recent: 3, summarize: notes, segment_turns: 50}"
+    label = _stage_label(plan_from(PLANNED.format(context=policy, turns=500)).stage("agent"))
+    assert "context 32,000 tokens, last 3 turns, older → summarized by notes" in label
+    assert "50 turns a history, the rest in a child" in label
+    assert "budget $2" in label
+    off = _stage_label(plan_from(PLANNED.format(context="context: false", turns=50)).stage("agent"))
+    assert "context off" in off and "a history" not in off

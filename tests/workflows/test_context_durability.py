@@ -5,7 +5,9 @@ Real worker processes (``tests/worker_process.py``) against the session dev serv
 (``tests/tool_modules/chaos_ledger.py``: each call appends one line to a file) on every turn.
 The agent holds a model request open and the test SIGKILLs the worker that sent it, then starts
 a fresh one: the loop must finish, every tool call must have run exactly once (one ledger
-line per turn), and the last window must be the transcript's newest turns, without a gap.
+line per turn), and the last window must be the transcript's newest turns, without a gap —
+across the loop's move from the run's own history into its AgentLoop child and the child's
+continue-as-new (one kill on each side of that move).
 """
 
 from __future__ import annotations
@@ -31,14 +33,17 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 LEDGER_TOOL = "tests.tool_modules.chaos_ledger:chaos_append"
 TURNS = 24
 #: Turns whose model request is held open while the test kills the worker that sent it (each
-#: kill costs the suite the llm_call's 10 s heartbeat timeout and a worker start).
-KILL_AT = (12,)
+#: kill costs the suite the llm_call's 10 s heartbeat timeout and a worker start): one in the
+#: run's own segment of the loop, one in the AgentLoop child's first execution.
+KILL_AT = (5, 12)
+#: Turns a workflow execution takes: the run 1-8, the child 9-16, 17-24, then the answer.
+SEGMENT = 8
 
 SPEC = """\
 name: durable-reader
 model_tiers:
   small: {{provider: openai, model: gpt-4o-mini, api_base: "{base}", api_key_env: FAKE_AGENT_KEY}}
-context: {{token_budget: 700, keep_recent: 3}}
+context: {{token_budget: 700, keep_recent: 3, segment_turns: {segment}}}
 stages:
   - id: agent
     role:
@@ -86,7 +91,7 @@ async def test_a_compacted_loop_resumes_after_its_worker_is_killed_and_runs_each
     agent = LedgerAgent(run_id)
     address = address_of(temporal_env)
     with fake_agent_serving(agent) as base:
-        plan = plan_from(SPEC.format(base=base, turns=TURNS, tool=LEDGER_TOOL))
+        plan = plan_from(SPEC.format(base=base, turns=TURNS, tool=LEDGER_TOOL, segment=SEGMENT))
         async with contextlib.AsyncExitStack() as stack:
             worker = await stack.enter_async_context(
                 worker_process(address, task_queue, tmp_path / "w0")
@@ -118,3 +123,9 @@ async def test_a_compacted_loop_resumes_after_its_worker_is_killed_and_runs_each
     assert f"turns 1-{kept[0] - 1} ({kept[0] - 1} turns) are out of this window" in note
     assert result.stages["agent"].loop is not None
     assert result.stages["agent"].loop["turn"] == TURNS
+    # The loop crossed into its child, which continued as new once per segment.
+    child = client.get_workflow_handle(f"{run_id}.agent.a1.loop1")
+    async for event in child.fetch_history_events():
+        started = event.workflow_execution_started_event_attributes
+        assert json.loads(started.input.payloads[0].data)["segment"] == 3
+        break

@@ -13,6 +13,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
 
 from armature_temporal.runtime.context import (
     RECALL,
@@ -20,6 +22,8 @@ from armature_temporal.runtime.context import (
     Turn,
     summary_tokens_limit,
 )
+from armature_temporal.runtime.context_carry import export_keeper
+from armature_temporal.runtime.loop_state import KeeperState, MessageSlice, MessageSliceQuery
 from armature_temporal.runtime.models import LLMCallInput, LLMCallResult, ToolCallResult
 from armature_temporal.spec.compiler import PlanStage
 from armature_temporal.spec.context_window import CHARS_PER_TOKEN, PlanContext
@@ -40,6 +44,8 @@ SUMMARY_PROMPT = (
 )
 #: The summarizer's input is cut to this many window budgets of text (its middle dropped).
 SUMMARY_INPUT_BUDGETS = 2
+#: How long reading a stored result back for ``recall`` may take.
+READ_TIMEOUT = timedelta(seconds=30)
 
 
 @dataclass
@@ -122,6 +128,21 @@ class ContextWindows:
         run = self.stages.run
         run.results[stage.id].loop = data
         run.events.stage_progress(stage.id, data)
+
+    async def carry(self, keeper: ContextKeeper) -> KeeperState:
+        """The keeper as data for the next workflow execution (runtime/context_carry.py), its
+        new archives stored first."""
+        state, archives = export_keeper(keeper)
+        if archives:
+            await workflow.execute_local_activity(
+                "store_messages",
+                archives,
+                result_type=list[str],
+                start_to_close_timeout=READ_TIMEOUT,
+                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
+                summary=f"archive {len(archives)} span(s) of tool-loop turns",
+            )
+        return state
 
     @staticmethod
     def keeper(stage: PlanStage) -> ContextKeeper | None:
@@ -209,11 +230,40 @@ class ContextWindows:
             what=stage.id,
         )
 
-    def recall(
+    async def recall(
         self, stage: PlanStage, keeper: ContextKeeper, call: dict[str, Any]
     ) -> dict[str, Any]:
-        """Answer a ``recall`` call from the keeper; traced as a tool call."""
-        ok, content = keeper.recall(call.get("arguments"))
+        """Answer a ``recall`` call from the keeper (reading the message store for a result it
+        holds only by reference); traced as a tool call."""
+        arguments = call.get("arguments")
+        where = keeper.recall_ref(arguments)
+        read: tuple[str, int] | None = None
+        failed: str | None = None
+        if where is not None:
+            ref, start, length, key = where
+            try:
+                got = await workflow.execute_local_activity(
+                    "read_message",
+                    MessageSliceQuery(ref=ref, start=start, length=length, key=key),
+                    result_type=MessageSlice,
+                    start_to_close_timeout=READ_TIMEOUT,
+                    retry_policy=RetryPolicy(maximum_attempts=3),
+                    summary=f"{stage.id}: recall {ref[:12]}",
+                )
+            except (ActivityError, ApplicationError) as exc:  # local activities raise the latter
+                failed = str(exc.cause or exc)
+            else:
+                read = (got.text, got.total_chars) if got.found else None
+        if failed is not None:
+            ok, content = (
+                False,
+                {
+                    "error": f"that result could not be read back: {failed}",
+                    "error_type": "message_missing",
+                },
+            )
+        else:
+            ok, content = keeper.recall(arguments, read)
         result = ToolCallResult(
             ok=ok,
             output={k: v for k, v in content.items() if k != "text"}
@@ -235,7 +285,9 @@ def _turns_text(turns: list[Turn], limit: int) -> str:
         lines.append(
             f"turn {turn.number}: {'; '.join(turn.calls)}" + (f" — {said}" if said else "")
         )
-        for handle, text in turn.full.items():
+        for k, handle in enumerate(turn.handles):
+            shown = turn.results[k].get("content") if k < len(turn.results) else None
+            text = turn.full.get(handle, shown or "[stored; read it with recall]")
             lines.append(f"  result {handle}: {text}")
     text = "\n".join(lines)
     if len(text) <= limit:

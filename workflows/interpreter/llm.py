@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 
-from armature_temporal.runtime.context import RECALL, RECALL_TOOL
+from armature_temporal.runtime.loop_state import LoopState
 from armature_temporal.runtime.models import Lessons, LLMCallInput, LLMCallResult
 from armature_temporal.runtime.prompts import needed_variables, stage_context
 from armature_temporal.spec.compiler import PlanStage, canonical_json
@@ -23,12 +22,12 @@ from workflows.interpreter.gates import Gates
 from workflows.interpreter.lessons import LessonMemory
 from workflows.interpreter.retries import ProviderFailure, call_llm
 from workflows.interpreter.state import RunContext
+from workflows.interpreter.tool_loop import LLM_TIMEOUT, ToolLoop
 from workflows.interpreter.tools import ToolCalls
 from workflows.interpreter.tracing import Tracer
 
 __all__ = ["JUDGE_SEES_JUDGED_QUALITY", "LLM_TIMEOUT", "SIM_SEED_FROM_INPUTS", "LLMStages"]
 
-LLM_TIMEOUT = timedelta(minutes=5)
 #: workflow.patched id: the simulate provider is seeded by the run's inputs and replicate.
 SIM_SEED_FROM_INPUTS = "simulate-seed-from-inputs"
 #: workflow.patched id: a judge's call carries the latent quality of the outputs it judges.
@@ -57,6 +56,7 @@ class LLMStages:
         self._sim_seed: str | None = None
         self.cache = AnswerCache(run)
         self.windows = ContextWindows(self)
+        self.loop = ToolLoop(self)
 
     async def stage(self, stage: PlanStage, variables: dict[str, Any]) -> Any:
         assert stage.role is not None
@@ -205,125 +205,26 @@ class LLMStages:
         lessons: Lessons | None = None,
     ) -> LLMCallResult:
         """One attempt: the model call, and for a role with tools the turns of its tool loop
-        (each tool call its own activity) until it answers or ``max_turns`` is spent."""
+        (each tool call its own activity) until it answers or ``max_turns`` is spent
+        (workflows/interpreter/tool_loop.py)."""
         assert stage.role is not None
-        run = self.run
-        keeper = self.windows.keeper(stage)
-        timeout = timedelta(seconds=stage.timeout_s) if stage.timeout_s else LLM_TIMEOUT
-        approved = False
-        turn = 0
-        earlier: list[LLMCallResult] = []  # this attempt's tool-calling turns, for its totals
-        names, upstream = run.context_keys.get(stage.id, ([], []))
+        names, upstream = self.run.context_keys.get(stage.id, ([], []))
         if stage.context_keys is not None:  # signature.input
             names = [k for k in names if k in stage.context_keys]
             upstream = [k for k in upstream if k in stage.context_keys]
-        context = stage_context(variables, names, upstream, prompt, stage.depends_on)
-        while turn < stage.role.max_turns:
-            # A spent budget (role.max_tokens_total, max_cost_usd, deadline): one last call,
-            # without tools, for the answer.
-            stopped = self.windows.over_budget(stage) if keeper and keeper.turns else None
-            final = self.windows.stop(stage, keeper, stopped) if keeper and stopped else None
-            if keeper is not None and final is None:
-                await self.windows.before_call(stage, keeper, attempt)
-            tools = list(stage.role.tools) if final is None else []
-            run.count_llm_call(stage.id)
-            summary = (
-                f"{stage.id}: {stage.role.name} ({stage.role.type}, tier {tier}, "
-                f"attempt {attempt}{f', turn {turn + 1}' if turn else ''})"
-            )
-            llm = await self.cached_call(
-                LLMCallInput(
-                    run_id=run.run_id,
-                    stage=stage,
-                    tier=run.plan.tiers[tier],
-                    prompt_template=prompt,
-                    mission=run.plan.mission,
-                    variables=needed_variables(variables, prompt),
-                    attempt=attempt,
-                    params=params,
-                    tools=tools,
-                    transcript=final
-                    if final is not None
-                    else keeper.window()
-                    if keeper is not None
-                    else [],
-                    turn=turn,
-                    spec_name=run.plan.name,
-                    approved=approved,
-                    context=context,
-                    tool_modules=run.plan.tool_modules if tools else [],
-                    sim_seed=self.sim_seed(),
-                    judged_quality=self.judged_quality(stage),
-                    lessons=list(lessons.texts) if lessons else [],
-                    extra_tools=[RECALL_TOOL] if tools and keeper and keeper.recallable else [],
-                    count_tokens=bool(tools) and keeper is not None and keeper.policy.enabled,
-                ),
-                start_to_close=timeout,
-                summary=summary,
-                what=stage.id,
-            )
-            if keeper is not None:
-                self.windows.spent(stage, llm)
-                keeper.context_window = keeper.context_window or llm.context_window
-                if final is None:
-                    keeper.counted(llm.base_tokens, llm.message_tokens)
-            if llm.needs_approval is not None and not approved:
-                seq = run.next_approval(stage.id)
-                decision = await self.gates.wait(
-                    f"{stage.id}#{seq}",
-                    f"a hook asks for approval: {llm.needs_approval}",
-                    None,
-                    "fail",
-                )
-                if decision.decision == "reject":
-                    raise StageFailure(
-                        "policy_blocked",
-                        f"stage {stage.id!r}: the model call "
-                        f"was refused at approval: {decision.comment or ''}",
-                    )
-                approved = True
-                continue
-            if not llm.tool_calls:
-                if keeper is not None and final is not None:  # the stop, for followers
-                    self.windows.progress(stage, keeper, turn)
-                return _with_earlier_turns(llm, earlier)
-            if final is not None:
-                raise StageFailure(
-                    "tool_error",
-                    f"stage {stage.id!r}: its tool loop stopped ({stopped}) and the model still "
-                    "called tools instead of answering",
-                )
-            earlier.append(llm)
-            turn += 1
-            results: list[tuple[dict[str, Any], str, str | None]] = []
-            for call in llm.tool_calls:
-                ref = None
-                if call["name"] == RECALL and keeper is not None and keeper.recallable:
-                    content = self.windows.recall(stage, keeper, call)
-                else:
-                    tool = await self.tools.call(
-                        stage,
-                        call["name"],
-                        call["arguments"],
-                        variables,
-                        render_args=False,
-                        store_result=keeper is not None and keeper.policy.enabled,
-                    )
-                    content = (
-                        tool.output
-                        if tool.ok
-                        else {"error": tool.error, "error_type": tool.error_type}
-                    )
-                    ref = tool.content_ref
-                results.append((call, json.dumps(content, default=str), ref))
-            assert keeper is not None, "only a role with tools gets tool calls"
-            keeper.add_turn(_assistant_turn(llm), results)
-            self.windows.progress(stage, keeper, turn)
-        raise StageFailure(
-            "tool_error",
-            f"stage {stage.id!r}: no final answer after "
-            f"{stage.role.max_turns} turns (role.max_turns)",
+        state = LoopState(
+            stage_id=stage.id,
+            tier=tier,
+            prompt=prompt,
+            params=params,
+            variables=needed_variables(variables, prompt),
+            attempt=attempt,
+            lessons=list(lessons.texts) if lessons else [],
+            context=stage_context(variables, names, upstream, prompt, stage.depends_on),
+            sim_seed=self.sim_seed(),
+            judged_quality=self.judged_quality(stage),
         )
+        return await self.loop.attempt(stage, state)
 
     async def cached_call(
         self, inp: LLMCallInput, *, start_to_close: timedelta, summary: str, what: str
@@ -386,34 +287,3 @@ def until_met(
         return truth(evaluate(expression, names))
     except Exception as exc:  # jinja raises many types
         raise StageFailure("output_invalid", f"stage {stage.id!r}: {field} failed: {exc}") from exc
-
-
-def _with_earlier_turns(llm: LLMCallResult, earlier: list[LLMCallResult]) -> LLMCallResult:
-    """The answer of a tool loop, its tokens, cost and latency those of the whole attempt (every
-    turn), so that the attempt's trace record and the run's totals count them."""
-    if not earlier:
-        return llm
-    return llm.model_copy(
-        update={
-            "prompt_tokens": llm.prompt_tokens + sum(e.prompt_tokens for e in earlier),
-            "completion_tokens": llm.completion_tokens + sum(e.completion_tokens for e in earlier),
-            "cost_usd": llm.cost_usd + sum(e.cost_usd for e in earlier),
-            "latency_ms": llm.latency_ms + sum(e.latency_ms for e in earlier),
-        }
-    )
-
-
-def _assistant_turn(llm: LLMCallResult) -> dict[str, Any]:
-    """The model's tool-calling reply as a chat message for the next turn."""
-    return {
-        "role": "assistant",
-        "content": llm.text or None,
-        "tool_calls": [
-            {
-                "id": c["id"],
-                "type": "function",
-                "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])},
-            }
-            for c in llm.tool_calls
-        ],
-    }

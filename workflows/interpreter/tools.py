@@ -10,7 +10,12 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
-from armature_temporal.runtime.models import ToolApproval, ToolCallInput, ToolCallResult
+from armature_temporal.runtime.models import (
+    GateDecision,
+    ToolApproval,
+    ToolCallInput,
+    ToolCallResult,
+)
 from armature_temporal.runtime.prompts import needed_variables, template_strings
 from armature_temporal.spec.compiler import PlanStage
 from workflows.interpreter.failures import TOOL_ERROR_TYPES, StageFailure
@@ -60,10 +65,15 @@ class ToolCalls:
         *,
         render_args: bool,
         store_result: bool = False,
+        decided: GateDecision | None = None,
     ) -> ToolCallResult:
-        """One tool call; if the policy requires approval, wait for it and call again."""
+        """One tool call; if the policy requires approval, wait for it and call again.
+        ``decided``: the decision already taken on this call (a tool loop handed back to the
+        run for it, workflows/interpreter/tool_loop.py): approved, it runs at once."""
         run = self.run
-        approved = False
+        if decided is not None and decided.decision == "reject":
+            return _rejected(decided)
+        approved = decided is not None
         timeout = timedelta(seconds=stage.timeout_s) if stage.timeout_s else TOOL_TIMEOUT
         policy = run.own_policy()
         infra = infra_retries()
@@ -114,14 +124,19 @@ class ToolCalls:
                 tool_call=_approval(tool, args, result),
             )
             if decision.decision == "reject":
-                return ToolCallResult(
-                    ok=False,
-                    error_type="policy_blocked",
-                    error=f"tool call rejected by {decision.by or 'a person'}: "
-                    f"{decision.comment or 'no reason given'}",
-                    policy_action="require_approval",
-                )
+                return _rejected(decision)
             approved = True
+
+
+def _rejected(decision: GateDecision) -> ToolCallResult:
+    """A tool call a person refused: what the model (or the tool stage) gets instead."""
+    return ToolCallResult(
+        ok=False,
+        error_type="policy_blocked",
+        error=f"tool call rejected by {decision.by or 'a person'}: "
+        f"{decision.comment or 'no reason given'}",
+        policy_action="require_approval",
+    )
 
 
 def _approval(tool: str, args: dict[str, Any], result: ToolCallResult) -> ToolApproval:

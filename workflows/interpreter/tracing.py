@@ -11,6 +11,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
+from armature_temporal.runtime.loop_state import ChainHead
 from armature_temporal.runtime.models import (
     GateDecision,
     LLMCallResult,
@@ -58,10 +59,16 @@ class Tracer:
     """Adds one record per run start and end, stage, model attempt, tool call and gate
     decision, and sends them to the store in idempotent batches."""
 
-    def __init__(self, run: RunContext, inp: RunInput) -> None:
+    def __init__(self, run: RunContext, inp: RunInput, resume: ChainHead | None = None) -> None:
+        """``resume``: continue the run's chain from there (an AgentLoop child's records, which
+        the run's memo does not anchor: the run's next flush does) instead of starting it."""
         self.run = run
         plan = inp.plan
         self.chain = TraceChain(run.run_id, plan.name, plan.spec_hash, plan.policy_version)
+        self.anchors = resume is None
+        if resume is not None:
+            self.chain.seq, self.chain.head = resume.seq, resume.head
+            return
         self.chain.add(
             "run_start",
             run.started.isoformat(),
@@ -248,24 +255,27 @@ class Tracer:
             "gate", _now(), stage_id=gate_id, status=decided.decision, data=decided.model_dump()
         )
 
-    async def flush(self, *, final: bool = False) -> None:
+    async def flush(self, *, final: bool = False, keep_trying: bool = False) -> None:
         """Send buffered trace records to the store (idempotent, so retries are safe).
 
         If the store is down, an intermediate flush keeps the records for the next one (the
-        run goes on); the final flush retries until the store is back, so nothing is lost.
+        run goes on); the final flush retries until the store is back, so nothing is lost, and
+        so does one that must land before another workflow continues the chain
+        (``keep_trying``: a long tool loop's child, workflows/interpreter/tool_loop.py).
         """
+        final_or_must = final or keep_trying
         batch = self.chain.take()
         if not batch:
             return
-        anchored = workflow.patched(TRACE_ANCHOR_MEMO)
+        anchored = self.anchors and workflow.patched(TRACE_ANCHOR_MEMO)
         try:
             ack = await workflow.execute_local_activity(
                 "record_traces",
                 TraceBatch(records=batch, ack=anchored),
                 start_to_close_timeout=timedelta(seconds=60),
                 retry_policy=RetryPolicy(
-                    maximum_attempts=0 if final else 3,
-                    maximum_interval=timedelta(seconds=60 if final else 10),
+                    maximum_attempts=0 if final_or_must else 3,
+                    maximum_interval=timedelta(seconds=60 if final_or_must else 10),
                 ),
             )
         except (ActivityError, ApplicationError) as exc:  # local activities raise the latter
