@@ -14,6 +14,8 @@ and what to ask; the run asks at its own gate and starts a new child with the de
 
 from __future__ import annotations
 
+from typing import Any
+
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
@@ -34,20 +36,51 @@ from workflows.interpreter.failures import StageFailure
 from workflows.interpreter.llm import LLMStages
 from workflows.interpreter.retries import ProviderFailure
 from workflows.interpreter.state import RunContext
-from workflows.interpreter.tool_loop import HandBack, HandBackGates, segment_turns
+from workflows.interpreter.tool_loop import (
+    LOOP_PROGRESS_SIGNAL,
+    HandBack,
+    HandBackGates,
+    segment_turns,
+)
 from workflows.interpreter.tools import ToolCalls
 from workflows.interpreter.tracing import Tracer
 
 __all__ = ["AgentLoopWorkflow"]
 
 
+async def _signal_parent(run_id: str, stage_id: str, progress: dict[str, Any] | None) -> None:
+    """Tell the run how far the loop got (its status and events show it)."""
+    if progress is None:
+        return
+    parent = workflow.info().parent
+    target = parent.workflow_id if parent is not None else run_id
+    try:
+        await workflow.get_external_workflow_handle(target).signal(
+            LOOP_PROGRESS_SIGNAL, {"stage": stage_id, "progress": progress}
+        )
+    except Exception as exc:  # the run is gone (cancelled): nobody to tell
+        workflow.logger.warning("loop progress not delivered to %s: %s", target, exc)
+
+
 @workflow.defn(name=AGENT_LOOP_WORKFLOW)
 class AgentLoopWorkflow:
     """Takes turns of one attempt's tool loop for the run ``run_id`` (see the module doc)."""
 
+    def __init__(self) -> None:
+        self._progress: dict[str, Any] | None = None
+        self._run: RunContext | None = None
+        self._stage = ""
+
+    @workflow.query(name="progress")
+    def progress(self) -> dict[str, Any] | None:
+        """The loop's progress now (``temporal workflow query --type progress``); the run shows
+        it at the end of each of this child's executions."""
+        return self._run.results[self._stage].loop if self._run is not None else None
+
     @workflow.run
     async def run(self, inp: AgentLoopInput) -> AgentLoopOutcome:
-        run = RunContext(inp.run, inp.run_id, workflow.now())
+        run = self._run = RunContext(inp.run, inp.run_id, workflow.now())
+        self._stage = inp.stage_id
         run.llm_calls, run.executions = inp.llm_calls, inp.executions
         tracer = Tracer(run, inp.run, resume=inp.chain)
         gates = HandBackGates(run, tracer)
@@ -96,6 +129,7 @@ class AgentLoopWorkflow:
         await tracer.flush(keep_trying=True)  # stored before the run (or the next) goes on
         chain = ChainHead(seq=tracer.chain.seq, head=tracer.chain.head)
         if outcome.kind == "answer" and outcome.answer is None:  # a segment's worth: go on
+            await _signal_parent(inp.run_id, stage.id, run.results[stage.id].loop)
             workflow.continue_as_new(
                 inp.model_copy(
                     update={

@@ -64,6 +64,7 @@ from workflows.interpreter import (
     Tracer,
     classify,
 )
+from workflows.interpreter.tool_loop import LOOP_PROGRESS_SIGNAL
 from workflows.interpreter.tracing import FLUSH_EVERY
 
 __all__ = ["WORKFLOW_NAME", "RunSpecWorkflow", "StageFailure"]
@@ -137,12 +138,30 @@ class RunSpecWorkflow:
             return
         self.gates.receive(decision)
 
-    def _refuse(self, sent: Any, reason: str, stage: str | None = None) -> None:
-        workflow.logger.warning("refused gate signal: %s", reason)
+    @workflow.signal(name=LOOP_PROGRESS_SIGNAL)
+    def loop_progress(self, sent: Any) -> None:
+        """A long tool loop's AgentLoop child reporting how far it got (at the end of each of
+        its executions); the stage's status and a stage_progress event show it. A report for a
+        stage with no loop in a child, or not shaped like one, is refused and kept in
+        ``status.refused_signals``."""
+        problem = self.llm.loop.child_progress(sent)
+        if problem is not None:
+            self._refuse(sent, problem, signal=LOOP_PROGRESS_SIGNAL)
+
+    def _refuse(
+        self, sent: Any, reason: str, stage: str | None = None, *, signal: str = "gate"
+    ) -> None:
+        workflow.logger.warning("refused %s signal: %s", signal, reason)
         if stage is None and isinstance(sent, dict) and isinstance(sent.get("stage"), str):
             stage = sent["stage"]
         self.ctx.refused_signals.append(
-            RefusedSignal(stage=stage, received=sent, reason=reason, at=workflow.now().isoformat())
+            RefusedSignal(
+                signal=signal,
+                stage=stage,
+                received=sent,
+                reason=reason,
+                at=workflow.now().isoformat(),
+            )
         )
 
     @workflow.query(name="status")

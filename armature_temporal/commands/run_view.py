@@ -154,7 +154,8 @@ def print_run(view: Any, *, full: bool = False) -> None:
             )
     print_wide(table)
     for refused in view.refused_signals:
-        out.print(Text(f"refused gate signal ({refused.at[:19]}): {refused.reason}", style="red"))
+        said = f"refused {refused.signal} signal ({refused.at[:19]}): {refused.reason}"
+        out.print(Text(said, style="red"))
     for gate in view.pending_gates:
         out.print(Text(f"waiting at gate {gate.stage}: {gate.message or ''}", style="yellow"))
         out.print(

@@ -21,7 +21,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
 from armature_temporal.runtime.context import STUB_LINES
-from armature_temporal.runtime.models import RunResult
+from armature_temporal.runtime.models import RunResult, RunStatus
 from armature_temporal.service.client import decide_gate, run_outcome
 from armature_temporal.store.engine import database_url
 from armature_temporal.store.trace_store import TraceStore
@@ -82,6 +82,8 @@ async def test_a_loop_past_its_segment_continues_in_a_child_and_recalls_across_e
         handle = await start(client, plan_from(spec), task_queue)
         result = await run_outcome(handle)
         events = await handle.query("events", 0)
+        child = client.get_workflow_handle(f"{handle.id}.reader.a1.loop1")
+        child_progress = await child.query("progress")  # a closed child answers from replay
     assert result is not None and result.state == "completed", result and result.reason
     # The needle read on turn 3 came back through recall on turn 71, from the message store:
     # the child's last execution held turn 3 only through an archive.
@@ -91,7 +93,6 @@ async def test_a_loop_past_its_segment_continues_in_a_child_and_recalls_across_e
     # The run took turns 1-10; one child took the rest, in executions of <= 10 turns.
     calls, children, _ = await history_counts(handle)
     assert (calls, children) == (10, 1)
-    child = client.get_workflow_handle(f"{handle.id}.reader.a1.loop1")
     calls, _, first = await history_counts(child)
     assert first["segment"] == 7 and first["state"]["turn"] == TURNS
     assert calls == 2  # turn 71 (the recall) and the answer
@@ -117,9 +118,12 @@ async def test_a_loop_past_its_segment_continues_in_a_child_and_recalls_across_e
         5 * (TURNS + 2),
     )
     assert attempt.data["loop"]["turn"] == TURNS + 1
-    # The run's events show the child's progress at each hand-back, ending on the last turn.
-    turns = [e["data"]["turn"] for e in events if e["type"] == "stage_progress"]
-    assert turns[:10] == list(range(1, 11)) and turns[-1] == TURNS + 1
+    # The run's events: each of its own turns, the hand-over (naming the child), the child's
+    # report at the end of each execution (a loop_progress signal), then the last turn.
+    progress = [e["data"] for e in events if e["type"] == "stage_progress"]
+    assert [p["turn"] for p in progress] == [*range(1, 11), 10, 20, 30, 40, 50, 60, 70, 71]
+    assert all(p["child"] == child.id for p in progress[10:-1])
+    assert child_progress == result.stages["reader"].loop
     assert max(len(json.dumps(r)) for r in requests.values()) < (BUDGET + RESERVE) * 5
     await assert_replays(client, handle.id, child.id)
 
@@ -148,6 +152,14 @@ async def run_gated(
         (gate,) = status.pending_gates
         assert "the needle is secret" in gate.message and gate.tool_call is not None
         assert gate.tool_call.args["path"] == "needle.txt"
+        # A progress report forged while no child runs the loop (it handed it back) is refused.
+        await handle.signal("loop_progress", {"stage": "reader", "progress": {"turn": 9999}})
+        status = await handle.query("status", result_type=RunStatus)
+        (refused,) = status.refused_signals
+        assert refused.signal == "loop_progress" and "no tool loop running in a child" in (
+            refused.reason
+        )
+        assert status.stages["reader"].loop["turn"] == 2
         await decide_gate(client, handle.id, "reader#1", decision, by="ops", comment="checked")
         result = await asyncio.wait_for(run_outcome(handle), timeout=120)
     assert result is not None

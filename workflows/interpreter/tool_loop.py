@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AGENT_LOOP_CHILD",
     "LLM_TIMEOUT",
+    "LOOP_PROGRESS_SIGNAL",
     "HandBack",
     "HandBackGates",
     "ToolLoop",
@@ -56,6 +57,18 @@ __all__ = [
 LLM_TIMEOUT = timedelta(minutes=5)
 #: workflow.patched id: a loop past its first segment continues in an AgentLoop child.
 AGENT_LOOP_CHILD = "agent-loop-child"
+#: The signal a child reports its progress with, and the fields (and types) the run takes.
+LOOP_PROGRESS_SIGNAL = "loop_progress"
+PROGRESS_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "turn": int,
+    "max_turns": int,
+    "window_tokens": int,
+    "budget": (int, type(None)),
+    "compactions": int,
+    "tokens_total": int,
+    "cost_usd": (int, float),
+    "stopped": str,
+}
 
 
 class HandBack(Exception):
@@ -91,6 +104,8 @@ class ToolLoop:
         self.stages = stages
         self.run = stages.run
         self.windows = stages.windows
+        #: Stage id -> the AgentLoop child running its loop now.
+        self.children: dict[str, str] = {}
 
     # --- the turns ----------------------------------------------------------------------------
 
@@ -274,6 +289,9 @@ class ToolLoop:
             # first): stored first.
             await tracer.flush(keep_trying=True)
             chain = tracer.chain
+            child_id = f"{run.run_id}.{stage.id}.a{state.attempt}.loop{child}"
+            self.children[stage.id] = child_id
+            self.show(stage.id, {**(state.progress or {}), "child": child_id})
             outcome: AgentLoopOutcome = await workflow.execute_child_workflow(
                 AGENT_LOOP_WORKFLOW,
                 AgentLoopInput(
@@ -291,20 +309,20 @@ class ToolLoop:
                     llm_calls=run.llm_calls,
                     executions=run.executions,
                 ),
-                id=f"{run.run_id}.{stage.id}.a{state.attempt}.loop{child}",
+                id=child_id,
                 result_type=AgentLoopOutcome,
                 task_queue=workflow.info().task_queue,
                 static_summary=f"{stage.id}: tool loop from turn {state.turn + 1} "
                 f"(attempt {state.attempt})",
             )
+            del self.children[stage.id]
             chain.seq, chain.head = outcome.chain.seq, outcome.chain.head
             run.llm_calls, run.executions = outcome.llm_calls, outcome.executions
             self.stages.cache.kept += outcome.cache_kept
             state = outcome.state
             self.load_usage(stage, state)
             if state.progress is not None:
-                run.results[stage.id].loop = state.progress
-                run.events.stage_progress(stage.id, state.progress)
+                self.show(stage.id, state.progress)
             if outcome.kind == "answer":
                 assert outcome.answer is not None
                 return outcome.answer
@@ -323,6 +341,31 @@ class ToolLoop:
                 )
             else:
                 state.approved = True
+
+    def show(self, stage_id: str, progress: dict[str, Any]) -> None:
+        """The loop's progress as the run shows it: its status, and a stage_progress event."""
+        self.run.results[stage_id].loop = progress
+        self.run.events.stage_progress(stage_id, progress)
+
+    def child_progress(self, sent: Any) -> str | None:
+        """Take a ``loop_progress`` signal's progress (a child reports at the end of each of
+        its executions); why it is refused, or None. Only a stage whose loop is in a child
+        takes one, and only the fields progress has, of their types (a signal can come from
+        anyone who can reach Temporal: it can change what progress shows, nothing else)."""
+        if not isinstance(sent, dict) or not isinstance(sent.get("stage"), str):
+            return 'not a loop progress report: send {"stage": "<stage>", "progress": {...}}'
+        stage_id, progress = sent["stage"], sent.get("progress")
+        if stage_id not in self.children:
+            return f"stage {stage_id!r} has no tool loop running in a child"
+        if not isinstance(progress, dict) or not isinstance(progress.get("turn"), int):
+            return "progress must be an object with an integer turn"
+        kept = {
+            k: v
+            for k, v in progress.items()
+            if k in PROGRESS_FIELDS and isinstance(v, PROGRESS_FIELDS[k])
+        }
+        self.show(stage_id, {**kept, "child": self.children[stage_id]})
+        return None
 
     # --- the stage's budgets across executions ----------------------------------------------
 
