@@ -34,7 +34,7 @@ def progress_detail(kind: str | None, st: Any) -> str:
 
 def loop_line(loop: dict[str, Any]) -> str:
     """A tool loop's progress in words: turn N/M, the window's tokens (of its budget), the
-    compactions so far, and why it stopped."""
+    compactions so far, why it stopped, and the child workflow it continues in."""
     text = f"turn {loop.get('turn')}/{loop.get('max_turns')}"
     window, budget = loop.get("window_tokens"), loop.get("budget")
     if isinstance(window, int):
@@ -44,6 +44,8 @@ def loop_line(loop: dict[str, Any]) -> str:
         text += f", {loop['compactions']} compaction" + ("s" if loop["compactions"] > 1 else "")
     if loop.get("stopped"):
         text += f", stopped: {loop['stopped']}"
+    if loop.get("child"):  # a long loop continues in a child workflow (its id)
+        text += f", in {loop['child']}"
     return text
 
 

@@ -27,6 +27,8 @@ def test_the_loop_line_says_turn_window_and_compactions() -> None:
     assert loop_line(one) == "turn 12/200, window 29,870 tokens, 1 compaction"
     stopped = {**LOOP, "compactions": 0, "stopped": "max_cost_usd 0.1 spent ($0.1200)"}
     assert loop_line(stopped).endswith("tokens, stopped: max_cost_usd 0.1 spent ($0.1200)")
+    child = {**LOOP, "child": "r1.agent.a1.loop1"}
+    assert loop_line(child).endswith("3 compactions, in r1.agent.a1.loop1")
 
 
 def test_a_progress_line_carries_the_loop_and_the_attempt() -> None:
