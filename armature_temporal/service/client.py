@@ -43,6 +43,7 @@ from armature_temporal.runtime.models import (
 from armature_temporal.runtime.payloads import data_converter
 from armature_temporal.runtime.search_attributes import ALL_KEYS, SPEC_HASH, SPEC_NAME, WAITING_GATE
 from armature_temporal.service.inputs import InputError, coerce_input, prepare_inputs
+from armature_temporal.service.loop_progress import live_loops
 from armature_temporal.settings import namespace as default_namespace
 from armature_temporal.spec.compiler import Plan
 
@@ -347,7 +348,7 @@ async def show_run(client: Client, run_id: str) -> RunView:
         return view.model_copy(
             update={
                 "state": st.state,
-                "stages": st.stages,
+                "stages": await live_loops(client, st.stages),
                 "pending_gates": st.pending_gates,
                 "refused_signals": st.refused_signals,
                 "outputs": {k: v.output for k, v in st.stages.items() if v.status == "completed"},

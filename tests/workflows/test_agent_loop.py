@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +22,13 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
+from armature_temporal.commands.run_view import loop_line
 from armature_temporal.runtime.context import STUB_LINES
 from armature_temporal.runtime.models import RunResult, RunStatus
-from armature_temporal.service.client import decide_gate, run_outcome
+from armature_temporal.service.client import decide_gate, run_outcome, show_run
 from armature_temporal.store.engine import database_url
 from armature_temporal.store.trace_store import TraceStore
-from tests.fake_agent import fake_agent_serving
+from tests.fake_agent import fake_agent_serving, turn_of
 from tests.fakes import assert_replays, plan_from, start, wait_for_gate
 from tests.workflows.test_context_windows import (
     BUDGET,
@@ -200,3 +203,44 @@ async def test_a_tool_call_rejected_at_the_runs_gate_is_an_error_the_model_reads
     assert NEEDLE not in result.outputs["reader"]["content"]
     (gate,) = [r for r in TraceStore(database_url()).records(handle.id) if r.kind == "gate"]
     assert gate.stage_id == "reader#1" and gate.status == "reject"
+
+
+@dataclass
+class HeldAgent(FakeAgent):
+    """The fake agent, holding its answer to one turn's request until the test releases it."""
+
+    hold_at: int = 15
+    reached: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+
+    def reply(self, request: dict[str, Any]) -> dict[str, Any]:
+        if turn_of(request["messages"]) == self.hold_at and not self.release.is_set():
+            self.reached.set()
+            self.release.wait(timeout=60)
+        return super().reply(request)
+
+
+async def test_runs_show_reads_a_running_loops_progress_from_its_child(
+    client: Client, task_queue: str, workspace: Path
+) -> None:
+    agent = HeldAgent(tool_turns=20)
+    with fake_agent_serving(agent) as base:
+        spec = SPEC.format(
+            base=base, budget=BUDGET, reserve=RESERVE, extra="segment_turns: 10", budget_line=""
+        )
+        async with build_worker(client, task_queue):
+            handle = await start(client, plan_from(spec), task_queue)
+            try:
+                assert await asyncio.to_thread(agent.reached.wait, 60), "turn 15 never asked"
+                status = await handle.query("status", result_type=RunStatus)
+                view = await show_run(client, handle.id)
+            finally:
+                agent.release.set()
+            result = await asyncio.wait_for(run_outcome(handle), timeout=60)
+    assert result is not None and result.state == "completed", result and result.reason
+    child = f"{handle.id}.reader.a1.loop1"
+    # The run heard of the hand-over only; the child, asked, is at turn 14 (turn 15 is asking).
+    assert status.stages["reader"].loop == {**status.stages["reader"].loop, "turn": 10}
+    loop = view.stages["reader"].loop
+    assert loop is not None and loop["turn"] == 14 and loop["child"] == child
+    assert loop_line(loop).startswith("turn 14/40") and loop_line(loop).endswith(f"in {child}")
