@@ -67,7 +67,6 @@ class AgentLoopWorkflow:
     """Takes turns of one attempt's tool loop for the run ``run_id`` (see the module doc)."""
 
     def __init__(self) -> None:
-        self._progress: dict[str, Any] | None = None
         self._run: RunContext | None = None
         self._stage = ""
 
