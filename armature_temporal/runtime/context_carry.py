@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import fields
+from typing import Any
 
 from armature_temporal.runtime.context import STUB_LINES, ContextKeeper, Turn
 from armature_temporal.runtime.loop_state import ArchivedSpan, KeeperState, TurnState
@@ -34,6 +36,11 @@ def archive_text(turns: list[Turn]) -> str:
     refs = {h: r for t in turns for h, r in t.refs.items()}
     texts = {h: x for t in turns for h, x in t.full.items() if h not in t.refs}
     return json.dumps({"refs": refs, "texts": texts}, sort_keys=True, separators=(",", ":"))
+
+
+def _fields(turn: Turn) -> dict[str, Any]:
+    """A turn's fields as :class:`TurnState` has them (all but ``archived``)."""
+    return {f.name: getattr(turn, f.name) for f in fields(turn) if f.name != "archived"}
 
 
 def _ref(text: str) -> str:
@@ -65,18 +72,7 @@ def export_keeper(keeper: ContextKeeper) -> tuple[KeeperState, list[str]]:
             turns.append(TurnState(number=t.number, full=unstored, refs=t.refs, calls=t.calls))
             continue
         full = {h: x for h, x in t.full.items() if len(x) <= limit} if texts else unstored
-        turns.append(
-            TurnState(
-                number=t.number,
-                assistant=t.assistant,
-                results=t.results,
-                full=full,
-                refs=t.refs,
-                calls=t.calls,
-                pinned=t.pinned,
-                tokens=t.tokens,
-            )
-        )
+        turns.append(TurnState(**{**_fields(t), "full": full}))
     state = KeeperState(
         turns=turns,
         archives=[ArchivedSpan(first=f, last=la, ref=r) for f, la, r in keeper.archives],
@@ -94,19 +90,7 @@ def restore_keeper(policy: PlanContext, state: KeeperState) -> ContextKeeper:
     """A keeper from :func:`export_keeper`'s data: the window holds the same turns, and each
     archived turn is a placeholder whose handles ``recall`` reads through its archive."""
     keeper = ContextKeeper(policy, state.context_window)
-    turns = {
-        t.number: Turn(
-            t.number,
-            t.assistant,
-            t.results,
-            dict(t.full),
-            t.calls,
-            t.pinned,
-            list(t.tokens),
-            dict(t.refs),
-        )
-        for t in state.turns
-    }
+    turns = {t.number: Turn(**t.model_dump()) for t in state.turns}
     for span in state.archives:
         for n in range(span.first, span.last + 1):
             turns.setdefault(n, Turn(n, {}, [], {}, [], False, archived=True))

@@ -181,11 +181,7 @@ class ToolLoop:
                     stage, f"a hook asks for approval: {llm.needs_approval}", None
                 )
                 if decision.decision == "reject":
-                    raise StageFailure(
-                        "policy_blocked",
-                        f"stage {stage.id!r}: the model call "
-                        f"was refused at approval: {decision.comment or ''}",
-                    )
+                    raise _model_call_refused(stage, decision)
                 state.approved = True
                 continue
             if not llm.tool_calls:
@@ -334,11 +330,7 @@ class ToolLoop:
             if outcome.tool_call is not None:
                 state.decision = decision
             elif decision.decision == "reject":
-                raise StageFailure(
-                    "policy_blocked",
-                    f"stage {stage.id!r}: the model call "
-                    f"was refused at approval: {decision.comment or ''}",
-                )
+                raise _model_call_refused(stage, decision)
             else:
                 state.approved = True
 
@@ -381,6 +373,14 @@ class ToolLoop:
         self.windows.usage[stage.id] = LoopUsage(
             state.used_tokens, state.used_cost_usd, state.started, state.stopped
         )
+
+
+def _model_call_refused(stage: PlanStage, decision: GateDecision) -> StageFailure:
+    """The stage's failure when a person refused the model call a hook stopped."""
+    return StageFailure(
+        "policy_blocked",
+        f"stage {stage.id!r}: the model call was refused at approval: {decision.comment or ''}",
+    )
 
 
 def segment_turns(keeper: ContextKeeper | None) -> int:
