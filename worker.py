@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from types import TracebackType
@@ -178,6 +179,9 @@ class Workers:
         await self._finish()
 
     async def _finish(self) -> None:
+        # The MCP servers the tool activities started in this process stop with the worker.
+        if (calls := sys.modules.get("armature_temporal.mcp.calls")) is not None:
+            await calls.close_all()
         if self.finish is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.finish(), FINISH_WITHIN.total_seconds())

@@ -23,6 +23,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
+from activities.mcp import call_pinned, pinned_spec
 from armature_temporal.runtime.hooks import HookContext, run_hooks
 from armature_temporal.runtime.message_store import put_text
 from armature_temporal.runtime.models import PolicySet, ToolCallInput, ToolCallResult
@@ -143,9 +144,14 @@ async def _check(inp: ToolCallInput, args: dict[str, Any], ctx: ToolContext) -> 
     Raises:
         ToolError: the tool cannot be resolved.
     """
-    spec, reversibility, seen, resolved = await asyncio.to_thread(
-        _resolve, inp.tool, args, inp.tool_modules, ctx
-    )
+    resolved: dict[str, str]
+    reversibility: Reversibility
+    if inp.mcp_tool is not None:  # pinned in the plan: nothing to load or resolve
+        spec, reversibility, seen, resolved = pinned_spec(inp), "none", dict(args), {}
+    else:
+        spec, reversibility, seen, resolved = await asyncio.to_thread(
+            _resolve, inp.tool, args, inp.tool_modules, ctx
+        )
     full = reversibility == "full"
     if inp.tool == "http_request" and full and _outer_unsafe(args, inp.outer_policies):
         reversibility = "none"
@@ -339,9 +345,12 @@ async def tool_call(inp: ToolCallInput) -> ToolCallResult:
             decision.message,
         )
     async with heartbeating():  # the tool runs exactly what the policy checked
-        result = await call_tool(
-            inp.tool, args, ctx.model_copy(update={"checked": checked.resolved})
-        )
+        if inp.mcp_tool is not None:
+            result = await call_pinned(inp, args, workspace, ctx.output_cap_bytes)
+        else:
+            result = await call_tool(
+                inp.tool, args, ctx.model_copy(update={"checked": checked.resolved})
+            )
     post = await run_hooks(
         hook_ctx.model_copy(update={"point": "post_tool", "args": args, "output": result.output})
     )

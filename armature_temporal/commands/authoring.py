@@ -154,6 +154,42 @@ def _stage_label(stage: PlanStage) -> str:
     return " · ".join(parts)
 
 
+def _schema_line(schema: dict[str, Any]) -> str:
+    """An input schema in one line: ``{timezone: string*, max_count: integer}`` (* required)."""
+    props = schema.get("properties")
+    if not isinstance(props, dict) or not props:
+        return "{}"
+    required = set(schema.get("required") or [])
+    parts = []
+    for name, prop in props.items():
+        kind = prop.get("type", "any") if isinstance(prop, dict) else "any"
+        if isinstance(kind, list):
+            kind = "|".join(str(k) for k in kind)
+        parts.append(f"{name}: {kind}{'*' if name in required else ''}")
+    return "{" + ", ".join(parts) + "}"
+
+
+def mcp_lines(plan: Plan) -> list[str]:
+    """The plan's MCP servers and the tools pinned from each (``armature plan``)."""
+    if not plan.mcp_servers:
+        return []
+    lines = ["MCP tools (listed now, pinned in the plan; * = required argument):"]
+    for server in plan.mcp_servers:
+        where = (
+            f"stdio: {' '.join([server.command or '', *server.args])}"
+            if server.transport == "stdio"
+            else f"{server.transport}: {server.url}"
+        )
+        lines.append(f"  {server.name} ({where}) — {len(server.tools)} tool(s)")
+        for tool in server.tools:
+            about = " ".join(tool.description.split())
+            about = about if len(about) <= 100 else about[:97] + "..."
+            called = f" [model calls it {tool.call_name}]" if tool.call_name != tool.name else ""
+            lines.append(f"    {tool.canonical}{called} — {about or '(no description)'}")
+            lines.append(f"      args {_schema_line(tool.input_schema)} · hash {tool.hash[:12]}")
+    return lines
+
+
 def _fold(markup: str) -> Text:
     return Text.from_markup(markup, overflow="fold")
 
@@ -231,6 +267,8 @@ def plan(
         f"{t.name}={t.provider}{'/' + t.model if t.model else ''}" for t in compiled.tiers.values()
     )
     out.print(f"[dim]tiers (smallest first): {tiers}[/dim]")
+    for line in mcp_lines(compiled):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
     limits = [
         f"{name} {value:g}" if isinstance(value, float) else f"{name} {value}"
         for name, value in (

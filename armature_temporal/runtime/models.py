@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 
 from armature_temporal.runtime.confidence._models import Confidence
 from armature_temporal.spec.compiler import Plan, PlanAdapter, PlanStage, ResolvedTier
+from armature_temporal.spec.mcp import PlanMcpServer, PlanMcpTool
 from armature_temporal.spec.safety import HttpSafe
 
 __all__ = [
@@ -84,7 +85,7 @@ class _Model(BaseModel):
 def _without_grants(data: dict[str, Any]) -> dict[str, Any]:
     """A tool call's sandbox grants are newer than most workers: sent only when given, so a
     tools worker from before them still reads the calls that do not use them."""
-    for name in ("network", "sandbox_env"):
+    for name in ("network", "sandbox_env", "mcp_server", "mcp_tool"):
         if not data.get(name):
             data.pop(name, None)
     return data
@@ -391,6 +392,10 @@ class ToolCallInput(_Model):
     #: A tool loop's call under a context policy: store the result's text in the message
     #: store (runtime/message_store.py) and return its reference.
     store_result: bool = False
+    #: An MCP tool's call (``tool`` is ``mcp:<server>/<tool>``): the server and the tool as
+    #: the plan pinned them.
+    mcp_server: PlanMcpServer | None = None
+    mcp_tool: PlanMcpTool | None = None
 
     @model_serializer(mode="wrap")
     def _sent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -3,8 +3,8 @@
 :func:`evaluate_policy` is pure (no I/O, no clock, no randomness), so a workflow may call it
 as well as an activity. Rules are tried in order and the first that matches decides:
 
-- a rule matches when its ``tool`` is ``*`` or the tool's name, and its condition (if any)
-  holds;
+- a rule matches when its ``tool`` is ``*``, the tool's name, or ``mcp:<server>/*`` for a
+  tool of that MCP server (``mcp:<server>/<tool>``), and its condition (if any) holds;
 - ``condition.field`` is a dot path into the call's args (``headers.Authorization``,
   ``argv.0``: numbers index lists), or a pseudo-field (:data:`PSEUDO_FIELDS`): what the call
   will actually touch, worked out by the tool before it runs, never read from the args (an arg
@@ -124,7 +124,7 @@ def evaluate_policy(
         The decision; ``rule_index`` points at the deciding rule.
     """
     for index, rule in enumerate(rules):
-        if rule.tool not in ("*", tool):
+        if rule.tool not in ("*", tool) and not _server_wide(rule.tool, tool):
             continue
         if rule.condition is None:
             return _decided(index, rule, tool)
@@ -238,3 +238,13 @@ def _holds(
             return re.search(str(cond.value), _text(field)) is not None
         case "truthy":
             return bool(field)
+
+
+def _server_wide(rule_tool: str, tool: str) -> bool:
+    """``mcp:<server>/*`` matches every ``mcp:<server>/<tool>``."""
+    return (
+        rule_tool.startswith("mcp:")
+        and rule_tool.endswith("/*")
+        and tool.startswith(rule_tool[:-1])
+        and "/" not in rule_tool[4:-2]
+    )

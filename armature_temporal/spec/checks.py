@@ -33,6 +33,7 @@ from armature_temporal.spec.references import (
     schema_properties,
 )
 from armature_temporal.spec.templating import split_template_command
+from armature_temporal.spec.tool_checks import BUILTIN_TOOLS, check_tools_and_rules
 
 __all__ = [
     "BUILTIN_TOOLS",
@@ -45,13 +46,10 @@ __all__ = [
     "tier_names",
 ]
 
-#: Tools that ship with Armature; others are named ``module:function``.
-BUILTIN_TOOLS: tuple[str, ...] = ("file_read", "file_write", "file_list", "http_request", "shell")
 #: Stage fields the improvement loop may edit.
 EDITABLE_FIELDS: tuple[str, ...] = ("description", "model_tier", "temperature", "max_tokens")
 #: Where a judge's output carries its score, first match wins (0.7.0 judges use all three).
 JUDGE_SCORE_KEYS: tuple[str, ...] = ("score", "quality_score", "confidence")
-_PY_TOOL = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
 def tier_names(spec: Spec) -> list[str]:
@@ -71,7 +69,7 @@ def check_spec(spec: Spec, skip: set[str] | frozenset[str] = frozenset()) -> lis
     problems += _check_schemas(spec)
     if "templates" not in skip:
         problems += _check_templates(spec)
-    problems += _check_tools_and_rules(spec)
+    problems += check_tools_and_rules(spec)
     problems += _check_loops_and_fanout(spec)
     problems += _check_top_level_refs(spec)
     problems += _check_older_fields(spec)
@@ -238,112 +236,6 @@ def _check_schemas(spec: Spec) -> Iterator[Problem]:
 
 
 # Methods a template may call on ``inputs`` (a dict): not input names.
-
-
-# --- tools, safety rules -----------------------------------------------------------------------
-
-
-def tool_problem(name: str) -> str | None:
-    """Why ``name`` is not a usable tool name, or None."""
-    if name in BUILTIN_TOOLS or _PY_TOOL.match(name):
-        return None
-    return (
-        f"unknown tool {name!r}; built-in tools: {list(BUILTIN_TOOLS)}, or name a Python "
-        f"function as module:function{did_you_mean(name, BUILTIN_TOOLS)}"
-    )
-
-
-def _rule_field_problem(spec: Spec, tool: str, field: str) -> str | None:
-    """Why a safety rule's condition field can never match a call of ``tool``, or None."""
-    from armature_temporal.runtime.policy import PSEUDO_FIELDS
-    from armature_temporal.tools import tool_arg_fields, tool_pseudo_fields
-
-    root = field.split(".", 1)[0]
-    if root in PSEUDO_FIELDS:
-        if field != root:
-            return (
-                f"pseudo-field {root!r} is one string, with no parts to index, so this rule "
-                f"would never match; use field: {root}"
-            )
-        if tool == "*":
-            return None
-        # An adapter is its own tool: it has only _tool_reversibility (always none).
-        has = tool_pseudo_fields("" if tool in spec.adapters else tool)
-        if root in has:
-            return None
-        givers = sorted(name for name in BUILTIN_TOOLS if root in tool_pseudo_fields(name))
-        return (
-            f"tool {tool!r} has no pseudo-field {root!r} (only {givers} do), so this rule "
-            f"would never match; its pseudo-fields: {list(has)}"
-        )
-    if tool == "*":
-        return None
-    adapter = spec.adapters.get(tool)
-    if adapter is not None:
-        known: list[str] | None = (
-            ["cmd", "argv"] if adapter.type == "script" else ["fn", *adapter.args]
-        )
-    else:
-        known = tool_arg_fields(tool)
-    if known is None:
-        return None
-    if root in known:
-        return None
-    pseudo = list(tool_pseudo_fields(tool))
-    return (
-        f"tool {tool!r} has no argument {root!r}, so this rule would never match; its "
-        f"arguments: {sorted(known)}, and pseudo-fields: {pseudo}"
-        f"{did_you_mean(root, [*sorted(known), *pseudo])}"
-    )
-
-
-def _check_tools_and_rules(spec: Spec) -> Iterator[Problem]:
-    uses_http = [
-        i
-        for i, st in enumerate(spec.stages)
-        if (st.role is not None and "http_request" in st.role.tools)
-        or (st.tool is not None and st.tool.name == "http_request")
-    ]
-    if uses_http and not spec.http_allow_hosts:
-        yield (
-            ("stages", uses_http[0]),
-            "this stage uses http_request but http_allow_hosts is empty, so every request would "
-            "be refused; list the hosts it may reach, e.g. http_allow_hosts: [api.example.com]",
-        )
-    for r, rule in enumerate(spec.safety_rules):
-        cond = rule.condition
-        if cond is None:
-            continue
-        if msg := _rule_field_problem(spec, rule.tool, cond.field):
-            yield ("safety_rules", r, "condition", "field"), msg
-        if cond.op == "matches_regex":
-            if not isinstance(cond.value, str):
-                yield (
-                    ("safety_rules", r, "condition", "value"),
-                    f"matches_regex needs a regex string, got {cond.value!r}",
-                )
-            else:
-                try:
-                    re.compile(cond.value)
-                except re.error as exc:
-                    yield (
-                        ("safety_rules", r, "condition", "value"),
-                        f"regex {cond.value!r} does not compile: {exc}",
-                    )
-        elif cond.op != "truthy" and "value" not in cond.model_fields_set:
-            yield (
-                ("safety_rules", r, "condition"),
-                f"op {cond.op!r} compares with a value; add value:",
-            )
-        if (
-            cond.field == "_tool_reversibility"
-            and cond.op in ("equals", "not_equals")
-            and cond.value not in ("full", "partial", "none")
-        ):
-            yield (
-                ("safety_rules", r, "condition", "value"),
-                f"_tool_reversibility is full, partial or none, not {cond.value!r}",
-            )
 
 
 # --- loops, fan-out, partitions -----------------------------------------------------------------

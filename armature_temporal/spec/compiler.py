@@ -137,6 +137,9 @@ def compile_spec(loaded: LoadedSpec) -> Plan:
         _compile_stage(spec, spec_stage, ladder, loaded.implicit.get(spec_stage.id, []))
         for spec_stage in order
     ]
+    from armature_temporal.mcp.pinning import pin_mcp  # lists MCP servers' tools: I/O
+
+    mcp_servers, stages, rules = pin_mcp(loaded, stages, list(spec.safety_rules))
     contracts = spec.contracts
     # A field a spec leaves at its default stays out of both hashes (http_safe and a stage's
     # network are newer than most specs), so a spec that does not use it keeps its version and
@@ -154,6 +157,12 @@ def compile_spec(loaded: LoadedSpec) -> Plan:
         ),
         # Which stages' programs may reach the network: part of what the policy allows.
         **({"network": granted} if granted else {}),
+        # The MCP tools it applies to, as listed when planned.
+        **(
+            {"mcp": {t.canonical: t.hash for s in mcp_servers for t in s.tools}}
+            if mcp_servers
+            else {}
+        ),
     }
     spec_hash = _sha256(
         {
@@ -173,7 +182,7 @@ def compile_spec(loaded: LoadedSpec) -> Plan:
         tier_ladder=ladder,
         stages=stages,
         safety_mode=spec.safety_mode,
-        safety_rules=list(spec.safety_rules),
+        safety_rules=rules,
         http_allow_hosts=list(spec.http_allow_hosts),
         http_safe=list(spec.http_safe),
         sandbox_env=dict(spec.sandbox.env) if spec.sandbox is not None else {},
@@ -197,6 +206,7 @@ def compile_spec(loaded: LoadedSpec) -> Plan:
         if spec.hqs is not None and spec.hqs.weights
         else None,
         checkpoint=spec.checkpoint,
+        mcp_servers=mcp_servers,
     )
 
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from armature_temporal.spec import models as spec_module
 from armature_temporal.spec.confidence import ConfidenceConfig
+from armature_temporal.spec.mcp import McpServer
 from armature_temporal.spec.safety import SandboxSettings
 from armature_temporal.spec.simulation import Pitfall, StageSimulation
 
@@ -41,6 +42,7 @@ _SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("safety_rules[].condition", spec_module.Condition),
     ("http_safe[]", spec_module.HttpSafe),
     ("sandbox", SandboxSettings),
+    ("mcp_servers[]", McpServer),
     ("continuation", spec_module.Continuation),
     ("triggers[]", spec_module.Trigger),
     ("self_improvement", spec_module.SelfImprovement),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,16 @@ class LoadedSpec:
     children: dict[str, LoadedSpec] = field(default_factory=dict)
     implicit: dict[str, list[str]] = field(default_factory=dict)
     warnings: list[SpecIssue] = field(default_factory=list)
+    #: An issue at a field path of this spec's text, with its line and column (planning finds
+    #: some problems: an MCP server's tools).
+    locate: Callable[[Sequence[str | int], str], SpecIssue] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    def issue(self, path: Sequence[str | int], message: str) -> SpecIssue:
+        if self.locate is not None:
+            return self.locate(path, message)
+        return SpecIssue(self.source, 0, 0, format_path(path), message)
 
 
 def format_path(path: Sequence[str | int]) -> str:
@@ -202,7 +212,12 @@ def _load_text(
         own = sorted((i for i in issues if i.file == display), key=lambda i: (i.line, i.column))
         raise SpecError(own + [i for i in issues if i.file != display])
     return LoadedSpec(
-        spec=spec, source=display, children=children, implicit=implicit, warnings=warnings
+        spec=spec,
+        source=display,
+        children=children,
+        implicit=implicit,
+        warnings=warnings,
+        locate=locate.issue,
     )
 
 

@@ -37,6 +37,7 @@ from armature_temporal.spec.fields import (
     _Model,
     unwrap_expression,
 )
+from armature_temporal.spec.mcp import McpServer
 from armature_temporal.spec.roles import Arm, Role
 from armature_temporal.spec.safety import (
     NETWORK_DESCRIPTION,
@@ -452,8 +453,13 @@ class Spec(_Model):
     adapter_factory: dict[str, Any] | None = Field(
         None, description="0.7.0 field, accepted with a warning: use finetune:."
     )
-    mcp_servers: list[Any] = Field(
-        default_factory=list, description="0.7.0 field, accepted with a warning."
+    mcp_servers: list[McpServer] = Field(
+        default_factory=list,
+        description="MCP servers whose tools stages use (role.tools, a stage's tool:): stdio "
+        "ones are started in the tools sandbox, http ones reached at their url. Their tools "
+        "are listed when the spec is planned and pinned in the plan; name one "
+        "mcp:<server>/<tool>, <server>.<tool>, or by its bare name where one server alone "
+        "lists it.",
     )
     sandbox: SandboxSettings | None = Field(
         None,
@@ -469,6 +475,14 @@ class Spec(_Model):
     mission_source: Literal["static", "work_unit"] = Field(
         "static", description="0.7.0 field (missions); work_unit is accepted with a warning."
     )
+
+    @model_validator(mode="after")
+    def _one_server_each(self) -> Spec:
+        names = [s.name for s in self.mcp_servers]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"mcp_servers: name {twice[0]!r} is declared twice; give each a name")
+        return self
 
     @model_validator(mode="after")
     def _one_inputs(self) -> Spec:

@@ -22,6 +22,7 @@ from pydantic import (
 from armature_temporal.spec.caching import StageCache
 from armature_temporal.spec.context_window import PlanContext
 from armature_temporal.spec.experience import ExperienceConfig
+from armature_temporal.spec.mcp import PlanMcpServer
 from armature_temporal.spec.models import (
     Continuation,
     FinetuneConfig,
@@ -248,6 +249,9 @@ class Plan(_Sparse):
     hqs_weights: dict[str, float] | None = None
     #: Every field of the spec is durable on Temporal; 0.7.0's checkpoint: asked for it.
     checkpoint: bool = False
+    #: The spec's MCP servers with the tools they listed when it was planned (left out of the
+    #: canonical JSON when there are none).
+    mcp_servers: list[PlanMcpServer] = Field(default_factory=list)
 
     def stage(self, stage_id: str) -> PlanStage:
         """The stage with this id; KeyError names the known ids."""
@@ -258,7 +262,19 @@ class Plan(_Sparse):
             f"no stage {stage_id!r} in plan {self.name!r}; stages: {[s.id for s in self.stages]}"
         )
 
-    sparse_fields = ("http_safe", "sandbox_env")
+    sparse_fields = ("http_safe", "sandbox_env", "mcp_servers")
+
+    def mcp_tool(self, name: str) -> tuple[PlanMcpServer, Any] | None:
+        """The server and pinned tool of ``mcp:<server>/<tool>``, or None."""
+        from armature_temporal.spec.mcp import split_canonical
+
+        split = split_canonical(name)
+        for server in self.mcp_servers if split is not None else ():
+            if server.name == split[0]:  # type: ignore[index]
+                for tool in server.tools:
+                    if tool.name == split[1]:  # type: ignore[index]
+                        return server, tool
+        return None
 
     def to_json(self) -> str:
         """Canonical JSON: the same spec always gives the same bytes."""

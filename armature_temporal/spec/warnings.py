@@ -10,13 +10,7 @@ from collections.abc import Iterator
 from jinja2 import TemplateSyntaxError
 
 from armature_temporal.errors import did_you_mean
-from armature_temporal.spec.checks import (
-    _PY_TOOL,
-    BUILTIN_TOOLS,
-    JUDGE_SCORE_KEYS,
-    tier_names,
-    tool_problem,
-)
+from armature_temporal.spec.checks import JUDGE_SCORE_KEYS, tier_names
 from armature_temporal.spec.grants import grant_warnings
 from armature_temporal.spec.models import SURFACE_GROUPS, Spec
 from armature_temporal.spec.references import (
@@ -32,6 +26,7 @@ from armature_temporal.spec.references import (
     stage_templates,
 )
 from armature_temporal.spec.templating import referenced_names
+from armature_temporal.spec.tool_checks import BUILTIN_TOOLS, PY_TOOL, tool_problem
 
 __all__ = ["spec_warnings"]
 
@@ -44,6 +39,8 @@ def _unregistered_tools(spec: Spec) -> Iterator[Problem]:
         if spec.tools
         else "; if a Python module provides it, list the module under tools: [{module: ...}]"
     )
+    if spec.mcp_servers:  # planning lists the servers' tools: it refuses a name none lists
+        return
     for i, stage in enumerate(spec.stages):
         if stage.role is not None:
             for k, tool in enumerate(stage.role.tools):
@@ -60,7 +57,6 @@ _ACCEPTED_ONLY: dict[str, str] = {
     "file_state": "stages share data through their outputs; use file_read/file_write tools",
     "trace": "every run is traced, always (armature report RUN, armature traces verify)",
     "adapter_factory": "use finetune: (armature finetune) to train LoRA adapters",
-    "mcp_servers": "MCP is not supported; expose tools through a tools: module",
     "destinations": "read outputs with armature status --json / armature run --output",
     "closure": "missions are not part of this engine",
 }
@@ -99,7 +95,9 @@ def _shape_warnings(spec: Spec) -> Iterator[Problem]:
     does nothing, so validate says so."""
     provided = set(BUILTIN_TOOLS) | set(spec.adapters)
     for r, rule in enumerate(spec.safety_rules):
-        if rule.tool == "*" or rule.tool in provided or spec.tools or _PY_TOOL.match(rule.tool):
+        if rule.tool == "*" or rule.tool in provided or spec.tools or PY_TOOL.match(rule.tool):
+            continue
+        if spec.mcp_servers:  # planning resolves it against the servers' tools, or refuses it
             continue
         yield (
             ("safety_rules", r, "tool"),

@@ -63,9 +63,13 @@ def shimmed(
     mounts: Layout,
     status_fd: int,
     egress: str | None,
+    *,
+    die_with_worker: bool = False,
 ) -> list[str]:
     """The argv that runs ``program`` as ``argv`` in ``box`` through
-    :mod:`~armature_temporal.tools._nsinit`, reporting on ``status_fd``."""
+    :mod:`~armature_temporal.tools._nsinit`, reporting on ``status_fd``. ``die_with_worker``:
+    the sandbox (and so the program) is killed when this process dies (a long-lived program,
+    such as an MCP server, must not outlive a worker that was killed)."""
     inner = box.kind == "bwrap"
     spec = {
         "mode": MODES[box.kind],
@@ -83,11 +87,13 @@ def shimmed(
         "egress": None if inner else egress,
         "proxy_port": PROXY_PORT if egress is not None else 0,
         "fallback": os.environ.get("ARMATURE_SANDBOX_NO_SETATTR") == "1",
+        "parent": os.getpid() if die_with_worker and not inner else 0,
     }
     shim = [sys.executable, "-I", "-S", _NSINIT, marshal.dumps(spec).hex(), *argv]
     if not inner:
         return shim
-    return [*box.prefix, *_bwrap_mounts(mounts, egress), "--chdir", str(cwd), "--", *shim]
+    dies = ["--die-with-parent"] if die_with_worker else []
+    return [*box.prefix, *dies, *_bwrap_mounts(mounts, egress), "--chdir", str(cwd), "--", *shim]
 
 
 def setup_failure(said: bytes, stderr: str, box: Sandbox, program: str) -> OSError | None:

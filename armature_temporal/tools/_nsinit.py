@@ -393,6 +393,10 @@ def main() -> None:
     status: int = spec["status"]
     os.set_inheritable(status, False)
     try:
+        if spec.get("parent"):  # die with the worker that started it (an MCP server)
+            _call(libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0), "set the parent-death signal")
+            if os.getppid() != spec["parent"]:  # it died before the signal was set
+                os._exit(125)
         if spec["mode"] == "inner":
             if os.readlink("/proc/self/ns/mnt") == spec["host_mnt"]:
                 raise Refused("it has no mount namespace of its own")

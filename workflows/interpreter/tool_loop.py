@@ -36,6 +36,7 @@ from armature_temporal.runtime.models import (
 )
 from armature_temporal.spec.compiler import PlanStage
 from armature_temporal.spec.context_window import DEFAULT_SEGMENT_TURNS
+from armature_temporal.spec.mcp import MCP_PREFIX, offered, tool_definitions
 from workflows.interpreter.context import LoopUsage
 from workflows.interpreter.failures import StageFailure
 from workflows.interpreter.gates import Gates
@@ -55,6 +56,8 @@ __all__ = [
 ]
 
 LLM_TIMEOUT = timedelta(minutes=5)
+#: workflow.patched id: a model's call of a tool its role does not offer is refused unrun.
+OFFERED_TOOLS_ONLY = "offered-tools-only"
 #: workflow.patched id: a loop past its first segment continues in an AgentLoop child.
 AGENT_LOOP_CHILD = "agent-loop-child"
 #: The signal a child reports its progress with, and the fields (and types) the run takes.
@@ -133,7 +136,9 @@ class ToolLoop:
             final = self.windows.stop(stage, keeper, stopped) if keeper and stopped else None
             if keeper is not None and final is None:
                 await self.windows.before_call(stage, keeper, state.attempt)
-            tools = list(stage.role.tools) if final is None else []
+            has_tools = bool(stage.role.tools) and final is None
+            tools = [t for t in stage.role.tools if has_tools and not t.startswith(MCP_PREFIX)]
+            pinned = tool_definitions(run.plan.mcp_servers, list(stage.role.tools))
             run.count_llm_call(stage.id)
             turn = state.turn
             summary = (
@@ -160,12 +165,15 @@ class ToolLoop:
                     spec_name=run.plan.name,
                     approved=state.approved,
                     context=state.context,
-                    tool_modules=run.plan.tool_modules if tools else [],
+                    tool_modules=run.plan.tool_modules if has_tools else [],
                     sim_seed=state.sim_seed,
                     judged_quality=state.judged_quality,
                     lessons=state.lessons,
-                    extra_tools=[RECALL_TOOL] if tools and keeper and keeper.recallable else [],
-                    count_tokens=bool(tools) and keeper is not None and keeper.policy.enabled,
+                    extra_tools=(
+                        [RECALL_TOOL] if has_tools and keeper and keeper.recallable else []
+                    )
+                    + (pinned if has_tools else []),
+                    count_tokens=has_tools and keeper is not None and keeper.policy.enabled,
                 ),
                 start_to_close=timeout,
                 summary=summary,
@@ -215,15 +223,24 @@ class ToolLoop:
         pending = state.pending
         assert pending is not None and keeper is not None, "only a role with tools calls tools"
         calls = pending.llm.tool_calls
+        names = offered(self.run.plan.mcp_servers, list(stage.role.tools if stage.role else []))
         for call in calls[len(pending.results) :]:
             ref = None
             if call["name"] == RECALL and keeper.recallable:
                 content = await self.windows.recall(stage, keeper, call)
+            elif call["name"] not in names and workflow.patched(OFFERED_TOOLS_ONLY):
+                # A model (or what it read) asking for a tool the role does not offer: refused
+                # here, never run, whatever the policy would say.
+                content = {
+                    "error": f"tool {call['name']!r} is not offered to this stage; its tools: "
+                    f"{sorted(names)}",
+                    "error_type": "unknown_tool",
+                }
             else:
                 decided, state.decision = state.decision, None  # the call that waited for it
                 tool = await self.stages.tools.call(
                     stage,
-                    call["name"],
+                    names.get(call["name"], call["name"]),
                     call["arguments"],
                     state.variables,
                     render_args=False,

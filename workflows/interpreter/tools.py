@@ -77,6 +77,7 @@ class ToolCalls:
         timeout = timedelta(seconds=stage.timeout_s) if stage.timeout_s else TOOL_TIMEOUT
         policy = run.own_policy()
         infra = infra_retries()
+        pinned = run.plan.mcp_tool(tool)
         while True:
             result: ToolCallResult = await workflow.execute_activity(
                 "tool_call",
@@ -101,6 +102,9 @@ class ToolCalls:
                     network=stage.network,
                     sandbox_env=run.plan.sandbox_env,
                     store_result=store_result,
+                    # the connection, not every tool the server listed
+                    mcp_server=pinned[0].model_copy(update={"tools": []}) if pinned else None,
+                    mcp_tool=pinned[1] if pinned else None,
                 ),
                 result_type=ToolCallResult,
                 task_queue=tool_queue(),

@@ -1,0 +1,76 @@
+"""MCP tool calls inside the ``tool_call`` activity (:mod:`activities.tools`): after the
+safety policy, the call goes to the server the plan pinned, over the worker's connection to
+it (:mod:`armature_temporal.mcp.calls`).
+
+A server that will not start or went away mid-call is an infrastructure fault: the activity
+fails retryably and Temporal calls again (the server is started again; the call's idempotency
+key is the same, so a server that acts can do it once). A tool that changed since the plan is
+refused for good (``mcp_drift``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from armature_temporal.runtime.models import ToolCallInput
+from armature_temporal.tools import ToolResult, ToolSpec
+
+__all__ = ["call_pinned", "pinned_spec"]
+
+
+def pinned_spec(inp: ToolCallInput) -> ToolSpec:
+    """What the policy and the caller know of a pinned MCP tool: its schema, and
+    reversibility ``none`` (a server's own hints are shown, never trusted: verification runs
+    never call an MCP tool)."""
+    assert inp.mcp_tool is not None
+    return ToolSpec(
+        name=inp.tool,
+        description=inp.mcp_tool.description,
+        parameters=inp.mcp_tool.input_schema or {"type": "object"},
+        reversibility="none",
+    )
+
+
+def _invalid(inp: ToolCallInput, args: dict[str, Any]) -> str | None:
+    from jsonschema.exceptions import best_match
+    from jsonschema.validators import validator_for
+
+    assert inp.mcp_tool is not None
+    schema = inp.mcp_tool.input_schema or {"type": "object"}
+    error = best_match(validator_for(schema)(schema).iter_errors(args))
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path) or "the arguments"
+    return f"{where}: {error.message}"
+
+
+async def call_pinned(
+    inp: ToolCallInput, args: dict[str, Any], workspace: Path, cap: int
+) -> ToolResult:
+    """Call the pinned tool (the policy already let it through)."""
+    from armature_temporal.mcp.calls import McpDrift, McpLost, call_mcp
+    from armature_temporal.mcp.transport import McpServerError
+
+    assert inp.mcp_server is not None and inp.mcp_tool is not None
+    if (why := _invalid(inp, args)) is not None:
+        return ToolResult.failure(
+            "invalid_args", f"MCP tool {inp.tool!r} does not take these arguments: {why}"
+        )
+    info = activity.info()
+    try:
+        return await call_mcp(
+            inp.mcp_server,
+            inp.mcp_tool,
+            args,
+            workspace=workspace,
+            sandbox_env=inp.sandbox_env,
+            key=f"{info.workflow_run_id}/{info.activity_id}",
+            cap=cap,
+        )
+    except McpDrift as exc:
+        raise ApplicationError(str(exc), type="mcp_drift", non_retryable=True) from exc
+    except (McpLost, McpServerError) as exc:
+        raise ApplicationError(str(exc), type="mcp_unavailable") from exc
