@@ -74,6 +74,7 @@ for room in (
     commands.serve,
     commands.watch,
     commands.tokens,
+    commands.mcp,
     commands.doctor,
 ):
     app.add_typer(room.app)

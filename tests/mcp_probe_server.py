@@ -1,6 +1,6 @@
 """An MCP server written with the ``mcp`` SDK for the tests: ``python tests/mcp_probe_server.py
 stdio`` or ``... http PORT`` (streamable HTTP on loopback, which then wants the header
-``Authorization: Bearer $PROBE_TOKEN``).
+``Authorization: Bearer $PROBE_TOKEN``), or ``... sse PORT`` (the older SSE transport).
 
 Tools:
 - ``echo(text)``: the text back (its description changes with ``$PROBE_VARIANT=changed``);
@@ -18,10 +18,10 @@ from __future__ import annotations
 import os
 import socket
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 
 VARIANT = os.environ.get("PROBE_VARIANT", "")
@@ -64,10 +64,10 @@ def probe(secret_path: str, port: int) -> dict[str, Any]:
 
 
 @server.tool(description="Append text to a file after a delay (a side effect).")
-def slow_write(name: str, text: str, delay_s: float) -> str:
+async def slow_write(name: str, text: str, delay_s: float) -> str:
     with open(f"{name}.started", "a") as started:
         started.write(text + "\n")
-    time.sleep(delay_s)
+    await anyio.sleep(delay_s)  # a cancelled call stops here: no effect
     with open(name, "a") as out:
         out.write(text + "\n")
     return f"wrote {text!r} to {name}"
@@ -89,6 +89,9 @@ def main(argv: list[str]) -> None:
 
         app.add_middleware(BaseHTTPMiddleware, dispatch=check)
         uvicorn.run(app, host="127.0.0.1", port=int(argv[1]), log_level="warning")
+        return
+    if argv[:1] == ["sse"]:  # the older HTTP transport, no token
+        server.run("sse", host="127.0.0.1", port=int(argv[1]))
         return
     Path("server.pid").write_text(str(os.getpid()))
     server.run("stdio")

@@ -32,13 +32,15 @@ groups, such as ``runs`` or ``proposals``); ``cli.py`` adds every room's ``app``
   they import.
 - :mod:`~armature_temporal.commands.tokens` (Run the stack): ``tokens create|list|revoke``
   (the run API's tokens).
+- :mod:`~armature_temporal.commands.mcp` (Run the stack): ``mcp serve`` (specs as MCP tools,
+  over stdio or HTTP behind the run API's tokens, whose store it opens through ``_serving``).
 - :mod:`~armature_temporal.commands.doctor` (Run the stack): ``doctor``.
 - :mod:`~armature_temporal.commands._common`: what several rooms share (the consoles, the
   ``--json``/``--address``/``--task-queue`` options, the ``SPEC`` argument, printing JSON,
   failing with an exit code, running coroutines, the Temporal client, loading a spec, opening
   the trace store), one place for each.
 
-Rooms import only ``_common`` (and ``serve``/``watch`` also ``_serving``) from this package,
+Rooms import only ``_common`` (and ``serve``/``watch``/``mcp`` also ``_serving``) from this package,
 never each other. Heavy modules (the Temporal
 client, the store, litellm, torch) are imported inside the commands that need them, so that
 ``armature --help`` stays fast.
@@ -52,6 +54,7 @@ from armature_temporal.commands import (
     doctor,
     learn,
     loops,
+    mcp,
     memory,
     reports,
     review,
@@ -70,6 +73,7 @@ __all__ = [
     "doctor",
     "learn",
     "loops",
+    "mcp",
     "memory",
     "reports",
     "review",

@@ -136,3 +136,33 @@ def refuse_name_clash(specs: list[Path], plans: list[Any]) -> None:
 def say(line: str) -> None:
     """A status line on stderr."""
     err.print(line, markup=False, highlight=False)
+
+
+def token_store(host: str, port: int, allow_unauthenticated: bool, hooks: Any) -> Any:
+    """The trace store holding the API tokens, once the edge checks pass (else exit 2);
+    prints their warning."""
+    from armature_temporal.errors import ArmatureError
+    from armature_temporal.service.api.edge import (
+        ServeRefused,
+        api_path_clash,
+        reserved_token_warning,
+        token_warning,
+    )
+    from armature_temporal.store import TraceStore
+
+    try:
+        api_path_clash(hooks)
+        store = TraceStore()
+    except ServeRefused as exc:
+        raise fail(f"error: {exc}", 2) from None
+    except ArmatureError as exc:
+        raise fail(f"error: {exc}", 1) from None
+    try:
+        warning = token_warning(store, host, port, allow_unauthenticated)
+    except ServeRefused as exc:
+        store.close()
+        raise fail(f"error: {exc}", 2) from None
+    for line in (warning, reserved_token_warning(store)):
+        if line:
+            say(line)
+    return store

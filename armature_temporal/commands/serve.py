@@ -29,6 +29,7 @@ from armature_temporal.commands._serving import (
     refuse_name_clash,
     require_uvicorn,
     say,
+    token_store,
     webhook_secret,
 )
 
@@ -128,7 +129,7 @@ def serve(
     secret = (
         webhook_secret(host, port, allow_unauthenticated, accept_body_signatures) if hooks else None
     )
-    store = _token_store(host, port, allow_unauthenticated, hooks)
+    store = token_store(host, port, allow_unauthenticated, hooks)
     require_uvicorn()
     from armature_temporal.service.webserver import ServerLimits, server_config
 
@@ -198,33 +199,3 @@ def serve(
         uvicorn.Server(server_config(web, limits, host=host, port=port, log_level="info")).run()
     finally:
         store.close()
-
-
-def _token_store(host: str, port: int, allow_unauthenticated: bool, hooks: Any) -> Any:
-    """The trace store holding the API tokens, once the edge checks pass (else exit 2);
-    prints their warning."""
-    from armature_temporal.errors import ArmatureError
-    from armature_temporal.service.api.edge import (
-        ServeRefused,
-        api_path_clash,
-        reserved_token_warning,
-        token_warning,
-    )
-    from armature_temporal.store import TraceStore
-
-    try:
-        api_path_clash(hooks)
-        store = TraceStore()
-    except ServeRefused as exc:
-        raise fail(f"error: {exc}", 2) from None
-    except ArmatureError as exc:
-        raise fail(f"error: {exc}", 1) from None
-    try:
-        warning = token_warning(store, host, port, allow_unauthenticated)
-    except ServeRefused as exc:
-        store.close()
-        raise fail(f"error: {exc}", 2) from None
-    for line in (warning, reserved_token_warning(store)):
-        if line:
-            say(line)
-    return store

@@ -13,6 +13,7 @@ from temporalio.client import Client
 from armature_temporal.runtime.models import RunResult
 from armature_temporal.service.client import run_outcome
 from armature_temporal.spec.compiler import Plan
+from armature_temporal.spec.loader import load_spec_text
 from tests.fakes import plan_from, start
 from worker import build_worker
 
@@ -30,6 +31,8 @@ def _offline_examples() -> list[tuple[str, str]]:
     """(name, text) of each yaml block of the README whose every tier is simulated."""
     found = []
     for block in re.findall(r"```yaml\n(.*?)```", README.read_text(encoding="utf-8"), re.S):
+        if load_spec_text(block, "README.md").spec.mcp_servers:
+            continue  # it needs its MCP servers (tests/workflows/test_mcp_tools.py runs some)
         plan = plan_from(block)
         if all(t.provider == "simulate" for t in plan.tiers.values()):
             found.append((plan.name, block))
