@@ -10,7 +10,8 @@ Tools:
 - ``slow_write(name, text, delay_s)``: appends ``text`` to ``name.started`` in its working
   directory, sleeps, then appends it to ``name`` (the side effect).
 
-Over stdio it writes its pid to ``server.pid`` in its working directory when it starts.
+Over stdio it writes its pid to ``server.pid`` in its working directory when it starts, and
+appends it to ``server.starts``.
 """
 
 from __future__ import annotations
@@ -94,6 +95,8 @@ def main(argv: list[str]) -> None:
         server.run("sse", host="127.0.0.1", port=int(argv[1]))
         return
     Path("server.pid").write_text(str(os.getpid()))
+    with open("server.starts", "a") as starts:  # one line per start
+        starts.write(f"{os.getpid()}\n")
     server.run("stdio")
 
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from armature_temporal.mcp.transport import McpServerError, Wire, open_client
+from armature_temporal.mcp.transport import McpServerError, Wire, open_client, resolve_refs
 from armature_temporal.spec.mcp import McpServer, PlanMcpServer, PlanMcpTool, call_name, tool_hash
 
 __all__ = ["REUSE_S", "discover", "list_tools", "plan_server"]
@@ -151,7 +151,19 @@ async def _all(
 
 
 def _key(server: PlanMcpServer, workspace: Path, env: Mapping[str, str]) -> str:
-    return json.dumps([server.connection(), str(workspace), dict(env)], sort_keys=True)
+    """What a listing depends on: the connection, the workspace, the sandbox's variables and
+    what the ``${NAME}`` references read now (hashed: a changed variable is a new listing)."""
+    import hashlib
+
+    try:
+        read = [
+            resolve_refs(server.env, "env", server.name),
+            resolve_refs(server.headers, "header", server.name),
+        ]
+    except McpServerError:
+        read = []  # unset: never a hit (the listing says what is missing)
+    seen = hashlib.sha256(json.dumps(read, sort_keys=True).encode()).hexdigest()
+    return json.dumps([server.connection(), str(workspace), dict(env), seen], sort_keys=True)
 
 
 def discover(

@@ -153,3 +153,31 @@ def test_the_policy_matches_server_wide_rules_only_for_that_server() -> None:
             rules=[rule], mode="permissive", tool=tool, args={}, reversibility="none"
         ).action
         assert got == expected, (tool, got)
+
+
+def test_a_listing_is_reused_only_while_what_the_server_reads_is_the_same(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = f"""\
+name: mcp-again
+mcp_servers:
+  - name: probe
+    command: {sys.executable}
+    args: [{PROBE}, stdio]
+    env: {{PROBE_VARIANT: "${{PROBE_VARIANT}}"}}
+stages:
+  - id: s
+    role: {{description: d, tools: [echo]}}
+"""
+
+    def described() -> str:
+        (server,) = plan_from(spec).mcp_servers
+        return server.tool("echo").description
+
+    monkeypatch.setenv("PROBE_VARIANT", "")
+    first = described()
+    starts = (workspace / "server.starts").read_text()
+    assert described() == first  # reused: the server was not started again
+    assert (workspace / "server.starts").read_text() == starts
+    monkeypatch.setenv("PROBE_VARIANT", "changed")  # what ${PROBE_VARIANT} reads changed
+    assert "changed since the plan" in described()

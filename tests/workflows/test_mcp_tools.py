@@ -376,6 +376,25 @@ stages:
     assert result is not None and result.state == "completed", result
     assert (workspace / "out.txt").read_text() == "once\n"  # the effect: once
     assert started.read_text() == "once\nonce\n"  # the call: killed once, then again
+    # planning listed its tools (one start), the call started it, then started it again
+    assert len((workspace / "server.starts").read_text().split()) == 3
+
+
+async def test_a_worker_starts_a_server_once_and_reuses_it_for_every_call(
+    client: Client, task_queue: str, workspace: Path
+) -> None:
+    stages = "".join(
+        f"  - id: say{i}\n    tool: {{name: mcp:probe/echo, args: {{text: t{i}}}}}\n"
+        for i in range(4)
+    )
+    plan = plan_from(f"name: mcp-reuse\n{servers()}stages:\n{stages}")
+    planned = len((workspace / "server.starts").read_text().split())  # listing its tools
+    async with build_worker(client, task_queue):
+        handle = await start(client, plan, task_queue)
+        result = await asyncio.wait_for(run_outcome(handle), timeout=60)
+    assert result is not None and result.state == "completed", result
+    assert [result.outputs[f"say{i}"]["output"] for i in range(4)] == ["t0", "t1", "t2", "t3"]
+    assert len((workspace / "server.starts").read_text().split()) == planned + 1
 
 
 async def test_a_tool_changed_since_the_plan_is_refused_not_called(
