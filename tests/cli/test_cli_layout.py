@@ -43,6 +43,7 @@ def test_commands_package_exports_the_rooms() -> None:
         "doctor",
         "learn",
         "loops",
+        "mcp",
         "memory",
         "reports",
         "review",
