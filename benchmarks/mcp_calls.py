@@ -63,9 +63,7 @@ async def main(calls: int, rounds: int) -> dict[str, Any]:
     args = {"timezone": "UTC"}
 
     async def kept() -> None:
-        result = await call_mcp(
-            server, tool, args, workspace=workspace, key="bench", cap=64_000
-        )
+        result = await call_mcp(server, tool, args, workspace=workspace, key="bench", cap=64_000)
         assert result.ok, result
 
     async def fresh() -> None:
