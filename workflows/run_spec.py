@@ -21,6 +21,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
+    from jinja2 import UndefinedError
     from pydantic import ValidationError
 
     from armature_temporal.runtime.models import (
@@ -43,7 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from armature_temporal.runtime.prompts import stage_variables
     from armature_temporal.spec.compiler import PlanStage
     from armature_temporal.spec.models import unwrap_expression as unwrap
-    from armature_temporal.spec.templating import evaluate, truth
+    from armature_temporal.spec.templating import absent_as_empty, evaluate, truth
 
 # Not under imports_passed_through: the worker passes workflows/ through unless its sandbox is
 # strict, and a strict sandbox must import (and restrict) the interpreter's code too.
@@ -73,6 +74,9 @@ WORKFLOW_NAME = "RunSpec"
 FINISHED_OK = ("completed", "skipped")
 #: workflow.patched id: a rejected top-level run fails (type RunRejected) instead of completing.
 REJECTED_RUN_FAILS = "rejected-run-fails"
+#: workflow.patched id: a condition or skip_if naming what the run has nothing for renders
+#: empty (false), as in armature-agents 0.7.0, instead of failing the stage.
+ABSENT_IS_EMPTY = "absent-is-empty"
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -534,10 +538,21 @@ class RunSpecWorkflow:
         )
 
     def _should_skip(self, stage: PlanStage, variables: dict[str, Any]) -> bool:
+        def holds(expression: str | None) -> bool | None:
+            if expression is None:
+                return None
+            try:
+                return truth(evaluate(expression, variables))
+            except UndefinedError:
+                if not workflow.patched(ABSENT_IS_EMPTY):
+                    raise
+                # a name the spec has nothing for (validate warned): empty, so false
+                return truth(evaluate(expression, absent_as_empty(expression, variables)))
+
         try:
-            if stage.condition is not None and not truth(evaluate(stage.condition, variables)):
+            if holds(stage.condition) is False:
                 return True
-            return stage.skip_if is not None and truth(evaluate(stage.skip_if, variables))
+            return holds(stage.skip_if) is True
         except Exception as exc:  # jinja raises many types; the stage fails with the reason
             raise StageFailure(
                 "template_error", f"stage {stage.id!r}: condition could not be evaluated: {exc}"

@@ -9,7 +9,7 @@ from typing import Any
 
 from jinja2 import TemplateSyntaxError
 
-from armature_temporal.spec.templating import referenced_names, render
+from armature_temporal.spec.templating import quoted_fields, referenced_names, render
 
 __all__ = [
     "ALWAYS_SENT",
@@ -156,18 +156,19 @@ def stage_context(
     direct: Collection[str] = (),
 ) -> dict[str, Any]:
     """The accumulated context a stage sees in its prompt (as in armature-agents 0.7.0): the
-    run inputs and upstream outputs present in ``variables``, less those ``template`` already
-    quotes (``{{ topic }}``, ``{{ inputs.topic }}``, ``{{ analyze.summary }}``) and the
-    markers of skipped stages. Inputs and ``direct`` dependencies are always shown (each cut
-    at CONTEXT_VALUE_CHARS); further stages, in ``stage_keys`` order, while they fit in
-    CONTEXT_BUDGET_CHARS, and the rest are named under ``_omitted``."""
+    run inputs and upstream outputs present in ``variables``, less what ``template`` already
+    quotes (``{{ topic }}``, ``{{ inputs.topic }}``; an output used whole, ``{{ analyze }}``;
+    of an output whose fields it quotes, ``{{ analyze.summary }}``, those fields: the rest
+    stay) and the markers of skipped stages. Inputs and ``direct`` dependencies are always
+    shown (each cut at CONTEXT_VALUE_CHARS); further stages, in ``stage_keys`` order, while
+    they fit in CONTEXT_BUDGET_CHARS, and the rest are named under ``_omitted``."""
     try:
-        names = referenced_names(template)
+        fields = quoted_fields(template)
     except TemplateSyntaxError:
-        names = {}
-    quoted = set(names)
-    if "inputs" in names:
-        quoted |= names["inputs"] or set(input_keys)
+        fields = {}
+    quoted = {name for name, read in fields.items() if read is None}  # used whole
+    if "inputs" in fields:
+        quoted |= set(input_keys) if fields["inputs"] is None else set(fields["inputs"] or ())
     out: dict[str, Any] = {}
     omitted: list[str] = []
     budget = CONTEXT_BUDGET_CHARS
@@ -177,6 +178,14 @@ def stage_context(
         value = variables[key]
         if value is None or (isinstance(value, dict) and value.get("_skipped") is True):
             continue
+        read = fields.get(key)
+        if read and key not in input_keys:
+            # {{ analyze.intent }} quotes one field: the stage still sees the others
+            if not isinstance(value, dict):
+                continue
+            value = {k: v for k, v in value.items() if k not in read}
+            if not value:
+                continue
         if key in input_keys or key in direct:
             out[key] = _capped(value)
             continue

@@ -45,6 +45,15 @@ Seconds = Annotated[
 ]
 
 
+class FieldValueError(ValueError):
+    """A model validator's error about one of the model's fields: the loader reports it at
+    that field's own line (``stages[0].fan_in``), not at the model's."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 

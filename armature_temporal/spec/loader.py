@@ -20,6 +20,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from armature_temporal.errors import SpecError, SpecIssue, did_you_mean
 from armature_temporal.spec.checks import check_spec
+from armature_temporal.spec.fields import FieldValueError
 from armature_temporal.spec.files import SpecFileRefused, SpecRoots, roots_of, spec_file_path
 from armature_temporal.spec.models import Spec
 from armature_temporal.spec.references import implicit_dependencies
@@ -449,6 +450,9 @@ def _issue_from_pydantic(err: Any, locate: _Locator) -> SpecIssue:
     msg = str(err["msg"])
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
+    raised = err.get("ctx", {}).get("error")
+    if isinstance(raised, FieldValueError):  # about one field: point at its own line
+        return locate.issue((*loc, raised.field), msg)
     if kind == "literal_error":
         expected = err.get("ctx", {}).get("expected", "")
         msg = f"{_short(value)} is not one of {expected}{_literal_hint(value, expected)}"

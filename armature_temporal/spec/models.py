@@ -29,6 +29,7 @@ from armature_temporal.spec.fields import (
     STANDARD_TIERS,
     Expression,
     FanIn,
+    FieldValueError,
     OutputMode,
     RoleType,
     Seconds,
@@ -297,7 +298,9 @@ class Stage(_Model):
         if self.output_mode == "guided_json" and self.output_schema is None:
             raise ValueError("output_mode guided_json needs an output_schema")
         if self.output_schema is not None and self.output_mode == "text":
-            raise ValueError("output_schema needs output_mode: json or guided_json")
+            raise FieldValueError(
+                "output_schema", "output_schema needs output_mode: json or guided_json"
+            )
         if self.partition_source is not None:
             if not kinds or kinds[0] == "adapter":
                 raise ValueError(
@@ -307,29 +310,39 @@ class Stage(_Model):
         elif self.subagent_spec is None:
             for name in ("fan_out", "fan_in", "partition_key"):
                 if getattr(self, name) is not None:
-                    raise ValueError(
-                        f"{name} goes with subagent_spec and fan_out, or with partition_source"
+                    raise FieldValueError(
+                        name,
+                        f"{name} goes with subagent_spec and fan_out, or with partition_source",
                     )
         elif self.fan_out is None:
             for name in ("fan_in", "partition_key"):
                 if getattr(self, name) is not None:
-                    raise ValueError(f"{name} needs fan_out, e.g. fan_out: 4")
+                    raise FieldValueError(name, f"{name} needs fan_out, e.g. fan_out: 4")
         if self.inject_file_as is not None and self.partition_source is None:
-            raise ValueError(
-                "inject_file_as reads each partition_source item; add partition_source"
+            raise FieldValueError(
+                "inject_file_as",
+                "inject_file_as reads each partition_source item; add partition_source",
             )
         if self.isolated and self.subagent_spec is None:
-            raise ValueError("isolated applies to subagent_spec stages; remove it")
+            raise FieldValueError("isolated", "isolated applies to subagent_spec stages; remove it")
         if self.block_below is not None and (self.role is None or self.role.type != "judge"):
-            raise ValueError("block_below applies to judge stages (role type: judge)")
+            raise FieldValueError(
+                "block_below", "block_below applies to judge stages (role type: judge)"
+            )
         if "reward" in self.model_fields_set and not self.arms:
-            raise ValueError("reward says how arms are rewarded; this stage has no arms")
+            raise FieldValueError(
+                "reward", "reward says how arms are rewarded; this stage has no arms"
+            )
         if self.arms and self.role is None:
-            raise ValueError("arms vary an LLM stage's tier, params or prompt; add a role")
+            raise FieldValueError(
+                "arms", "arms vary an LLM stage's tier, params or prompt; add a role"
+            )
         if self.role is None and self.loop is not None:
-            raise ValueError("loop repeats an LLM stage; add a role")
+            raise FieldValueError("loop", "loop repeats an LLM stage; add a role")
         if self.cache is not None and (self.role is None or self.role.tools):
-            raise ValueError("cache reuses a model's answer: an LLM stage without tools only")
+            raise FieldValueError(
+                "cache", "cache reuses a model's answer: an LLM stage without tools only"
+            )
         return self
 
 

@@ -8,7 +8,7 @@ Each check yields ``(path, message)``, like :mod:`armature_temporal.spec.checks`
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 from jinja2 import TemplateSyntaxError
 
@@ -109,11 +109,12 @@ def stage_templates(spec: Spec, i: int) -> list[Template]:
         source = unwrap_expression(stage.partition_source)
         texts.append((("stages", i, "partition_source"), source, True, set()))
     if stage.loop is not None and stage.loop.until is not None:
-        extra = {"output", "_result"} | out_fields
+        # the iteration's output also under the stage's own id, as 0.7.0 specs write it
+        extra = {"output", "_result", stage.id} | out_fields
         texts.append((("stages", i, "loop", "until"), stage.loop.until, True, extra))
     retry = stage.on_fail.loop if stage.on_fail is not None else None
     if retry is not None and retry.until is not None:
-        extra = {"output", "_result"} | out_fields
+        extra = {"output", "_result", stage.id} | out_fields
         texts.append((("stages", i, "on_fail", "loop", "until"), retry.until, True, extra))
     for field in ("condition", "skip_if"):
         expr = getattr(stage, field)
@@ -154,7 +155,18 @@ def implicit_dependencies(spec: Spec) -> dict[str, list[str]]:
     return extra
 
 
-def _check_templates(spec: Spec) -> Iterator[Problem]:
+#: Where a name nothing provides renders empty (false), as 0.7.0's guide documents: a
+#: warning there, not an error.
+EMPTY_WHEN_ABSENT = ("condition", "skip_if")
+
+
+def absent_name_warnings(spec: Spec) -> Iterator[Problem]:
+    """A ``condition``/``skip_if`` naming nothing the spec has (no stage, input or run
+    variable): it renders empty, so the condition is false, as in armature-agents 0.7.0."""
+    return _check_templates(spec, absent_only=True)
+
+
+def _check_templates(spec: Spec, absent_only: bool = False) -> Iterator[Problem]:
     ups = ancestors(spec)
     stages = {s.id: s for s in spec.stages}
     inputs = _input_names(spec)
@@ -192,14 +204,28 @@ def _check_templates(spec: Spec) -> Iterator[Problem]:
         for layer in spec.context_layers:
             never |= set(layer.never)
         for path, source, is_expr, extra in stage_templates(spec, i):
-            if path[-1] == "description":  # signature.input narrows the prompt only
-                yield from _check_hidden(path, source, is_expr, hidden - extra)
-            yield from _check_hidden(
-                path, source, is_expr, never - extra, "context_policy.never hides it"
-            )
+            lenient = path[-1] in EMPTY_WHEN_ABSENT
+            if absent_only and not lenient:
+                continue
+            if not absent_only:
+                if path[-1] == "description":  # signature.input narrows the prompt only
+                    yield from _check_hidden(path, source, is_expr, hidden - extra)
+                yield from _check_hidden(
+                    path, source, is_expr, never - extra, "context_policy.never hides it"
+                )
             yield from _check_one_template(
-                path, source, is_expr, base | extra, visible, stages, stage.id, open_inputs
+                path,
+                source,
+                is_expr,
+                base | extra,
+                visible,
+                stages,
+                stage.id,
+                open_inputs,
+                absent="only" if absent_only else "skip" if lenient else "error",
             )
+            if absent_only:
+                continue
             if closed_inputs and "inputs" not in extra:
                 yield from _check_input_fields(path, source, is_expr, inputs)
 
@@ -351,7 +377,10 @@ def _check_one_template(
     stages: dict[str, Stage],
     own_id: str,
     open_inputs: bool = False,
+    absent: Literal["error", "skip", "only"] = "error",
 ) -> Iterator[Problem]:
+    """Problems with the names a template reads. ``absent``: what to do about a name nothing
+    provides: an error, nothing (``skip``), or report only those (``only``, as warnings)."""
     kind = "expression" if is_expr else "template"
     try:
         names = referenced_names(source, expression=is_expr)
@@ -362,14 +391,25 @@ def _check_one_template(
     for name, attrs in sorted(names.items()):
         if name in allowed:
             continue
+        if absent == "only":
+            if name not in visible and name not in stages and not open_inputs:
+                choices = sorted(allowed | visible)
+                yield (
+                    path,
+                    f"{kind} reads {name!r}, which no stage, input or run variable provides: "
+                    f"it renders empty, so the {path[-1]} is false (as in armature-agents "
+                    f"0.7.0){did_you_mean(name, choices)}",
+                )
+            continue
         if name in visible:
             yield from _check_stage_attrs(path, name, attrs, stages[name])
             continue
         if name in stages:
             if name == own_id:
                 msg = (
-                    f"{kind} reads the stage's own output {name!r}; inside loop.until and "
-                    "gate.message use 'output', elsewhere it does not exist yet"
+                    f"{kind} reads the stage's own output {name!r}; only its loop.until "
+                    "(or on_fail.loop.until, and gate.message as 'output') can, since "
+                    "elsewhere it does not exist yet"
                 )
             elif stages[name].post_run:
                 msg = (
@@ -383,8 +423,8 @@ def _check_one_template(
                 )
             yield path, msg
             continue
-        if open_inputs:
-            continue  # a run input: spec_warnings says how to declare it
+        if open_inputs or absent == "skip":
+            continue  # a run input (spec_warnings says how to declare it), or empty
         choices = sorted(allowed | visible)
         yield (
             path,

@@ -95,18 +95,33 @@ class ContextPolicy(_Model):
 
 
 def _carry_list(value: Any) -> Any:
-    """0.7.0's ``carry_forward: [{key: stage.field}, ...]`` → ``{field: stage.field}``."""
+    """The list forms of ``carry_forward`` → ``{name: stage.field}``: ``stage.field`` strings
+    and 0.7.0's ``{key: stage.field}`` items are carried under the field's name; ``{name:
+    stage.field}`` items (the design documents' "key: <stage>.<field> pairs") under ``name``."""
     if not isinstance(value, list):
         return value
     out: dict[str, Any] = {}
     for item in value:
-        ref = item.get("key") if isinstance(item, dict) and set(item) == {"key"} else item
-        if not isinstance(ref, str):
+        if isinstance(item, dict) and len(item) == 1 and "key" not in item:
+            ((name, ref),) = item.items()
+            if not isinstance(ref, str):
+                raise ValueError(
+                    f"carry_forward item {item!r}: {name!r} must name a stage.field string"
+                )
+        else:
+            ref = item.get("key") if isinstance(item, dict) and set(item) == {"key"} else item
+            if not isinstance(ref, str):
+                raise ValueError(
+                    f"carry_forward items are stage.field strings, {{name: stage.field}} or "
+                    f"{{key: stage.field}}, got {item!r}"
+                )
+            name = ref.rpartition(".")[2] or ref
+        if name in out:
             raise ValueError(
-                f"carry_forward items are stage.field strings (or {{key: stage.field}}), "
-                f"got {item!r}"
+                f"carry_forward carries {name!r} twice ({out[name]!r} and {ref!r}); give one "
+                "of them another name: {other_name: stage.field}"
             )
-        out[ref.rpartition(".")[2] or ref] = ref
+        out[str(name)] = ref
     return out
 
 
@@ -115,8 +130,8 @@ class Continuation(_Model):
 
     carry_forward: Annotated[dict[str, str], BeforeValidator(_carry_list)] = Field(
         default_factory=dict,
-        description="key: stage.field pairs to carry; also a list of stage.field (or "
-        "{key: stage.field}) items, each carried under its field's name.",
+        description="key: stage.field pairs to carry; also a list of {key: stage.field} "
+        "pairs, or of stage.field items, each carried under its field's name.",
     )
     inject_as: str = Field(
         "prior_run", pattern=IDENTIFIER.pattern, description="Template variable name."

@@ -224,6 +224,14 @@ def split_template_command(cmd: str) -> list[str]:
     return [_HIDDEN.sub(lambda m: spans[int(m.group(1))], word) for word in words]
 
 
+def absent_as_empty(expression: str, variables: dict[str, Any]) -> dict[str, Any]:
+    """``variables`` plus an empty value for each name ``expression`` reads that they lack:
+    what a ``condition``/``skip_if`` naming a stage the spec does not have sees (its fields
+    are then empty and false), as armature-agents 0.7.0 rendered it."""
+    names = referenced_names(expression, expression=True)
+    return {**variables, **{name: {} for name in names if name not in variables}}
+
+
 def truth(value: Any) -> bool:
     """A condition's value as a decision. Text is true only when it says so ("true", "yes",
     "1", any case) — a model's "false" or "no" is false, as armature-agents 0.7.0 read it."""
@@ -239,6 +247,45 @@ def referenced_names(source: str, *, expression: bool = False) -> dict[str, set[
     ``jinja2.TemplateSyntaxError`` on bad syntax. Parses are cached.
     """
     return {name: set(attrs) for name, attrs in _referenced(source, expression)}
+
+
+def quoted_fields(source: str) -> dict[str, frozenset[str] | None]:
+    """What a template quotes of each free name: the fields it reads (``{{ a.intent }}``
+    gives ``{"a": {"intent"}}``), or None when it uses the value whole (``{{ a }}``,
+    ``{{ a | tojson }}``, a loop over it). Raises ``jinja2.TemplateSyntaxError``."""
+    return dict(_quoted(source))
+
+
+@lru_cache(maxsize=2048)
+def _quoted(source: str) -> tuple[tuple[str, frozenset[str] | None], ...]:
+    from jinja2 import meta
+
+    ast = environment().parse(source)
+    free = meta.find_undeclared_variables(ast)
+    fields: dict[str, set[str]] = {name: set() for name in free}
+    by_field: set[int] = set()  # Name nodes read through .field or ["field"]
+    for node in ast.find_all((nodes.Getattr, nodes.Getitem)):
+        inner = node.node  # type: ignore[attr-defined]
+        if not (isinstance(inner, nodes.Name) and inner.name in fields):
+            continue
+        if isinstance(node, nodes.Getattr):
+            fields[inner.name].add(node.attr)
+        elif isinstance(node, nodes.Getitem) and (
+            isinstance(node.arg, nodes.Const) and isinstance(node.arg.value, str)
+        ):
+            fields[inner.name].add(node.arg.value)
+        else:
+            continue  # a[some_expression]: any field may be read
+        by_field.add(id(inner))
+    whole = {
+        n.name
+        for n in ast.find_all(nodes.Name)
+        if n.ctx == "load" and n.name in fields and id(n) not in by_field
+    }
+    return tuple(
+        (name, None if name in whole else frozenset(attrs))
+        for name, attrs in sorted(fields.items())
+    )
 
 
 @lru_cache(maxsize=2048)

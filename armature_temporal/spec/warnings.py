@@ -23,6 +23,7 @@ from armature_temporal.spec.references import (
     _input_names,
     _optional_input_warnings,
     _output_fields,
+    absent_name_warnings,
     stage_templates,
 )
 from armature_temporal.spec.templating import referenced_names
@@ -188,6 +189,7 @@ def spec_warnings(spec: Spec) -> list[Problem]:
     warnings: list[Problem] = []
     warnings += _bare_input_warnings(spec)
     warnings += _optional_input_warnings(spec)
+    warnings += absent_name_warnings(spec)
     warnings += _field_read_warnings(spec)
     warnings += _shape_warnings(spec)
     warnings += _unregistered_tools(spec)

@@ -280,9 +280,10 @@ def carry_paths(output: dict[str, Any], paths: list[str]) -> dict[str, Any]:
 def until_met(
     stage: PlanStage, field: str, expression: str, variables: dict[str, Any], output: Any
 ) -> bool:
-    """An ``until`` expression over an output: the output's fields by name, or ``output``."""
+    """An ``until`` expression over an output: the output's fields by name, ``output``, or
+    the stage's own id (as armature-agents 0.7.0 specs write it: ``{{ draft.done }}``)."""
     names = {**variables, **(output if isinstance(output, dict) else {})}
-    names.update(output=output, _result=output)
+    names.update({stage.id: output}, output=output, _result=output)
     try:
         return truth(evaluate(expression, names))
     except Exception as exc:  # jinja raises many types
