@@ -22,6 +22,7 @@ import json
 import os
 import shutil
 import signal
+import sys
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -110,10 +111,13 @@ def _program(command: str, cwd: Path, env: Mapping[str, str], server: str) -> st
             return str(path)
     elif (found := shutil.which(command, path=env.get("PATH", os.defpath))) is not None:
         return found
+    elif (beside := Path(sys.executable).parent / command).is_file() and os.access(beside, os.X_OK):
+        return str(beside)  # installed in Armature's own environment (not activated)
     raise McpServerError(
         f"MCP server {server!r}: command {command!r} was not found (or is not executable) on "
-        f"the PATH the server gets ({env.get('PATH', '')!r}); install it, or give its absolute "
-        "path in command:"
+        f"the PATH the server gets ({env.get('PATH', '')!r}) nor beside this Python "
+        f"({Path(sys.executable).parent}); install it (pip install {command}, if it is a Python "
+        "package), or give its absolute path in command:"
     )
 
 

@@ -181,3 +181,23 @@ stages:
     assert (workspace / "server.starts").read_text() == starts
     monkeypatch.setenv("PROBE_VARIANT", "changed")  # what ${PROBE_VARIANT} reads changed
     assert "changed since the plan" in described()
+
+
+def test_a_server_installed_beside_armature_is_found_without_an_activated_environment(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A desktop client starts `armature` by its path, with no virtualenv on PATH: a server
+    pip installed into the same environment is still found."""
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    spec = """\
+name: mcp-beside
+mcp_servers: [{name: time, command: mcp-server-time}]
+stages:
+  - id: s
+    role: {description: d, tools: [get_current_time]}
+"""
+    (server,) = plan_from(spec).mcp_servers
+    assert [t.name for t in server.tools] == ["get_current_time", "convert_time"]
+    with pytest.raises(SpecError) as caught:
+        plan_from(spec.replace("mcp-server-time", "mcp-server-nowhere"))
+    assert "pip install mcp-server-nowhere" in str(caught.value)
