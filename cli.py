@@ -65,6 +65,7 @@ for room in (
     commands.approvals,
     commands.loops,
     commands.learn,
+    commands.knowledge,
     commands.review,
     commands.memory,
     commands.bandits,

@@ -15,6 +15,8 @@ groups, such as ``runs`` or ``proposals``); ``cli.py`` adds every room's ``app``
   ``gates``.
 - :mod:`~armature_temporal.commands.loops` (Learn and improve): ``improve``, ``finetune``.
 - :mod:`~armature_temporal.commands.learn` (Learn and improve): ``learn`` (the experience loop).
+- :mod:`~armature_temporal.commands.knowledge` (Learn and improve): ``knowledge
+  add|list|search|remove|rebuild`` (documents indexed for retrieval).
 - :mod:`~armature_temporal.commands.review` (Learn and improve): ``proposals *``,
   ``adapters *``.
 - :mod:`~armature_temporal.commands.memory` (Learn and improve): ``memory *`` (the
@@ -52,6 +54,7 @@ from armature_temporal.commands import (
     bandits,
     cache,
     doctor,
+    knowledge,
     learn,
     loops,
     mcp,
@@ -71,6 +74,7 @@ __all__ = [
     "bandits",
     "cache",
     "doctor",
+    "knowledge",
     "learn",
     "loops",
     "mcp",

@@ -444,6 +444,51 @@ def _v17_row_macs(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE improvement_proposals ADD COLUMN mac VARCHAR(100)"))
 
 
+def _v18_knowledge(conn: Connection) -> None:
+    """Knowledge collections: documents and their chunks (text, sha256, vector), and a
+    full-text index over the chunks: SQLite's FTS5 (a table of its own, kept in step by the
+    store), PostgreSQL's tsvector with a GIN index."""
+    meta = MetaData()
+    Table(
+        "knowledge_sources",
+        meta,
+        Column("collection", String(100), primary_key=True),
+        Column("source", String(1000), primary_key=True),
+        Column("sha256", String(64), nullable=False),
+        Column("chunks", Integer, nullable=False),
+        Column("embedder", String(100), nullable=False),
+        Column("added_at", String(40), nullable=False),
+    )
+    Table(
+        "knowledge_chunks",
+        meta,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("collection", String(100), nullable=False),
+        Column("source", String(1000), nullable=False),
+        Column("ord", Integer, nullable=False),
+        Column("heading", Text, nullable=False),
+        Column("text", Text, nullable=False),
+        Column("sha256", String(64), nullable=False),
+        Column("vector", JSON, nullable=False),
+        Index("ix_knowledge_chunks_source", "collection", "source", "ord"),
+    )
+    meta.create_all(conn)
+    if conn.dialect.name == "sqlite":
+        conn.execute(
+            text(
+                "CREATE VIRTUAL TABLE knowledge_fts USING fts5("
+                "text, heading, chunk_id UNINDEXED, collection UNINDEXED)"
+            )
+        )
+    else:
+        conn.execute(
+            text(
+                "CREATE INDEX ix_knowledge_chunks_fts ON knowledge_chunks "
+                "USING GIN (to_tsvector('english', heading || ' ' || text))"
+            )
+        )
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "initial", _v1_initial),
     (2, "run_quality", _v2_run_quality),
@@ -461,6 +506,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (15, "adapter_evidence", _v15_adapter_evidence),
     (16, "api_tokens", _v16_api_tokens),
     (17, "row_macs", _v17_row_macs),
+    (18, "knowledge", _v18_knowledge),
 ]
 
 

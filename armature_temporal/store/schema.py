@@ -18,6 +18,8 @@ __all__ = [
     "HeuristicEventRow",
     "HeuristicRewardRow",
     "HeuristicRow",
+    "KnowledgeChunkRow",
+    "KnowledgeSourceRow",
     "LedgerRow",
     "MemoryEntryRow",
     "ProposalRow",
@@ -409,3 +411,36 @@ class ApiTokenRow(Base):
     last_used_at: Mapped[str | None] = mapped_column(String(40))
 
     __table_args__ = (Index("ix_api_tokens_secret_hash", "secret_hash", unique=True),)
+
+
+class KnowledgeSourceRow(Base):
+    """One document indexed into a knowledge collection
+    (:class:`~armature_temporal.store.knowledge.KnowledgeStore`): its name, the sha256 of its
+    text, how many chunks it gave, the embedder that made their vectors, when it was added."""
+
+    __tablename__ = "knowledge_sources"
+
+    collection: Mapped[str] = mapped_column(String(100), primary_key=True)
+    source: Mapped[str] = mapped_column(String(1000), primary_key=True)
+    sha256: Mapped[str] = mapped_column(String(64))
+    chunks: Mapped[int] = mapped_column(Integer)
+    embedder: Mapped[str] = mapped_column(String(100))
+    added_at: Mapped[str] = mapped_column(String(40))
+
+
+class KnowledgeChunkRow(Base):
+    """One chunk of an indexed document: its place, the headings above it, its text, the
+    text's sha256 and its vector (a JSON list; the search ranks them with numpy)."""
+
+    __tablename__ = "knowledge_chunks"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    collection: Mapped[str] = mapped_column(String(100))
+    source: Mapped[str] = mapped_column(String(1000))
+    ord: Mapped[int] = mapped_column(Integer)
+    heading: Mapped[str] = mapped_column(Text)
+    text: Mapped[str] = mapped_column(Text)
+    sha256: Mapped[str] = mapped_column(String(64))
+    vector: Mapped[Any] = mapped_column(JSON)
+
+    __table_args__ = (Index("ix_knowledge_chunks_source", "collection", "source", "ord"),)

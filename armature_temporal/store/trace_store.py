@@ -37,6 +37,7 @@ from armature_temporal.store.engine import (
 )
 from armature_temporal.store.heuristics import HeuristicStore
 from armature_temporal.store.keys import TraceKey, key_path, load_key
+from armature_temporal.store.knowledge import KnowledgeStore
 from armature_temporal.store.ledger import LedgerEvent
 from armature_temporal.store.memory import MemoryStore
 from armature_temporal.store.migrations import migrate
@@ -64,7 +65,14 @@ _RECORD_FIELDS = [name for name in TraceRecord.model_fields]
 
 
 class TraceStore(
-    ProposalStore, AdapterStore, MemoryStore, HeuristicStore, CacheStore, RoundStore, TokenStore
+    ProposalStore,
+    AdapterStore,
+    MemoryStore,
+    HeuristicStore,
+    CacheStore,
+    RoundStore,
+    TokenStore,
+    KnowledgeStore,
 ):
     """Open (and migrate) the store at ``url`` (default: ``$ARMATURE_DB_URL`` or SQLite)."""
 

@@ -125,7 +125,7 @@ def test_rows_from_before_migration_17_read_as_unverified(db_url: str) -> None:
     with engine.begin() as conn:  # a proposal as release 16 stored it: no MAC column yet
         table = Table("improvement_proposals", MetaData(), autoload_with=conn)
         conn.execute(insert(table), make_proposal("old/p0").model_dump(mode="json"))
-    assert migrate(engine) == [17]
+    assert migrate(engine)[:1] == [17]  # (and any newer ones)
     release_engine(engine)
     store = TraceStore(db_url)
     try:

@@ -1,0 +1,266 @@
+"""The TraceStore's knowledge collections: documents chunked and indexed for hybrid search.
+
+Each chunk is kept with its text, sha256 and vector in ``knowledge_chunks`` and in a full-text
+index (SQLite: the FTS5 table ``knowledge_fts``, ranked by BM25; PostgreSQL: a GIN index over
+``to_tsvector('english', ...)``, ranked by ``ts_rank``). :meth:`KnowledgeStore.search_chunks`
+ranks by full text, by vector (cosine, with numpy over the collection's vectors: this Python's
+sqlite3 loads no extensions, and pgvector is not assumed), or both fused by reciprocal rank
+(RRF, ``k`` = 60: a chunk's score is the sum over the two rankings of 1 / (60 + rank)).
+
+Adding a source again replaces its chunks (the sha256 says whether anything changed).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from sqlalchemy import delete, insert, select, text
+
+from armature_temporal.errors import ArmatureError
+from armature_temporal.store._base import StoreBase, table_of
+from armature_temporal.store.schema import KnowledgeChunkRow, KnowledgeSourceRow
+
+__all__ = ["RRF_K", "KnowledgeError", "KnowledgeHit", "KnowledgeSource", "KnowledgeStore"]
+
+RRF_K = 60
+#: How many of each ranking the fusion reads.
+CANDIDATES = 50
+SearchMode = Literal["hybrid", "text", "vector"]
+
+
+class KnowledgeError(ArmatureError):
+    """A knowledge operation that cannot be done as asked."""
+
+
+@dataclass(frozen=True)
+class KnowledgeSource:
+    collection: str
+    source: str
+    sha256: str
+    chunks: int
+    embedder: str
+    added_at: str
+
+
+@dataclass
+class KnowledgeHit:
+    """A chunk a search found: where it is from (``knowledge:<source>#<ord>``), its text and
+    sha256, and how it ranked (``ranks``: its place in each ranking that found it)."""
+
+    collection: str
+    source: str
+    ord: int
+    heading: str
+    text: str
+    sha256: str
+    score: float
+    ranks: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ref(self) -> str:
+        return f"knowledge:{self.source}#{self.ord}"
+
+
+def _fts_query(query: str) -> str:
+    """A free-text query as an FTS5 query: its words, each quoted, any of them."""
+    words = re.findall(r"\w+", query.lower())
+    return " OR ".join(f'"{w}"' for w in words)
+
+
+class KnowledgeStore(StoreBase):
+    """Knowledge collections in the trace store."""
+
+    def add_document(
+        self,
+        collection: str,
+        source: str,
+        sha256: str,
+        chunks: Sequence[Any],
+        vectors: Sequence[Sequence[float]],
+        embedder: str,
+    ) -> None:
+        """Index ``chunks`` (objects with ``ord``, ``heading``, ``text``, ``hash``) of
+        ``source``, replacing what it had; one transaction."""
+        if len(chunks) != len(vectors):
+            raise KnowledgeError(f"{len(chunks)} chunks but {len(vectors)} vectors")
+        sources, rows = table_of(KnowledgeSourceRow), table_of(KnowledgeChunkRow)
+        with self.engine.begin() as conn:
+            self._drop(conn, collection, source)
+            ids = []
+            for chunk, vector in zip(chunks, vectors, strict=True):
+                ids.append(
+                    conn.execute(
+                        insert(rows)
+                        .values(
+                            collection=collection,
+                            source=source,
+                            ord=chunk.ord,
+                            heading=chunk.heading,
+                            text=chunk.text,
+                            sha256=chunk.hash,
+                            vector=[round(float(x), 6) for x in vector],
+                        )
+                        .returning(rows.c.id)
+                    ).scalar_one()
+                )
+            if conn.dialect.name == "sqlite":
+                for chunk_id, chunk in zip(ids, chunks, strict=True):
+                    conn.execute(
+                        text(
+                            "INSERT INTO knowledge_fts (text, heading, chunk_id, collection) "
+                            "VALUES (:text, :heading, :id, :collection)"
+                        ),
+                        {
+                            "text": chunk.text,
+                            "heading": chunk.heading,
+                            "id": chunk_id,
+                            "collection": collection,
+                        },
+                    )
+            conn.execute(
+                insert(sources).values(
+                    collection=collection,
+                    source=source,
+                    sha256=sha256,
+                    chunks=len(chunks),
+                    embedder=embedder,
+                    added_at=datetime.now(UTC).isoformat(),
+                )
+            )
+
+    def _drop(self, conn: Any, collection: str, source: str) -> int:
+        sources, rows = table_of(KnowledgeSourceRow), table_of(KnowledgeChunkRow)
+        if conn.dialect.name == "sqlite":
+            conn.execute(
+                text(
+                    "DELETE FROM knowledge_fts WHERE chunk_id IN (SELECT id FROM "
+                    "knowledge_chunks WHERE collection = :c AND source = :s)"
+                ),
+                {"c": collection, "s": source},
+            )
+        conn.execute(delete(rows).where(rows.c.collection == collection, rows.c.source == source))
+        gone = conn.execute(
+            delete(sources).where(sources.c.collection == collection, sources.c.source == source)
+        )
+        return int(gone.rowcount or 0)
+
+    def remove_document(self, collection: str, source: str) -> bool:
+        """Drop a source and its chunks; False when the collection has no such source."""
+        with self.engine.begin() as conn:
+            return self._drop(conn, collection, source) > 0
+
+    def knowledge_sources(self, collection: str | None = None) -> list[KnowledgeSource]:
+        table = table_of(KnowledgeSourceRow)
+        query = select(table).order_by(table.c.collection, table.c.source)
+        if collection is not None:
+            query = query.where(table.c.collection == collection)
+        with self.engine.connect() as conn:
+            return [KnowledgeSource(**dict(row._mapping)) for row in conn.execute(query)]
+
+    def knowledge_source(self, collection: str, source: str) -> KnowledgeSource | None:
+        found = [s for s in self.knowledge_sources(collection) if s.source == source]
+        return found[0] if found else None
+
+    def _text_ranking(self, conn: Any, collection: str, query: str) -> list[int]:
+        if conn.dialect.name == "sqlite":
+            match = _fts_query(query)
+            if not match:
+                return []
+            rows = conn.execute(
+                text(
+                    "SELECT chunk_id FROM knowledge_fts WHERE knowledge_fts MATCH :q AND "
+                    "collection = :c ORDER BY bm25(knowledge_fts) LIMIT :n"
+                ),
+                {"q": match, "c": collection, "n": CANDIDATES},
+            )
+            return [int(r[0]) for r in rows]
+        rows = conn.execute(
+            text(
+                "SELECT id FROM knowledge_chunks, "
+                "websearch_to_tsquery('english', :q) AS q "
+                "WHERE collection = :c AND "
+                "to_tsvector('english', heading || ' ' || text) @@ q "
+                "ORDER BY ts_rank(to_tsvector('english', heading || ' ' || text), q) DESC, id "
+                "LIMIT :n"
+            ),
+            {"q": " OR ".join(re.findall(r"\w+", query)), "c": collection, "n": CANDIDATES},
+        )
+        return [int(r[0]) for r in rows]
+
+    def search_chunks(
+        self,
+        collection: str,
+        query: str,
+        query_vector: Sequence[float] | None,
+        *,
+        k: int = 5,
+        mode: SearchMode = "hybrid",
+    ) -> list[KnowledgeHit]:
+        """The ``k`` best chunks of ``collection`` for ``query``.
+
+        Raises:
+            KnowledgeError: the collection has nothing indexed (the message says how to add
+                documents), or a vector search was asked without a query vector.
+        """
+        import numpy as np
+
+        if not self.knowledge_sources(collection):
+            raise KnowledgeError(
+                f"knowledge collection {collection!r} has nothing indexed yet; add documents "
+                f"with `armature knowledge add PATH... --collection {collection}`"
+            )
+        rows = table_of(KnowledgeChunkRow)
+        rankings: dict[str, list[int]] = {}
+        with self.engine.connect() as conn:
+            if mode in ("hybrid", "text"):
+                rankings["text"] = self._text_ranking(conn, collection, query)
+            if mode in ("hybrid", "vector"):
+                if query_vector is None:
+                    raise KnowledgeError("a vector search needs the query's vector")
+                found = conn.execute(
+                    select(rows.c.id, rows.c.vector).where(rows.c.collection == collection)
+                ).all()
+                if found:
+                    matrix = np.asarray([r[1] for r in found], dtype=np.float32)
+                    scores = matrix @ np.asarray(query_vector, dtype=np.float32)
+                    best = np.argsort(-scores, kind="stable")[:CANDIDATES]
+                    rankings["vector"] = [int(found[i][0]) for i in best]
+            fused: dict[int, float] = {}
+            places: dict[int, dict[str, int]] = {}
+            for name, ranked in rankings.items():
+                for place, chunk_id in enumerate(ranked, start=1):
+                    fused[chunk_id] = fused.get(chunk_id, 0.0) + 1.0 / (RRF_K + place)
+                    places.setdefault(chunk_id, {})[name] = place
+            chosen = sorted(fused, key=lambda i: (-fused[i], i))[:k]
+            if not chosen:
+                return []
+            details = {
+                r.id: r
+                for r in conn.execute(
+                    select(
+                        rows.c.id,
+                        rows.c.source,
+                        rows.c.ord,
+                        rows.c.heading,
+                        rows.c.text,
+                        rows.c.sha256,
+                    ).where(rows.c.id.in_(chosen))
+                )
+            }
+        return [
+            KnowledgeHit(
+                collection=collection,
+                source=details[i].source,
+                ord=details[i].ord,
+                heading=details[i].heading,
+                text=details[i].text,
+                sha256=details[i].sha256,
+                score=round(fused[i], 6),
+                ranks=places[i],
+            )
+            for i in chosen
+        ]

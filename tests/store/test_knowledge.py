@@ -1,0 +1,114 @@
+"""Knowledge collections in the trace store, on SQLite (FTS5) and PostgreSQL (tsvector):
+documents chunked, indexed and found by full text, by vector and by both fused; a source
+added again replaces its chunks, or is left alone when its text did not change; an
+unreadable file is named with the reason and the rest indexed; a search before any index
+says how to build one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from armature_temporal.experience.embeddings import LexicalEmbedder
+from armature_temporal.knowledge import index_sources, search
+from armature_temporal.knowledge.chunking import chunk_text, html_text
+from armature_temporal.store import TraceStore
+from armature_temporal.store.knowledge import RRF_K, KnowledgeError
+
+TIDES = """\
+# Tides
+
+## Why tides happen
+The Moon's gravity pulls the oceans toward it, making a bulge; a second bulge forms on the
+far side. Most coasts see two high tides a day.
+
+## Spring and neap tides
+When the Sun and Moon line up their pulls add up: spring tides, the largest range. At
+quarter moons they pull at right angles: neap tides, the smallest range.
+"""
+
+VOLCANO = """<html><body><h1>Volcanoes</h1><p>Magma rises through cracks in the crust and
+erupts as lava, ash and gas.</p><h2>Types</h2><p>Stratovolcanoes are steep and
+explosive.</p><script>never indexed</script></body></html>"""
+
+
+@pytest.fixture
+def docs(tmp_path: Path) -> Path:
+    root = tmp_path / "docs"
+    (root / "sub").mkdir(parents=True)
+    (root / "tides.md").write_text(TIDES)
+    (root / "sub" / "volcano.html").write_text(VOLCANO)
+    (root / "bad.txt").write_bytes(b"\xff\xfe not text")
+    (root / "ignored.bin").write_bytes(b"\0\0")
+    return root
+
+
+def test_documents_are_indexed_and_found_by_text_vector_and_both(
+    store: TraceStore, docs: Path
+) -> None:
+    with pytest.raises(KnowledgeError) as caught:
+        search(store, "handbook", "tides")
+    assert "armature knowledge add PATH... --collection handbook" in str(caught.value)
+
+    seen: list[tuple[str, int]] = []
+    report = index_sources(
+        store,
+        "handbook",
+        [str(docs)],
+        embedder=LexicalEmbedder(),
+        progress=lambda s, n: seen.append((Path(s).name, n)),
+    )
+    assert {Path(s).name: n for s, n in report.indexed.items()} == {
+        "tides.md": 2,
+        "volcano.html": 2,
+    }
+    assert sorted(seen) == [("tides.md", 2), ("volcano.html", 2)]
+    (bad,) = report.unreadable.items()
+    assert bad[0].endswith("bad.txt") and "not UTF-8" in bad[1]
+
+    hits = search(store, "handbook", "why do coasts see two high tides", k=3)
+    top = hits[0]
+    assert top.heading == "Tides > Why tides happen" and top.ref.endswith("tides.md#0")
+    assert set(top.ranks) == {"text", "vector"}
+    # reciprocal rank fusion: the score is the sum of 1 / (60 + place) over the rankings
+    assert top.score == round(sum(1 / (RRF_K + p) for p in top.ranks.values()), 6)
+    text_only = search(store, "handbook", "stratovolcanoes explosive", k=1, mode="text")
+    assert text_only[0].heading == "Volcanoes > Types" and set(text_only[0].ranks) == {"text"}
+    assert "never indexed" not in " ".join(h.text for h in search(store, "handbook", "never"))
+    vector_only = search(store, "handbook", "magma lava ash", k=1, mode="vector")
+    assert vector_only[0].source.endswith("volcano.html") and set(vector_only[0].ranks) == {
+        "vector"
+    }
+
+
+def test_adding_again_replaces_changed_sources_and_keeps_unchanged_ones(
+    store: TraceStore, docs: Path
+) -> None:
+    lexical = LexicalEmbedder()
+    index_sources(store, "c", [str(docs / "tides.md")], embedder=lexical)
+    again = index_sources(store, "c", [str(docs / "tides.md")], embedder=lexical)
+    assert again.indexed == {} and len(again.unchanged) == 1
+    (docs / "tides.md").write_text("# Tides\n\nOnly one short paragraph about the tides now.\n")
+    changed = index_sources(store, "c", [str(docs / "tides.md")], embedder=lexical)
+    assert list(changed.indexed.values()) == [1]
+    (source,) = store.knowledge_sources("c")
+    assert source.chunks == 1
+    assert [h.text for h in search(store, "c", "paragraph", mode="text")] == [
+        "Only one short paragraph about the tides now."
+    ]
+    assert store.remove_document("c", source.source)
+    assert store.knowledge_sources("c") == []
+    assert not store.remove_document("c", source.source)
+
+
+def test_chunks_follow_headings_and_long_sections_overlap() -> None:
+    words = " ".join(f"w{i}" for i in range(250))
+    chunks = chunk_text(f"# A\n\nshort one\n\n## B\n\n{words}\n", size=100, overlap=20)
+    assert [c.heading for c in chunks] == ["A", "A > B", "A > B", "A > B"]
+    windows = [c.text.split() for c in chunks[1:]]
+    assert windows[0][-20:] == windows[1][:20]  # neighbours share the overlap
+    assert windows[2][-1] == "w249"  # nothing lost at the end
+    assert html_text("<h2>T</h2><p>a <b>b</b></p><style>x</style>") == "## T\n\na b"
+    with pytest.raises(ValueError):
+        chunk_text("x", size=10, overlap=10)
