@@ -35,6 +35,31 @@ CollectionOpt = Annotated[
 ]
 
 
+EmbedderOpt = Annotated[
+    str,
+    typer.Option(
+        "--embedder",
+        help="auto (the local model where the embed extra is installed, else lexical), local "
+        "(all-MiniLM-L6-v2) or lexical (hashed words and trigrams: fast, no model). A "
+        "collection keeps one.",
+    ),
+]
+
+
+def _embedder(choice: str) -> Any:
+    from armature_temporal.experience.embeddings import LexicalEmbedder, LocalEmbedder
+    from armature_temporal.knowledge import default_embedder
+
+    if choice not in ("auto", "local", "lexical"):
+        raise fail(f"error: --embedder {choice!r}: choose auto, local or lexical", 2)
+    try:
+        if choice == "auto":
+            return default_embedder()
+        return LocalEmbedder() if choice == "local" else LexicalEmbedder()
+    except ArmatureError as exc:
+        raise fail(f"error: {exc}", 1) from None
+
+
 def _writable() -> Any:
     from armature_temporal.store import TraceStore
 
@@ -60,6 +85,7 @@ def add(
     overlap: Annotated[
         int, typer.Option("--overlap", min=0, help="Words two neighbouring chunks share.")
     ] = 40,
+    embedder: EmbedderOpt = "auto",
     as_json: JsonFlag = False,
 ) -> None:
     """Index documents into a collection: chunked by headings and paragraphs, then by words
@@ -82,7 +108,13 @@ def add(
 
     try:
         report = index_sources(
-            store, collection, sources, size=chunk_words, overlap=overlap, progress=progress
+            store,
+            collection,
+            sources,
+            embedder=_embedder(embedder),
+            size=chunk_words,
+            overlap=overlap,
+            progress=progress,
         )
     except ArmatureError as exc:
         raise fail(f"error: {exc}", 1) from None
@@ -196,6 +228,7 @@ def remove(
 @knowledge_app.command("rebuild")
 def rebuild(
     collection: CollectionOpt = "default",
+    embedder: EmbedderOpt = "auto",
     as_json: JsonFlag = False,
 ) -> None:
     """Index every source of a collection again from its file, with the embedder this
@@ -213,7 +246,7 @@ def rebuild(
             )
         for source in sources:
             store.remove_document(collection, source)
-        report = index_sources(store, collection, sources)
+        report = index_sources(store, collection, sources, embedder=_embedder(embedder))
     except ArmatureError as exc:
         raise fail(f"error: {exc}", 1) from None
     finally:

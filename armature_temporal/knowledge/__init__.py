@@ -19,7 +19,14 @@ from typing import Any
 from armature_temporal.knowledge.chunking import DEFAULT_OVERLAP, DEFAULT_SIZE, chunk_text
 from armature_temporal.knowledge.sources import Document, Unreadable, read_sources
 
-__all__ = ["DEFAULT_COLLECTION", "IndexReport", "embedder_named", "index_sources", "search"]
+__all__ = [
+    "DEFAULT_COLLECTION",
+    "IndexReport",
+    "default_embedder",
+    "embedder_named",
+    "index_sources",
+    "search",
+]
 
 DEFAULT_COLLECTION = "default"
 

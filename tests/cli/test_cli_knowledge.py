@@ -35,10 +35,14 @@ def test_add_list_search_remove_from_the_cli(tmp_path: Path) -> None:
     assert before.returncode == 1
     assert "nothing indexed yet" in before.stderr and "armature knowledge add" in before.stderr
 
-    added = armature("knowledge", "add", str(docs), "--collection", "notes")
+    # the lexical embedder: no model to load (the local one is tested in tests/store)
+    added = armature(
+        "knowledge", "add", str(docs), "--collection", "notes", "--embedder", "lexical"
+    )
     assert added.returncode == 1, added.stderr  # one file was unreadable
     assert f"{docs / 'bad.txt'}: not UTF-8 text" in added.stderr
     assert "1 indexed (1 chunks)" in added.stdout and "1 unreadable" in added.stdout
+    assert "embedder lexical" in added.stdout
 
     listed = json.loads(armature("knowledge", "list", "--json").stdout)
     assert [(s["collection"], Path(s["source"]).name, s["chunks"]) for s in listed] == [

@@ -112,3 +112,19 @@ def test_chunks_follow_headings_and_long_sections_overlap() -> None:
     assert html_text("<h2>T</h2><p>a <b>b</b></p><style>x</style>") == "## T\n\na b"
     with pytest.raises(ValueError):
         chunk_text("x", size=10, overlap=10)
+
+
+def test_the_local_model_finds_a_chunk_by_meaning_where_no_word_matches(
+    store: TraceStore, docs: Path
+) -> None:
+    from armature_temporal.experience.embeddings import LocalEmbedder
+
+    report = index_sources(store, "meaning", [str(docs / "tides.md")], embedder=LocalEmbedder())
+    assert report.embedder == "all-MiniLM-L6-v2"
+    query = "lunar attraction seawater"  # no word of it is in the documents
+    assert search(store, "meaning", query, mode="text") == []
+    (hit,) = search(store, "meaning", query, k=1, mode="vector")
+    assert hit.heading == "Tides > Why tides happen"
+    with pytest.raises(KnowledgeError) as caught:  # one embedder per collection
+        index_sources(store, "meaning", [str(docs / "sub")], embedder=LexicalEmbedder())
+    assert "knowledge rebuild --collection meaning" in str(caught.value)
