@@ -49,6 +49,7 @@ def plan_server(server: McpServer) -> PlanMcpServer:
         headers=dict(server.headers),
         timeout_s=server.timeout_s,
         network=server.network,
+        local=server.local,
     )
 
 

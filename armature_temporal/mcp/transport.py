@@ -334,11 +334,76 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
+def _own_endpoints() -> list[tuple[str, int]]:
+    """(host, port) of Armature's own services here: Temporal's frontend, the dev server's
+    Web UI, the trace store's database."""
+    from urllib.parse import urlsplit
+
+    from armature_temporal.settings import configured_address, dev_port, dev_ui_port
+
+    found = [("127.0.0.1", dev_port()), ("127.0.0.1", dev_ui_port())]
+    address = configured_address()
+    if address:
+        host, _, port = address.rpartition(":")
+        if port.isdigit():
+            found.append((host.strip("[]") or "127.0.0.1", int(port)))
+    db = os.environ.get("ARMATURE_DB_URL", "")
+    with contextlib.suppress(ValueError):
+        parts = urlsplit(db)
+        if parts.hostname:
+            found.append((parts.hostname, parts.port or 5432))
+    return found
+
+
+def url_refusal(server: PlanMcpServer) -> str | None:
+    """Why ``server``'s url may not be reached from here, or None: an address on this machine
+    or a private network without ``local: true``, or (with it) one of Armature's own
+    services. Blocking (it resolves names)."""
+    import ipaddress
+    import socket
+    from urllib.parse import urlsplit
+
+    from armature_temporal.tools._egress import EgressPolicy, refusal
+
+    parts = urlsplit(server.url or "")
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+
+    def resolve(name: str, at: int) -> set[Any]:
+        with contextlib.suppress(OSError, UnicodeError):
+            return {
+                ipaddress.ip_address(str(info[4][0]).split("%")[0])
+                for info in socket.getaddrinfo(name, at, type=socket.SOCK_STREAM)
+            }
+        return set()
+
+    addresses = resolve(host, port)
+    if not server.local:
+        why = refusal(host, port, addresses, EgressPolicy.from_environment())
+        if why is not None:
+            why = why.replace("tool programs never reach it", "not reached without local: true")
+            return (
+                f"MCP server {server.name!r}: {why}; a server on this machine or a private "
+                "network needs local: true on it"
+            )
+        return None
+    for own_host, own_port in _own_endpoints():
+        if own_port == port and addresses & resolve(own_host, own_port):
+            return (
+                f"MCP server {server.name!r}: {server.url} is Armature's own service "
+                f"({own_host}:{own_port}: Temporal, its Web UI or the trace store), which an "
+                "MCP connection never reaches, local: true or not"
+            )
+    return None
+
+
 @contextlib.asynccontextmanager
 async def _http(server: PlanMcpServer) -> AsyncIterator[Any]:
     """The streams of an HTTP (streamable, or the older SSE) server."""
     headers = resolve_refs(server.headers, "header", server.name)
     assert server.url is not None
+    if (why := await anyio.to_thread.run_sync(url_refusal, server)) is not None:
+        raise McpServerError(why)
     if server.transport == "sse":
         from mcp.client.sse import sse_client
 

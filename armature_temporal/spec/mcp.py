@@ -90,6 +90,12 @@ class McpServer(_Model):
         description="stdio: the server's program gets network (through the egress proxy), as "
         "a stage's network: grants it; without it, none.",
     )
+    local: bool = Field(
+        False,
+        description="http/sse: the url may be on this machine or a private network (loopback, "
+        "private and link-local addresses are refused without it); Armature's own services "
+        "(Temporal, the trace store's database, the dev server's Web UI) stay refused.",
+    )
 
     @field_validator("name")
     @classmethod
@@ -110,10 +116,10 @@ class McpServer(_Model):
                     f"MCP server {self.name!r} (stdio) needs command: the program to start, "
                     "e.g. command: mcp-server-time"
                 )
-            if self.url or self.headers:
+            if self.url or self.headers or self.local:
                 raise ValueError(
-                    f"MCP server {self.name!r} is stdio (it has a command); url and headers "
-                    "are for http servers: drop them or drop command"
+                    f"MCP server {self.name!r} is stdio (it has a command); url, headers and "
+                    "local are for http servers: drop them or drop command"
                 )
         else:
             if not self.url or not self.url.startswith(("http://", "https://")):
@@ -121,10 +127,10 @@ class McpServer(_Model):
                     f"MCP server {self.name!r} ({kind}) needs url: an http(s):// address, "
                     f"got {self.url!r}"
                 )
-            if self.command or self.args or self.cwd or self.env:
+            if self.command or self.args or self.cwd or self.env or self.network:
                 raise ValueError(
-                    f"MCP server {self.name!r} is {kind} (it has a url); command, args, cwd "
-                    "and env are for stdio servers"
+                    f"MCP server {self.name!r} is {kind} (it has a url); command, args, cwd, "
+                    "env and network are for stdio servers"
                 )
         return self
 
@@ -174,6 +180,7 @@ class PlanMcpServer(_Model):
     headers: dict[str, str] = Field(default_factory=dict)
     timeout_s: float = 30.0
     network: bool = False
+    local: bool = False
     tools: list[PlanMcpTool] = Field(default_factory=list)
 
     def tool(self, name: str) -> PlanMcpTool:

@@ -201,3 +201,40 @@ stages:
     with pytest.raises(SpecError) as caught:
         plan_from(spec.replace("mcp-server-time", "mcp-server-nowhere"))
     assert "pip install mcp-server-nowhere" in str(caught.value)
+
+
+def test_an_http_server_on_this_machine_needs_local_and_never_reaches_armatures_services(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.fakes import free_port
+
+    def spec(url: str, local: bool) -> str:
+        return f"""\
+name: mcp-where
+mcp_servers: [{{name: web, url: "{url}", local: {str(local).lower()}}}]
+stages:
+  - id: s
+    role: {{description: d}}
+"""
+
+    port = free_port()
+    with pytest.raises(SpecError) as caught:
+        plan_from(spec(f"http://127.0.0.1:{port}/mcp", local=False))
+    assert "a loopback address" in str(caught.value) and "local: true" in str(caught.value)
+    with pytest.raises(SpecError) as caught:
+        plan_from(spec("http://10.1.2.3/mcp", local=False))
+    assert "a private address" in str(caught.value)
+    # local: true lets a server here be reached, but never Temporal or the store
+    temporal = free_port()
+    monkeypatch.setenv("TEMPORAL_ADDRESS", f"127.0.0.1:{temporal}")
+    monkeypatch.setenv("ARMATURE_DB_URL", "postgresql+psycopg://u@127.0.0.1:5432/armature")
+    for own in (temporal, 5432):
+        with pytest.raises(SpecError) as caught:
+            plan_from(spec(f"http://localhost:{own}/mcp", local=True))
+        assert "Armature's own service" in str(caught.value), own
+    with pytest.raises(SpecError) as caught:  # allowed through: nothing listens there
+        plan_from(spec(f"http://127.0.0.1:{port}/mcp", local=True))
+    assert "did not start" in str(caught.value) and "own service" not in str(caught.value)
+    with pytest.raises(SpecError) as caught:  # a stdio server has no url to be local
+        plan_from(spec("x", local=True).replace('url: "x"', "command: echo"))
+    assert "url, headers and local are for http servers" in str(caught.value)

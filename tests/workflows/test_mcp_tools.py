@@ -114,6 +114,7 @@ mcp_servers:
   - name: web
     url: {http}
     headers: {{Authorization: "Bearer ${{PROBE_TOKEN}}"}}
+    local: true
 """
     return text
 
@@ -575,7 +576,7 @@ async def test_a_server_on_the_older_sse_transport_is_called_too(
         spec = f"""\
 name: mcp-sse
 mcp_servers:
-  - {{name: old, transport: sse, url: "http://127.0.0.1:{port}/sse"}}
+  - {{name: old, transport: sse, url: "http://127.0.0.1:{port}/sse", local: true}}
 stages:
   - id: say
     tool: {{name: mcp:old/echo, args: {{text: over sse}}}}
