@@ -171,11 +171,12 @@ def _verification_runs(spec: str) -> list[Any]:
         store.close()
 
 
-def _assert_held_at_the_gate(spec: str) -> None:
+def _assert_held_at_the_gate(spec: str, said: str = "") -> None:
     """Every verification run completed without its gate approved: the gate and the send
-    skipped (``verification_gate``), the send never executed, no rejected input replayed."""
+    skipped (``verification_gate``), the send never executed, no rejected input replayed.
+    ``said``: what the round printed, shown when it ran none."""
     runs = _verification_runs(spec)
-    assert runs, "the round ran no verification runs"
+    assert runs, f"the round ran no verification runs; it said: {said[-3000:]}"
     for run in runs:
         assert run.verification and run.status == "completed", (run.run_id, run.reason)
         assert (run.inputs or {}).get("ticket") in APPROVED, run.inputs
@@ -214,7 +215,7 @@ async def _round(
     assert done.returncode == 0, done.stderr
     # Zero requests from the round: only the six a person approved ever arrived.
     assert sorted(listener.tickets()) == APPROVED
-    _assert_held_at_the_gate(name)
+    _assert_held_at_the_gate(name, done.stdout + done.stderr)
     answer: dict[str, Any] = json.loads(done.stdout)
     return answer
 
