@@ -1,5 +1,5 @@
-"""Documents into chunks: by structure first (a Markdown heading, an HTML heading, a blank
-line between paragraphs), then by words where a section is longer than ``size``, each window
+"""Documents into chunks: by structure first (a Markdown heading outside fenced code, an
+HTML heading, a blank line between paragraphs), then by words where a section is longer than ``size``, each window
 overlapping the one before by ``overlap`` words so a fact cut at a boundary is whole in one of
 them. Every chunk keeps the heading it sits under (``Setup > Tokens``), which a search shows
 and a prompt cites."""
@@ -78,8 +78,14 @@ def _sections(text: str) -> list[tuple[str, str]]:
     first)."""
     path: list[tuple[int, str]] = []
     sections: list[tuple[str, list[str]]] = [("", [])]
+    fence = ""  # inside a fenced code block: its fence (a "# ..." there is a comment)
     for line in text.splitlines():
-        found = _MD_HEADING.match(line)
+        stripped = line.lstrip()
+        if fence and stripped.startswith(fence):
+            fence = ""
+        elif not fence and stripped.startswith(("```", "~~~")):
+            fence = stripped[:3]
+        found = None if fence or stripped.startswith(("```", "~~~")) else _MD_HEADING.match(line)
         if found:
             level, title = len(found.group(1)), found.group(2).strip()
             path = [p for p in path if p[0] < level] + [(level, title)]

@@ -110,6 +110,8 @@ def test_chunks_follow_headings_and_long_sections_overlap() -> None:
     assert windows[0][-20:] == windows[1][:20]  # neighbours share the overlap
     assert windows[2][-1] == "w249"  # nothing lost at the end
     assert html_text("<h2>T</h2><p>a <b>b</b></p><style>x</style>") == "## T\n\na b"
+    fenced = chunk_text("# Run\n\n```bash\n# start it\narmature dev\n```\n\nafter\n")
+    assert [c.heading for c in fenced] == ["Run"]  # "# start it" is a comment in code
     with pytest.raises(ValueError):
         chunk_text("x", size=10, overlap=10)
 
