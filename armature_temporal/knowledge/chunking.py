@@ -1,8 +1,8 @@
 """Documents into chunks: by structure first (a Markdown heading outside fenced code, an
-HTML heading, a blank line between paragraphs), then by words where a section is longer than ``size``, each window
-overlapping the one before by ``overlap`` words so a fact cut at a boundary is whole in one of
-them. Every chunk keeps the heading it sits under (``Setup > Tokens``), which a search shows
-and a prompt cites."""
+HTML heading, a blank line between paragraphs), then by words where a section is longer than
+``size``, each window overlapping the one before by ``overlap`` words so a fact cut at a
+boundary is whole in one of them. Every chunk keeps the heading it sits under (``Setup >
+Tokens``), which a search shows and a prompt cites."""
 
 from __future__ import annotations
 
