@@ -19,6 +19,7 @@ from temporalio.exceptions import ApplicationError
 
 from armature_temporal.runtime.models import ToolCallInput
 from armature_temporal.tools import ToolResult, ToolSpec
+from armature_temporal.tools._call import schema_errors
 
 __all__ = ["call_pinned", "pinned_spec", "scanned"]
 
@@ -36,19 +37,6 @@ def pinned_spec(inp: ToolCallInput) -> ToolSpec:
     )
 
 
-def _invalid(inp: ToolCallInput, args: dict[str, Any]) -> str | None:
-    from jsonschema.exceptions import best_match
-    from jsonschema.validators import validator_for
-
-    assert inp.mcp_tool is not None
-    schema = inp.mcp_tool.input_schema or {"type": "object"}
-    error = best_match(validator_for(schema)(schema).iter_errors(args))
-    if error is None:
-        return None
-    where = "/".join(str(p) for p in error.absolute_path) or "the arguments"
-    return f"{where}: {error.message}"
-
-
 async def call_pinned(
     inp: ToolCallInput, args: dict[str, Any], workspace: Path, cap: int
 ) -> ToolResult:
@@ -57,9 +45,11 @@ async def call_pinned(
     from armature_temporal.mcp.transport import McpServerError
 
     assert inp.mcp_server is not None and inp.mcp_tool is not None
-    if (why := _invalid(inp, args)) is not None:
+    problems = schema_errors(inp.mcp_tool.input_schema or {"type": "object"}, args)
+    if problems:
         return ToolResult.failure(
-            "invalid_args", f"MCP tool {inp.tool!r} does not take these arguments: {why}"
+            "invalid_args",
+            f"MCP tool {inp.tool!r} does not take these arguments: {'; '.join(problems)}",
         )
     info = activity.info()
     try:

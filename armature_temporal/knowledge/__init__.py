@@ -84,7 +84,8 @@ def index_sources(
     chunks)`` after each. An unreadable file is reported, and the rest indexed."""
     embedder = embedder or default_embedder()
     report = IndexReport(collection, embedder.name)
-    used = {s.embedder for s in store.knowledge_sources(collection)}
+    known_sources = {s.source: s for s in store.knowledge_sources(collection)}  # read once
+    used = {s.embedder for s in known_sources.values()}
     if used and used != {embedder.name}:
         from armature_temporal.store.knowledge import KnowledgeError
 
@@ -99,7 +100,7 @@ def index_sources(
             continue
         assert isinstance(item, Document)
         digest = hashlib.sha256(item.text.encode()).hexdigest()
-        known = store.knowledge_source(collection, item.source)
+        known = known_sources.get(item.source)
         if known is not None and known.sha256 == digest and known.embedder == embedder.name:
             report.unchanged.append(item.source)
             continue
@@ -121,16 +122,9 @@ def search(
     Raises:
         KnowledgeError: nothing is indexed in the collection (the message says how to add).
     """
-    from armature_temporal.store.knowledge import KnowledgeError
-
-    sources = store.knowledge_sources(collection)
-    if not sources:
-        raise KnowledgeError(
-            f"knowledge collection {collection!r} has nothing indexed yet; add documents with "
-            f"`armature knowledge add PATH... --collection {collection}`"
-        )
     vector = None
-    if mode != "text":
-        (name,) = {s.embedder for s in sources} or {""}
+    names = {s.embedder for s in store.knowledge_sources(collection)}
+    if mode != "text" and names:  # an empty collection: search_chunks says how to add
+        (name,) = names  # index_sources keeps one embedder per collection
         vector = embedder_named(name).embed([query])[0]
     return list(store.search_chunks(collection, query, vector, k=k, mode=mode))

@@ -161,10 +161,6 @@ class KnowledgeStore(StoreBase):
         with self.engine.connect() as conn:
             return [KnowledgeSource(**dict(row._mapping)) for row in conn.execute(query)]
 
-    def knowledge_source(self, collection: str, source: str) -> KnowledgeSource | None:
-        found = [s for s in self.knowledge_sources(collection) if s.source == source]
-        return found[0] if found else None
-
     def _text_ranking(self, conn: Any, collection: str, query: str) -> list[int]:
         if conn.dialect.name == "sqlite":
             match = _fts_query(query)

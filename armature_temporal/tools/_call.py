@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from jsonschema import Draft202012Validator
+from jsonschema.validators import validator_for
 from pydantic import ValidationError
 
 from armature_temporal.tools._errors import ToolError, ToolFailure
@@ -17,8 +18,11 @@ from armature_temporal.tools._registry import ToolRegistry
 __all__ = ["call_tool"]
 
 
-def _schema_errors(schema: dict[str, Any], args: Mapping[str, Any]) -> list[str]:
-    errors = sorted(Draft202012Validator(schema).iter_errors(args), key=lambda e: list(e.path))
+def schema_errors(schema: dict[str, Any], args: Mapping[str, Any]) -> list[str]:
+    """What is wrong with ``args`` under ``schema`` (its own ``$schema`` draft, else 2020-12),
+    one line per error: ``path: message``."""
+    validator = validator_for(schema, default=Draft202012Validator)(schema)
+    errors = sorted(validator.iter_errors(args), key=lambda e: list(e.path))
     return [f"{'.'.join(map(str, e.path)) or '(args)'}: {e.message}" for e in errors]
 
 
@@ -55,7 +59,7 @@ async def call_tool(
         return ToolResult.failure(
             "invalid_args", f"tool {name!r} takes an object of arguments, got {args!r}"
         )
-    problems = _schema_errors(impl.spec.parameters, args) if impl.check_schema else []
+    problems = schema_errors(impl.spec.parameters, args) if impl.check_schema else []
     if problems:
         return _invalid(name, problems)
     try:
