@@ -33,6 +33,7 @@ from activities.finetune import finetune_prepare, finetune_record, finetune_trai
 from activities.gates import verify_gate_decision
 from activities.improve import improve_prepare, improve_record, improve_settle
 from activities.improve_combine import improve_combine, improve_record_combined
+from activities.knowledge import search_knowledge
 from activities.learn import critique, learn_prepare, learn_record
 from activities.llm import llm_call
 from activities.memory import capture_memory, load_memory
@@ -86,6 +87,7 @@ ACTIVITIES: list[Any] = [
     run_adapter,
     load_memory,
     capture_memory,
+    search_knowledge,
     cache_lookup,
     cache_keep,
     cache_hit,

@@ -21,6 +21,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
+from armature_temporal.cache.keys import call_messages
 from armature_temporal.runtime.confidence import confidence_of
 from armature_temporal.runtime.hooks import HookContext, run_hooks
 from armature_temporal.runtime.llm import ProviderError, complete
@@ -28,7 +29,6 @@ from armature_temporal.runtime.message_store import MessageMissing, resolve_mess
 from armature_temporal.runtime.models import LLMCallInput, LLMCallResult
 from armature_temporal.runtime.parsing import parse_output
 from armature_temporal.runtime.payloads import MAX_STAGE_OUTPUT
-from armature_temporal.runtime.prompts import build_messages
 from armature_temporal.runtime.token_count import context_window_of, count_tokens
 from armature_temporal.tools import ToolError, get_tool_spec, load_tool_modules
 
@@ -99,18 +99,7 @@ async def _llm_call(inp: LLMCallInput) -> LLMCallResult:
     stage = inp.stage
     assert stage.role is not None, "llm_call runs LLM stages only"
     try:
-        messages = build_messages(
-            role_type=stage.role.type,
-            role_name=stage.role.name,
-            prompt_template=inp.prompt_template,
-            variables=inp.variables,
-            mission=inp.mission,
-            output_mode=stage.output_mode,
-            output_schema=stage.output_schema,
-            guidance=stage.role.guidance,
-            context=inp.context,
-            lessons=inp.lessons,
-        )
+        messages = call_messages(inp)
     except TemplateError as exc:
         hint = ""
         if isinstance(exc, UndefinedError) and str(exc).endswith("is undefined"):
@@ -190,6 +179,7 @@ async def _llm_call(inp: LLMCallInput) -> LLMCallResult:
                 adapter=adapter,
                 judged_quality=inp.judged_quality,
                 pitfalls=stage.simulate.pitfalls if stage.simulate is not None else (),
+                facts=stage.simulate.facts if stage.simulate is not None else (),
             )
     except ProviderError as exc:
         delay = timedelta(seconds=exc.retry_after) if exc.retry_after else None
@@ -215,6 +205,7 @@ async def _llm_call(inp: LLMCallInput) -> LLMCallResult:
         latency_ms=completion.latency_ms,
         simulated_quality=completion.simulated_quality,
         pitfalls_hit=completion.pitfalls_hit,
+        facts_missing=completion.facts_missing,
         finish_reason=completion.finish_reason,
         simulated_hedged=completion.simulated_hedged,
         **counts,

@@ -26,11 +26,12 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def render_messages(inp: LLMCallInput) -> list[dict[str, Any]]:
-    """The messages ``llm_call`` sends for ``inp`` (the same rendering; raises jinja2 errors)."""
+def call_messages(inp: LLMCallInput) -> list[dict[str, Any]]:
+    """The system and user messages ``llm_call`` sends for ``inp``, before any transcript
+    (raises jinja2 errors on template problems)."""
     stage = inp.stage
     assert stage.role is not None
-    messages = build_messages(
+    return build_messages(
         role_type=stage.role.type,
         role_name=stage.role.name,
         prompt_template=inp.prompt_template,
@@ -41,8 +42,15 @@ def render_messages(inp: LLMCallInput) -> list[dict[str, Any]]:
         guidance=stage.role.guidance,
         context=inp.context,
         lessons=inp.lessons,
+        # a retrieve: stage's passages (found or not), or the passages a judge checks by
+        knowledge=inp.knowledge if stage.retrieve is not None or inp.knowledge else None,
+        cite=stage.retrieve is not None and stage.retrieve.cite,
     )
-    return [*messages, *inp.transcript]
+
+
+def render_messages(inp: LLMCallInput) -> list[dict[str, Any]]:
+    """The messages ``llm_call`` sends for ``inp`` (the same rendering; raises jinja2 errors)."""
+    return [*call_messages(inp), *inp.transcript]
 
 
 def effective_temperature(inp: LLMCallInput) -> float | None:

@@ -127,6 +127,13 @@ def _stage_label(stage: PlanStage) -> str:
         parts.append(f"{stage.adapter.type} adapter {stage.adapter.name}")
     elif stage.kind == "fan_out":
         parts.append(f"fan_out {stage.fan_out} → fan_in {stage.fan_in}")
+    if stage.retrieve is not None:
+        r = stage.retrieve
+        only = f" of {', '.join(r.sources)}" if r.sources else ""
+        parts.append(
+            f"retrieves {r.k} passages{only} from {r.collection!r} ({r.mode}"
+            f"{', must cite' if r.cite else ''})"
+        )
     if stage.output_mode != "text":
         parts.append(stage.output_mode)
     if stage.max_attempts > 1:

@@ -155,6 +155,8 @@ def _plan_for(spec: Path, simulate: bool) -> Plan:
     """The compiled plan of ``spec``; with ``simulate``, its offline copy, saying so on
     stderr in one line."""
     compiled = load_or_exit(spec)
+    if compiled.knowledge_collection is not None:
+        _index_knowledge(spec, compiled.knowledge_collection)
     if not simulate:
         return compiled
     from armature_temporal.spec.offline import real_tiers, simulated
@@ -177,6 +179,48 @@ def _plan_for(spec: Path, simulate: bool) -> Plan:
         )
     err.print(f"--simulate: {said}", markup=False, highlight=False)
     return offline
+
+
+def _index_knowledge(spec: Path, collection: str) -> None:
+    """Index what changed in the spec's ``knowledge.sources`` before the run starts, saying
+    on stderr what was indexed and what could not be read; exit 1 when the collection cannot
+    take them (another embedder made it)."""
+    from armature_temporal.errors import ArmatureError
+    from armature_temporal.knowledge.spec_sources import index_spec_knowledge, spec_embedder
+    from armature_temporal.spec.loader import load_spec
+    from armature_temporal.store import TraceStore
+
+    config = load_spec(spec).spec.knowledge
+    if config is None or not config.sources:
+        return
+    try:
+        report = index_spec_knowledge(
+            TraceStore(),
+            spec,
+            collection,
+            list(config.sources),
+            embedder=spec_embedder(config.embedder),
+            progress=lambda source, chunks: err.print(
+                f"knowledge {collection!r}: indexed {source} ({chunks} chunks)",
+                markup=False,
+                highlight=False,
+            ),
+        )
+    except ArmatureError as exc:
+        raise fail(f"error: knowledge {collection!r}: {exc}", 1) from None
+    for source, reason in report.unreadable.items():
+        err.print(
+            f"knowledge {collection!r}: not indexed: {source}: {reason}",
+            markup=False,
+            highlight=False,
+        )
+    if report.indexed or report.unreadable:
+        err.print(
+            f"knowledge {collection!r}: {len(report.indexed)} indexed, "
+            f"{len(report.unchanged)} unchanged, {len(report.unreadable)} not readable",
+            markup=False,
+            highlight=False,
+        )
 
 
 def _parse_inputs(pairs: list[str], inputs_file: Path | None, plan: Plan) -> dict[str, Any]:

@@ -20,11 +20,12 @@ __all__ = ["pin_mcp"]
 
 def _is_other_tool(name: str) -> bool:
     """A built-in or ``module:function``: never an MCP tool's name."""
+    from armature_temporal.spec.knowledge import RETRIEVE_TOOL_NAME
     from armature_temporal.tools._registry import BUILTIN_NAMES, PY_TOOL
 
     if name.startswith(MCP_PREFIX):  # mcp:<server> is an MCP name, never module:function
         return False
-    return name in BUILTIN_NAMES or bool(PY_TOOL.match(name))
+    return name in BUILTIN_NAMES or name == RETRIEVE_TOOL_NAME or bool(PY_TOOL.match(name))
 
 
 def _tools(

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from armature_temporal.errors import ArmatureError
 from armature_temporal.spec.compiler import ResolvedTier
-from armature_temporal.spec.simulation import Pitfall
+from armature_temporal.spec.simulation import NeededFact, Pitfall
 
 __all__ = ["Completion", "ProviderError", "complete", "import_litellm"]
 
@@ -61,6 +61,7 @@ class Completion(BaseModel):
     latency_ms: float = 0.0
     simulated_quality: float | None = None
     pitfalls_hit: list[str] = Field(default_factory=list)  # simulate: pitfalls fallen into
+    facts_missing: list[str] = Field(default_factory=list)  # simulate: needed facts missed
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
     finish_reason: str | None = None  # the provider's ("length": cut off by max_tokens)
     logprobs: list[float] | None = None  # the output tokens', where the provider returned them
@@ -93,6 +94,7 @@ async def complete(
     adapter: str | None = None,
     judged_quality: float | None = None,
     pitfalls: Sequence[Pitfall] = (),
+    facts: Sequence[NeededFact] = (),
 ) -> Completion:
     """Call the tier's model once. Raises ProviderError on provider failure.
 
@@ -100,9 +102,9 @@ async def complete(
     (a tier's ``adapter: latest`` names the newest verified one for the calling stage).
 
     ``seed`` names the conversation (run/stage/attempt/tier) for the simulate provider; each
-    turn of a tool loop is seeded from it and ``turn``. ``judged_quality`` (judges) and
-    ``pitfalls`` (the stage's ``simulate:``) are the simulator's; ``params.quality`` overrides
-    a simulate tier's quality (an arm's params).
+    turn of a tool loop is seeded from it and ``turn``. ``judged_quality`` (judges),
+    ``pitfalls`` and ``facts`` (the stage's ``simulate:``) are the simulator's;
+    ``params.quality`` overrides a simulate tier's quality (an arm's params).
     """
     if tier.provider == "simulate":
         return await _simulate(
@@ -118,6 +120,7 @@ async def complete(
             quality=_quality_param(tier, params or {}),
             judged_quality=judged_quality,
             pitfalls=pitfalls,
+            facts=facts,
         )
     if tier.provider == "local":
         if tools:
@@ -148,6 +151,7 @@ async def _simulate(
     quality: float,
     judged_quality: float | None,
     pitfalls: Sequence[Pitfall],
+    facts: Sequence[NeededFact] = (),
 ) -> Completion:
     from armature_temporal.runtime.simulate import simulate_completion, simulate_tool_turn
 
@@ -186,6 +190,7 @@ async def _simulate(
         quality=quality,
         judged_quality=judged_quality,
         pitfalls=pitfalls,
+        facts=facts,
         hedge_rate=tier.hedge_rate,
         logprobs=tier.logprobs is True,
     )
@@ -197,6 +202,7 @@ async def _simulate(
         latency_ms=tier.latency_ms,
         simulated_quality=sim.quality,
         pitfalls_hit=sim.pitfalls_hit,
+        facts_missing=sim.facts_missing,
         logprobs=sim.logprobs,
         simulated_hedged=sim.hedged,
     )

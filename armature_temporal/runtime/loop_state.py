@@ -101,6 +101,8 @@ class LoopState(_Model):
     variables: dict[str, Any] = Field(default_factory=dict)
     attempt: int
     lessons: list[str] = Field(default_factory=list)
+    #: The passages the stage's ``retrieve:`` found for this execution.
+    knowledge: list[dict[str, Any]] = Field(default_factory=list)
     context: dict[str, Any] = Field(default_factory=dict)
     sim_seed: str | None = None
     judged_quality: float | None = None

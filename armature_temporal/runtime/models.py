@@ -75,6 +75,7 @@ ErrorType = Literal[
     "judge_blocked",
     "limit_exceeded",
     "verification_gate",
+    "knowledge_error",
 ]
 
 
@@ -328,6 +329,9 @@ class LLMCallInput(_Model):
     judged_quality: float | None = None
     #: Lesson texts from the heuristics memory, put in the system message's Lessons block.
     lessons: list[str] = Field(default_factory=list)
+    #: Passages retrieved for the stage (``retrieve:``), as ``{ref, heading, text}``, put in
+    #: the prompt's Knowledge block.
+    knowledge: list[dict[str, Any]] = Field(default_factory=list)
     #: Tools the engine itself answers (``recall``), as ``{name, description, parameters}``.
     extra_tools: list[dict[str, Any]] = Field(default_factory=list)
     #: Count the tokens of the prompt and of each transcript message (a context policy's
@@ -349,6 +353,8 @@ class LLMCallResult(_Model):
     simulated_quality: float | None = None
     #: simulate: ids of the stage's declared pitfalls this output fell into.
     pitfalls_hit: list[str] = Field(default_factory=list)
+    #: simulate: ids of the stage's declared needed facts its prompt lacked.
+    facts_missing: list[str] = Field(default_factory=list)
     inputs_hash: str | None = None
     messages: list[dict[str, Any]] = Field(default_factory=list)
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)

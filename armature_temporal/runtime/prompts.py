@@ -85,12 +85,15 @@ def build_messages(
     guidance: str = "",
     context: dict[str, Any] | None = None,
     lessons: Sequence[str] = (),
+    knowledge: Sequence[dict[str, Any]] | None = None,
+    cite: bool = False,
 ) -> list[dict[str, Any]]:
     """Chat messages for one model call (raises jinja2 errors on template problems).
 
     ``guidance`` (context layers, skills, output keys) joins the system message, and so do
     ``lessons`` (texts from the heuristics memory) as the Lessons block; ``context`` (the run
-    inputs and upstream outputs the template does not quote) follows the task."""
+    inputs and upstream outputs the template does not quote) follows the task, after the
+    ``knowledge`` passages a ``retrieve:`` found (with ``cite``, the request to cite them)."""
     system = [ROLE_CONTRACTS[role_type].format(name=role_name)]
     if mission:
         system.append(f"Mission: {mission}")
@@ -107,6 +110,10 @@ def build_messages(
             contract += f" It must satisfy this JSON Schema: {schema}"
         system.append(contract)
     user = render(prompt_template, variables).strip()
+    if knowledge is not None:
+        from armature_temporal.knowledge.citing import knowledge_block
+
+        user += "\n\n" + knowledge_block(knowledge, cite, judging=role_type == "judge")
     if context:
         lines = [f"- {k}: {_context_text(v)}" for k, v in context.items() if k != OMITTED]
         if context.get(OMITTED):

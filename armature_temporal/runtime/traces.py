@@ -33,7 +33,9 @@ __all__ = [
 #: ``memory``: cross-run memory loaded or captured (or why not); ``evaluation``: a stage's
 #: ``evaluate`` criteria judged after the run; ``critique``: the experience critic's score
 #: (0–10) and evidence for a stage, after the run; ``context``: a tool loop's window compacted
-#: (and the summary call that did it, whose tokens and cost the run's totals count).
+#: (and the summary call that did it, whose tokens and cost the run's totals count);
+#: ``retrieval``: a search of a knowledge collection (a stage's ``retrieve:`` or a ``retrieve``
+#: tool call) and each passage's reference, hash and score.
 RecordKind = Literal[
     "run_start",
     "attempt",
@@ -44,6 +46,7 @@ RecordKind = Literal[
     "evaluation",
     "critique",
     "context",
+    "retrieval",
     "run_end",
 ]
 
@@ -61,6 +64,8 @@ FAILURE_TAXONOMY: dict[str, str] = {
     "provider_error": "the model provider failed (HTTP error, auth, rate limit)",
     "dependency_failed": "not run because a stage it depends on failed",
     "cancelled": "cancelled because a sibling failed or the run was cancelled",
+    "knowledge_error": "a stage's retrieve: found nothing to search (its collection has "
+    "nothing indexed) or could not search: index the documents (armature knowledge add)",
 }
 LOW_QUALITY_THRESHOLD = 0.5
 #: The run's memo key its workflow updates after each flush: ``{"length", "head", "store",

@@ -56,6 +56,7 @@ __all__ = [
     "ResolvedTier",
     "canonical_json",
     "compile_spec",
+    "knowledge_collection",
     "load_plan",
 ]
 
@@ -105,9 +106,13 @@ def _unused_newer_fields(spec: Spec) -> dict[str, Any]:
     unused: dict[str, Any] = {} if spec.http_safe else {"http_safe": True}
     if spec.context is None:
         unused["context"] = True
+    if spec.knowledge is None:
+        unused["knowledge"] = True
     stages: dict[int, Any] = {}
     for i, stage in enumerate(spec.stages):
         left: dict[str, Any] = {"network": True} if stage.network is None else {}
+        if stage.retrieve is None:
+            left["retrieve"] = True
         if stage.role is not None:
             role = {f: True for f in _NEWER_ROLE_FIELDS if getattr(stage.role, f) is None}
             if role:
@@ -207,7 +212,13 @@ def compile_spec(loaded: LoadedSpec) -> Plan:
         else None,
         checkpoint=spec.checkpoint,
         mcp_servers=mcp_servers,
+        knowledge_collection=knowledge_collection(spec) if spec.knowledge is not None else None,
     )
+
+
+def knowledge_collection(spec: Spec) -> str:
+    """The collection a spec's knowledge is indexed in: knowledge.collection, else its name."""
+    return (spec.knowledge.collection if spec.knowledge else None) or spec.name
 
 
 def _self_improvement(spec: Spec) -> SelfImprovement | None:
@@ -397,6 +408,11 @@ def _compile_stage(
         evaluate=list(stage.evaluate),
         simulate=stage.simulate,
         cache=stage.cache,
+        retrieve=stage.retrieve.model_copy(
+            update={"collection": stage.retrieve.collection or knowledge_collection(spec)}
+        )
+        if stage.retrieve is not None
+        else None,
         network=_network(spec, stage),
     )
 

@@ -38,6 +38,7 @@ from armature_temporal.spec.fields import (
     _Model,
     unwrap_expression,
 )
+from armature_temporal.spec.knowledge import RETRIEVE_DESCRIPTION, KnowledgeConfig, StageRetrieve
 from armature_temporal.spec.mcp import McpServer
 from armature_temporal.spec.roles import Arm, Role
 from armature_temporal.spec.safety import (
@@ -277,6 +278,7 @@ class Stage(_Model):
     )
     simulate: StageSimulation | None = Field(None, description=SIMULATE_DESCRIPTION)
     cache: StageCache | None = Field(None, description=CACHE_DESCRIPTION)
+    retrieve: StageRetrieve | None = Field(None, description=RETRIEVE_DESCRIPTION)
 
     @model_validator(mode="after")
     def _check_kind(self) -> Stage:
@@ -339,6 +341,10 @@ class Stage(_Model):
             )
         if self.role is None and self.loop is not None:
             raise FieldValueError("loop", "loop repeats an LLM stage; add a role")
+        if self.retrieve is not None and self.role is None:
+            raise FieldValueError(
+                "retrieve", "retrieve puts passages into a model's prompt; add a role"
+            )
         if self.cache is not None and (self.role is None or self.role.tools):
             raise FieldValueError(
                 "cache", "cache reuses a model's answer: an LLM stage without tools only"
@@ -428,6 +434,11 @@ class Spec(_Model):
         None, description="Outputs remembered across runs, injected into later prompts."
     )
     experience: Experience | None = Field(None, description="Lessons learned across runs.")
+    knowledge: KnowledgeConfig | None = Field(
+        None,
+        description="Documents indexed for retrieval: stages search them (retrieve:, the "
+        "retrieve tool).",
+    )
     confidence: ConfidenceConfig | None = Field(None, description=CONFIDENCE_DESCRIPTION)
     skill_library: dict[str, SkillDef] = Field(
         default_factory=dict, description="Skills roles add to their prompts (role.skills)."

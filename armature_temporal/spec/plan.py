@@ -22,6 +22,7 @@ from pydantic import (
 from armature_temporal.spec.caching import StageCache
 from armature_temporal.spec.context_window import PlanContext
 from armature_temporal.spec.experience import ExperienceConfig
+from armature_temporal.spec.knowledge import StageRetrieve
 from armature_temporal.spec.mcp import PlanMcpServer
 from armature_temporal.spec.models import (
     Continuation,
@@ -200,12 +201,14 @@ class PlanStage(_Sparse):
     evaluate: list[str] = Field(default_factory=list)
     simulate: StageSimulation | None = None  # the simulate provider's pitfalls
     cache: StageCache | None = None
+    #: retrieve: with its collection resolved; left out of the canonical JSON when None.
+    retrieve: StageRetrieve | None = None
     #: Its tool programs get network (through the egress proxy): network:, else
     #: sandbox.allow_network. Plans from before it existed: False, as they ran; left out of
     #: the canonical JSON when False.
     network: bool = False
 
-    sparse_fields = ("network",)
+    sparse_fields = ("network", "retrieve")
 
 
 class Plan(_Sparse):
@@ -252,6 +255,9 @@ class Plan(_Sparse):
     #: The spec's MCP servers with the tools they listed when it was planned (left out of the
     #: canonical JSON when there are none).
     mcp_servers: list[PlanMcpServer] = Field(default_factory=list)
+    #: The knowledge collection the ``retrieve`` tool searches (knowledge.collection, else the
+    #: spec's name) when the spec has ``knowledge:``; left out of the canonical JSON when None.
+    knowledge_collection: str | None = None
 
     def stage(self, stage_id: str) -> PlanStage:
         """The stage with this id; KeyError names the known ids."""
@@ -262,7 +268,7 @@ class Plan(_Sparse):
             f"no stage {stage_id!r} in plan {self.name!r}; stages: {[s.id for s in self.stages]}"
         )
 
-    sparse_fields = ("http_safe", "sandbox_env", "mcp_servers")
+    sparse_fields = ("http_safe", "sandbox_env", "mcp_servers", "knowledge_collection")
 
     def mcp_tool(self, name: str) -> tuple[PlanMcpServer, Any] | None:
         """The server and pinned tool of ``mcp:<server>/<tool>``, or None."""

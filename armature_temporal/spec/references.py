@@ -88,6 +88,8 @@ def stage_templates(spec: Spec, i: int) -> list[Template]:
         item.add(stage.inject_file_as)
     if stage.role is not None:
         texts.append((("stages", i, "role", "description"), stage.role.description, False, item))
+    if stage.retrieve is not None:
+        texts.append((("stages", i, "retrieve", "query"), stage.retrieve.query, False, item))
     for k, arm in enumerate(stage.arms):
         if arm.description is not None:
             texts.append((("stages", i, "arms", k, "description"), arm.description, False, item))

@@ -1,24 +1,32 @@
-"""The world the ``simulate`` provider plays out for a stage: its pitfalls.
+"""The world the ``simulate`` provider plays out for a stage: its pitfalls and the facts a good
+answer needs.
 
 A pitfall is a mistake a simulated model makes on this stage unless its prompt carries the
 pitfall's lesson. Falling in lowers the output's latent quality by ``penalty`` and leaves
 ``symptom`` in the output, which is what a critic or a distiller can notice. Real providers
 ignore this section, so a spec keeps it when it moves from simulate tiers to real ones.
+
+A needed fact is knowledge the simulated model does not have: an answer whose prompt lacks the
+fact's text (from a retrieved passage, a document, a lesson or the description itself) loses
+``penalty`` of latent quality and says what it missed, which is what enrichment reads.
 """
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from typing import Any
 
-from armature_temporal.spec.fields import IDENTIFIER, _Model
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
-__all__ = ["SIMULATE_DESCRIPTION", "Pitfall", "StageSimulation"]
+from armature_temporal.spec.fields import IDENTIFIER, StrList, _Model
+
+__all__ = ["SIMULATE_DESCRIPTION", "NeededFact", "Pitfall", "StageSimulation"]
 
 #: The description of ``Stage.simulate`` (kept here so the stage model stays short).
 SIMULATE_DESCRIPTION = (
     "simulate provider only (real providers ignore it): the pitfalls a simulated model falls "
     "into on this stage unless the prompt carries their lesson; each hit lowers the output's "
-    "latent quality and shows its symptom in the output."
+    "latent quality and shows its symptom in the output; and the facts a good answer needs, "
+    "which cost quality when the prompt lacks them."
 )
 
 
@@ -51,6 +59,42 @@ class Pitfall(_Model):
     )
 
 
+class NeededFact(_Model):
+    """A fact a good answer on this stage needs, and the inputs it is needed for."""
+
+    id: str = Field(
+        ..., pattern=IDENTIFIER.pattern, description="Identifier, unique within the stage."
+    )
+    fact: str = Field(
+        ...,
+        min_length=1,
+        description="The fact's text; present in the prompt (case-insensitive, whitespace "
+        "normalised), the answer knows it.",
+    )
+    when: StrList = Field(
+        default_factory=list,
+        description="Needed only when the prompt mentions one of these phrases (the run's "
+        "question, say); empty: always needed.",
+    )
+    penalty: float = Field(
+        0.3,
+        gt=0,
+        le=1,
+        description="Subtracted from the output's latent quality when the fact is needed and "
+        "missing.",
+    )
+    symptom: str | None = Field(
+        None,
+        min_length=1,
+        description="Text the output shows when it misses the fact (default: 'Missing "
+        "information: <id in words>').",
+    )
+
+    @property
+    def shown_symptom(self) -> str:
+        return self.symptom or f"Missing information: {self.id.replace('_', ' ')}"
+
+
 class StageSimulation(_Model):
     """``simulate:`` on a stage: the simulator's declared world for it."""
 
@@ -58,14 +102,28 @@ class StageSimulation(_Model):
         default_factory=list,
         description="Mistakes the simulated model makes here unless the prompt has the lesson.",
     )
+    facts: list[NeededFact] = Field(
+        default_factory=list,
+        description="Facts a good answer needs (retrieval puts them in the prompt); each one "
+        "needed and missing costs its penalty and shows its symptom.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # a stage without facts keeps its spec and plan hashes
+        data: dict[str, Any] = handler(self)
+        if not data.get("facts"):
+            data.pop("facts", None)
+        return data
 
     @model_validator(mode="after")
     def _unique_ids(self) -> StageSimulation:
         seen: set[str] = set()
-        for pitfall in self.pitfalls:
-            if pitfall.id in seen:
+        ids = [("pitfall", p.id) for p in self.pitfalls] + [("fact", f.id) for f in self.facts]
+        for kind, id_ in ids:
+            if id_ in seen:
                 raise ValueError(
-                    f"pitfall id {pitfall.id!r} appears twice; give each pitfall its own id"
+                    f"{kind} id {id_!r} appears twice; give each pitfall and fact its own id"
                 )
-            seen.add(pitfall.id)
+            seen.add(id_)
         return self

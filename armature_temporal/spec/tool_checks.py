@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterator
 
 from armature_temporal.errors import did_you_mean
+from armature_temporal.spec.knowledge import RETRIEVE_TOOL_NAME
 from armature_temporal.spec.models import Spec
 from armature_temporal.spec.references import Problem
 
@@ -21,7 +22,7 @@ PY_TOOL = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 def tool_problem(name: str) -> str | None:
     """Why ``name`` is not a usable tool name, or None."""
-    if name in BUILTIN_TOOLS or PY_TOOL.match(name):
+    if name in BUILTIN_TOOLS or name == RETRIEVE_TOOL_NAME or PY_TOOL.match(name):
         return None
     return (
         f"unknown tool {name!r}; built-in tools: {list(BUILTIN_TOOLS)}, or name a Python "
@@ -101,7 +102,20 @@ def check_tools_and_rules(spec: Spec) -> Iterator[Problem]:
         )
         if stage.tool is not None:
             named.append((("tool", "name"), stage.tool.name))
+            if stage.tool.name == RETRIEVE_TOOL_NAME:
+                yield (
+                    ("stages", i, "tool", "name"),
+                    "retrieve is a tool models call; to put passages into a stage's prompt, "
+                    "give an LLM stage retrieve: {query: ...}",
+                )
         for where, name in named:
+            if name == RETRIEVE_TOOL_NAME and spec.knowledge is None and stage.retrieve is None:
+                yield (
+                    ("stages", i, *where),
+                    "the retrieve tool searches the spec's knowledge, and this spec has none; "
+                    "add knowledge: {sources: [docs/]} (or give the stage retrieve: with a "
+                    "collection)",
+                )
             if msg := _mcp_server_problem(spec, name):
                 yield ("stages", i, *where), msg
     for r, rule in enumerate(spec.safety_rules):

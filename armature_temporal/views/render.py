@@ -173,6 +173,24 @@ def render_report(report: RunReport, *, full: bool = False) -> RenderableType:
         for sid, ids in carried.items():
             lessons.add_row(sid, ", ".join(ids))
         parts += [Text("\nlessons", style="bold"), lessons]
+    searched = [st for st in report.stages if st.retrievals]
+    if searched:
+        seen = _table("stage", "via", "query", "passages it saw (reference, score)")
+        for st in searched:
+            for found in st.retrievals:
+                shown = (
+                    Text(cut(found["error"], 90), style="red")
+                    if found.get("error")
+                    else Text(
+                        "\n".join(
+                            f"{p['ref']} ({p['score']:.3f}, sha256 {str(p['sha256'])[:12]})"
+                            for p in found.get("passages") or []
+                        )
+                        or "(none found)"
+                    )
+                )
+                seen.add_row(st.stage_id, found.get("via", ""), cut(found.get("query"), 60), shown)
+        parts += [Text("\nknowledge", style="bold"), seen]
     rows = [a for st in report.stages for a in st.attempt_records]
     if rows:
         attempts = _table(

@@ -120,6 +120,9 @@ class StageView(_View):
     critique: dict[str, Any] | None = None
     attempt_records: list[AttemptView] = Field(default_factory=list)
     tool_calls: list[ToolCallView] = Field(default_factory=list)
+    #: Its searches of knowledge (``retrieve:`` or the ``retrieve`` tool), in order: ``{via,
+    #: collection, query, passages: [{ref, sha256, score}]}``, or ``{..., error}``.
+    retrievals: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class GateView(_View):
@@ -208,7 +211,10 @@ def build_report(trace: RunTrace, gates: Sequence[GateView] = ()) -> RunReport:
     finished: dict[str, TraceRecord] = {}
     evaluations: dict[str, dict[str, Any]] = {}
     critiques: dict[str, dict[str, Any]] = {}
+    retrievals: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in trace.records:
+        if r.kind == "retrieval" and r.stage_id is not None:
+            retrievals[r.stage_id].append({**r.data, **({"error": r.error} if r.error else {})})
         if r.kind == "evaluation" and r.stage_id is not None and isinstance(r.output, dict):
             evaluations[r.stage_id] = r.output
         if r.kind == "critique" and r.stage_id is not None:
@@ -272,6 +278,7 @@ def build_report(trace: RunTrace, gates: Sequence[GateView] = ()) -> RunReport:
                 critique=critiques.get(sid),
                 attempt_records=tried,
                 tool_calls=tools[sid],
+                retrievals=retrievals.get(sid, []),
             )
         )
     # Model calls: the stages' attempts, the evaluations' judge calls, the critiques and the

@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
+from armature_temporal.knowledge.spec_sources import index_spec_knowledge, spec_embedder
 from armature_temporal.runtime.models import RunInput, RunResult
 from armature_temporal.service.client import prepare_inputs, run_outcome
 from armature_temporal.spec.compiler import compile_spec
 from armature_temporal.spec.loader import load_spec
+from armature_temporal.store import TraceStore
 from tests.fakes import SPECS
 from worker import build_worker
 
@@ -40,7 +42,19 @@ INPUTS = {"researcher.yaml": {"partition": ["Why do tides happen?"], "index": 0,
 async def test_example_spec_runs_to_its_end(
     client: Client, task_queue: str, path: Path, strict: bool
 ) -> None:
-    plan = compile_spec(load_spec(path))
+    loaded = load_spec(path)
+    plan = compile_spec(loaded)
+    knowledge = loaded.spec.knowledge
+    if knowledge is not None and plan.knowledge_collection is not None:
+        # what armature submit does first: index the spec's documents (those that changed)
+        report = index_spec_knowledge(
+            TraceStore(),
+            path,
+            plan.knowledge_collection,
+            list(knowledge.sources),
+            embedder=spec_embedder(knowledge.embedder),
+        )
+        assert not report.unreadable, report.unreadable
     async with build_worker(client, task_queue, strict_sandbox=strict):
         handle = await client.start_workflow(
             "RunSpec",

@@ -31,8 +31,11 @@ def _offline_examples() -> list[tuple[str, str]]:
     """(name, text) of each yaml block of the README whose every tier is simulated."""
     found = []
     for block in re.findall(r"```yaml\n(.*?)```", README.read_text(encoding="utf-8"), re.S):
-        if load_spec_text(block, "README.md").spec.mcp_servers:
+        spec = load_spec_text(block, "README.md").spec
+        if spec.mcp_servers:
             continue  # it needs its MCP servers (tests/workflows/test_mcp_tools.py runs some)
+        if spec.knowledge is not None:
+            continue  # it needs its documents (specs/knowledge-qa.yaml runs in test_examples)
         plan = plan_from(block)
         if all(t.provider == "simulate" for t in plan.tiers.values()):
             found.append((plan.name, block))

@@ -8,6 +8,7 @@ from typing import Any
 
 from temporalio import workflow
 
+from armature_temporal.knowledge.citing import citation_problem
 from armature_temporal.runtime.loop_state import LoopState
 from armature_temporal.runtime.models import Lessons, LLMCallInput, LLMCallResult
 from armature_temporal.runtime.prompts import needed_variables, stage_context
@@ -21,6 +22,7 @@ from workflows.interpreter.failures import StageFailure
 from workflows.interpreter.gates import Gates
 from workflows.interpreter.lessons import LessonMemory
 from workflows.interpreter.retries import ProviderFailure, call_llm
+from workflows.interpreter.retrieval import Retrieval
 from workflows.interpreter.state import RunContext
 from workflows.interpreter.tool_loop import LLM_TIMEOUT, ToolLoop
 from workflows.interpreter.tools import ToolCalls
@@ -56,6 +58,7 @@ class LLMStages:
         self._sim_seed: str | None = None
         self.cache = AnswerCache(run)
         self.windows = ContextWindows(self)
+        self.retrieval = Retrieval(run, tracer)
         self.loop = ToolLoop(self)
 
     async def stage(self, stage: PlanStage, variables: dict[str, Any]) -> Any:
@@ -70,12 +73,13 @@ class LLMStages:
             if self.lessons is not None
             else Lessons()
         )
+        knowledge = await self.retrieval.for_stage(stage, variables)
         ladder = [tier]
         if stage.escalate:
             tiers = self.run.plan.tier_ladder
             ladder += tiers[tiers.index(tier) + 1 :]
         if stage.loop is None:
-            return await self.attempts(stage, ladder, prompt, params, variables, lessons)
+            return await self.attempts(stage, ladder, prompt, params, variables, lessons, knowledge)
         loop = stage.loop
         carried: dict[str, Any] = {}
         output: Any = None
@@ -94,7 +98,9 @@ class LLMStages:
             }
             # Carried fields are also variables by name (as in armature-agents 0.7.0).
             iter_vars = {**variables, **carried, loop.iteration_var: iteration}
-            output = await self.attempts(stage, ladder, prompt, params, iter_vars, lessons)
+            output = await self.attempts(
+                stage, ladder, prompt, params, iter_vars, lessons, knowledge
+            )
             self.run.results[stage.id].iterations = num
             if loop.carry_forward is None:
                 carried = dict(output) if isinstance(output, dict) else {"_result": output}
@@ -114,9 +120,11 @@ class LLMStages:
         params: dict[str, Any],
         variables: dict[str, Any],
         lessons: Lessons | None = None,
+        knowledge: list[dict[str, Any]] | None = None,
     ) -> Any:
         """Attempts on each tier of the ladder in turn, with the stage's backoff between them;
-        each retry sees the previous attempt's error. The first valid output wins."""
+        each retry sees the previous attempt's error. The first valid output wins: valid by
+        its schema, and with ``retrieve: {cite: true}`` citing only passages it was shown."""
         result = self.run.results[stage.id]
         last_error: str | None = None
         last_text: str | None = None
@@ -146,7 +154,7 @@ class LLMStages:
                 }
                 try:
                     llm = await self.call_model(
-                        stage, tier, prompt, params, call_vars, result.attempts, lessons
+                        stage, tier, prompt, params, call_vars, result.attempts, lessons, knowledge
                     )
                 except ProviderFailure as exc:
                     # The provider's budget for this call is spent: one failed attempt, which
@@ -154,9 +162,17 @@ class LLMStages:
                     last_error, last_text, provider_failed = str(exc), None, True
                     continue
                 provider_failed = False
+                llm = cited(stage, llm, knowledge or [])
                 unsure = confidence_shortfall(stage, llm)
                 self.tracer.attempt(
-                    stage, llm, call_vars, result, tier, lessons.ids if lessons else (), unsure
+                    stage,
+                    llm,
+                    call_vars,
+                    result,
+                    tier,
+                    lessons.ids if lessons else (),
+                    unsure,
+                    [p["ref"] for p in knowledge or []],
                 )
                 if llm.simulated_quality is not None:
                     self.run.last_quality[stage.id] = llm.simulated_quality
@@ -203,6 +219,7 @@ class LLMStages:
         variables: dict[str, Any],
         attempt: int,
         lessons: Lessons | None = None,
+        knowledge: list[dict[str, Any]] | None = None,
     ) -> LLMCallResult:
         """One attempt: the model call, and for a role with tools the turns of its tool loop
         (each tool call its own activity) until it answers or ``max_turns`` is spent
@@ -220,6 +237,7 @@ class LLMStages:
             variables=needed_variables(variables, prompt),
             attempt=attempt,
             lessons=list(lessons.texts) if lessons else [],
+            knowledge=list(knowledge or []),
             context=stage_context(variables, names, upstream, prompt, stage.depends_on),
             sim_seed=self.sim_seed(),
             judged_quality=self.judged_quality(stage),
@@ -257,6 +275,17 @@ class LLMStages:
         if not workflow.patched(JUDGE_SEES_JUDGED_QUALITY):
             return None
         return self.run.last_quality.get(stage.id)
+
+
+def cited(stage: PlanStage, llm: LLMCallResult, passages: list[dict[str, Any]]) -> LLMCallResult:
+    """A valid answer of a stage with ``retrieve: {cite: true}`` made invalid when it cites no
+    passage it was shown, or one it was not (the error says which), so on_fail retries it."""
+    if stage.retrieve is None or not stage.retrieve.cite or not llm.valid:
+        return llm
+    problem = citation_problem(llm.text, [p["ref"] for p in passages])
+    if problem is None:
+        return llm
+    return llm.model_copy(update={"valid": False, "error": f"citations: {problem}", "output": None})
 
 
 def carry_paths(output: dict[str, Any], paths: list[str]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from temporalio import workflow
 
+from armature_temporal.knowledge.citing import RETRIEVE_TOOL
 from armature_temporal.runtime.context import RECALL, RECALL_TOOL, ContextKeeper
 from armature_temporal.runtime.loop_state import (
     AGENT_LOOP_WORKFLOW,
@@ -36,6 +37,7 @@ from armature_temporal.runtime.models import (
 )
 from armature_temporal.spec.compiler import PlanStage
 from armature_temporal.spec.context_window import DEFAULT_SEGMENT_TURNS
+from armature_temporal.spec.knowledge import RETRIEVE_TOOL_NAME
 from armature_temporal.spec.mcp import MCP_PREFIX, offered, tool_definitions
 from workflows.interpreter.context import LoopUsage
 from workflows.interpreter.failures import StageFailure
@@ -137,8 +139,14 @@ class ToolLoop:
             if keeper is not None and final is None:
                 await self.windows.before_call(stage, keeper, state.attempt)
             has_tools = bool(stage.role.tools) and final is None
-            tools = [t for t in stage.role.tools if has_tools and not t.startswith(MCP_PREFIX)]
+            tools = [
+                t
+                for t in stage.role.tools
+                if has_tools and not t.startswith(MCP_PREFIX) and t != RETRIEVE_TOOL_NAME
+            ]
             pinned = tool_definitions(run.plan.mcp_servers, list(stage.role.tools))
+            if RETRIEVE_TOOL_NAME in stage.role.tools:  # the engine answers it, like recall
+                pinned.append(RETRIEVE_TOOL)
             run.count_llm_call(stage.id)
             turn = state.turn
             summary = (
@@ -169,6 +177,7 @@ class ToolLoop:
                     sim_seed=state.sim_seed,
                     judged_quality=state.judged_quality,
                     lessons=state.lessons,
+                    knowledge=state.knowledge,
                     extra_tools=(
                         [RECALL_TOOL] if has_tools and keeper and keeper.recallable else []
                     )
@@ -228,6 +237,8 @@ class ToolLoop:
             ref = None
             if call["name"] == RECALL and keeper.recallable:
                 content = await self.windows.recall(stage, keeper, call)
+            elif call["name"] == RETRIEVE_TOOL_NAME and RETRIEVE_TOOL_NAME in names:
+                content = await self.stages.retrieval.tool(stage, call["arguments"])
             elif call["name"] not in names and workflow.patched(OFFERED_TOOLS_ONLY):
                 # A model (or what it read) asking for a tool the role does not offer: refused
                 # here, never run, whatever the policy would say.

@@ -144,8 +144,10 @@ class Tracer:
         tier: str,
         lessons: Sequence[str] = (),
         unsure: str | None = None,
+        knowledge: Sequence[str] = (),
     ) -> None:
-        """``unsure``: why a valid output was refused for low confidence (its error)."""
+        """``unsure``: why a valid output was refused for low confidence (its error);
+        ``knowledge``: the references of the passages its prompt carried."""
         assert stage.role is not None
         run = self.run
         provenance = {k: "user_input" for k in variables.get("inputs", {})}
@@ -157,6 +159,7 @@ class Tracer:
             if variables.get("_stale_memory_keys"):
                 provenance["_stale_memory_keys"] = "stale_memory"
         provenance.update({f"lesson:{i}": "memory" for i in lessons})
+        provenance.update({ref: "knowledge" for ref in knowledge})
         arm_id, decision_id = run.arm_of(stage.id)
         self.chain.add(
             "attempt",
@@ -191,6 +194,7 @@ class Tracer:
                 # A tool loop's last progress (turns, window, compactions, spent), if it ran one.
                 **({"loop": result.loop} if result.loop else {}),
                 **({"pitfalls_hit": llm.pitfalls_hit} if llm.pitfalls_hit else {}),
+                **({"facts_missing": llm.facts_missing} if llm.facts_missing else {}),
                 **({"finish_reason": llm.finish_reason} if llm.finish_reason else {}),
                 **(llm.cache or {}),  # a cache hit: cache, cache_entry, similarity, ...
                 **_confidence(llm),

@@ -20,6 +20,8 @@ from armature_temporal.runtime.simulate._output import render, text_answer, unfi
 from armature_temporal.runtime.simulate._pitfalls import (
     falls_into,
     judge_noise_sd,
+    missing_facts,
+    simulated_citation,
     symptom_sentence,
     with_symptoms,
 )
@@ -30,7 +32,7 @@ from armature_temporal.runtime.simulate._values import (
     with_score,
 )
 from armature_temporal.runtime.simulate._words import rng_for, words_of
-from armature_temporal.spec.simulation import Pitfall
+from armature_temporal.spec.simulation import NeededFact, Pitfall
 
 __all__ = ["QUALITY_CONCENTRATION", "SimulatedCompletion", "simulate_completion"]
 
@@ -51,6 +53,7 @@ class SimulatedCompletion(BaseModel):
         prompt_tokens: A rough token count of the prompt (characters / 4).
         completion_tokens: A rough token count of ``text`` (characters / 4).
         pitfalls_hit: Ids of the declared pitfalls this output fell into.
+        facts_missing: Ids of the declared needed facts its prompt lacked.
         hedged: Whether the output hedged (the tier's ``hedge_rate``), losing
             ``HEDGE_PENALTY`` of its quality.
         logprobs: Per-token logprobs, when asked for (``logprobs=True``).
@@ -64,6 +67,7 @@ class SimulatedCompletion(BaseModel):
     prompt_tokens: int = Field(ge=1)
     completion_tokens: int = Field(ge=1)
     pitfalls_hit: list[str] = Field(default_factory=list)
+    facts_missing: list[str] = Field(default_factory=list)
     hedged: bool = False
     logprobs: list[float] | None = None
 
@@ -79,6 +83,7 @@ def simulate_completion(
     quality: float,
     judged_quality: float | None = None,
     pitfalls: Sequence[Pitfall] = (),
+    facts: Sequence[NeededFact] = (),
     hedge_rate: float = 0.0,
     logprobs: bool = False,
 ) -> SimulatedCompletion:
@@ -98,6 +103,8 @@ def simulate_completion(
             ``sd = 0.25 * (1 - quality) + 0.02``. None: the score is the judge's own quality.
         pitfalls: The stage's declared pitfalls; each one whose lesson the prompt lacks is
             fallen into at its ``rate``, costing its ``penalty`` and showing its ``symptom``.
+        facts: The stage's declared needed facts; each one needed and missing from the prompt
+            costs its ``penalty`` and shows its symptom.
         hedge_rate: Probability in [0, 1] that the output hedges: it loses
             :data:`HEDGE_PENALTY` of quality and carries a hedging sentence.
         logprobs: Also return per-token logprobs, declared from the latent quality.
@@ -123,14 +130,22 @@ def simulate_completion(
     content = random.Random(rng.getrandbits(64))
     drawn = _draw_quality(random.Random(rng.getrandbits(64)), quality)
     hit = falls_into(seed, prompt, pitfalls)
+    missed = missing_facts(prompt, facts)
     hedged = hedges(seed, hedge_rate)
-    penalty = sum(p.penalty for p in hit) + (HEDGE_PENALTY if hedged else 0.0)
+    penalty = (
+        sum(p.penalty for p in hit)
+        + sum(f.penalty for f in missed)
+        + (HEDGE_PENALTY if hedged else 0.0)
+    )
     latent = min(1.0, max(0.0, drawn - penalty))
     score = latent
     if role_type == "judge" and judged_quality is not None:
         noise = rng_for(f"{seed}/judge-noise").gauss(0.0, judge_noise_sd(quality))
         score = min(1.0, max(0.0, judged_quality + noise))
-    symptoms = [p.symptom for p in hit]
+    symptoms = [p.symptom for p in hit] + [f.shown_symptom for f in missed]
+    citation = simulated_citation(seed, prompt, quality)
+    if citation is not None:
+        symptoms.append(citation)
     words = words_of(prompt)
     if hedged:
         symptoms.append(hedge_sentence(seed, words))
@@ -165,6 +180,7 @@ def simulate_completion(
         prompt_tokens=max(1, len(prompt) // 4),
         completion_tokens=max(1, len(text) // 4),
         pitfalls_hit=[p.id for p in hit],
+        facts_missing=[f.id for f in missed],
         hedged=hedged,
         logprobs=simulated_logprobs(seed, latent, len(text) // 4) if logprobs else None,
     )

@@ -2,7 +2,8 @@
 noise of a judge that scores the output it judges.
 
 A prompt's words act on an output's latent quality here and only here (:func:`falls_into`:
-a prompt carrying a pitfall's lesson avoids the pitfall), and a judge's score reads the latent
+a prompt carrying a pitfall's lesson avoids the pitfall; :func:`missing_facts`: a prompt
+lacking a needed fact costs its penalty), and a judge's score reads the latent
 quality of what it judges plus :func:`judge_noise_sd` noise, never words: text addressed to a
 judge, in any prompt or output, moves neither (the README's "Judges read quality, not
 words")."""
@@ -10,18 +11,21 @@ words")."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from armature_temporal.runtime.simulate._values import SENTENCE_KEYS, conforms
 from armature_temporal.runtime.simulate._words import rng_for
-from armature_temporal.spec.simulation import Pitfall
+from armature_temporal.spec.simulation import NeededFact, Pitfall
 
 __all__ = [
     "falls_into",
     "judge_noise_sd",
     "lesson_present",
+    "missing_facts",
     "normalised",
+    "simulated_citation",
     "symptom_sentence",
     "with_symptoms",
 ]
@@ -53,6 +57,42 @@ def falls_into(seed: str, prompt: str, pitfalls: Sequence[Pitfall]) -> list[Pitf
         if coin < pitfall.rate and not lesson_present(pitfall.lesson, prompt):
             hit.append(pitfall)
     return hit
+
+
+def missing_facts(prompt: str, facts: Sequence[NeededFact]) -> list[NeededFact]:
+    """The facts this call needs and its prompt lacks. A fact is needed when the prompt
+    mentions one of its ``when`` phrases (or it has none), and known when the prompt carries
+    its text; both read the prompt alone (no coin), so paired runs differ only where one
+    prompt carries a fact the other lacks."""
+    text = normalised(prompt)
+    return [
+        fact
+        for fact in facts
+        if (not fact.when or any(normalised(w) in text for w in fact.when))
+        and normalised(fact.fact) not in text
+    ]
+
+
+#: A passage's reference as the Knowledge block lists it.
+_LISTED_REF = re.compile(r"^\[(knowledge:[^\]\s]+#\d+)\]", re.M)
+
+
+def simulated_citation(seed: str, prompt: str, quality: float) -> str | None:
+    """The citation a simulated answer makes when its prompt asks for citations (None when it
+    does not): the best listed passage, or — with probability ``(1 - quality) / 2``, its own
+    coin keyed by the seed — a made-up reference to a passage it was not shown (the same
+    source, a chunk number past the listed ones), the failure a citation check catches."""
+    from armature_temporal.knowledge.citing import CITE_INSTRUCTION
+
+    if CITE_INSTRUCTION not in prompt:
+        return None
+    listed = _LISTED_REF.findall(prompt)
+    if not listed:
+        return None
+    if rng_for(f"{seed}/cite").random() < (1.0 - quality) / 2:
+        source = listed[0].rsplit("#", 1)[0]
+        return f"Source: [{source}#{1000 + len(listed)}]"
+    return f"Source: [{listed[0]}]"
 
 
 def symptom_sentence(symptom: str) -> str:

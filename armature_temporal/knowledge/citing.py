@@ -1,0 +1,115 @@
+"""Passages in a prompt, and the citations an answer makes to them.
+
+A retrieved passage travels as ``{ref, heading, text, sha256, score}`` (``ref`` is
+``knowledge:<source>#<chunk>``). :func:`knowledge_block` is the prompt's Knowledge section;
+with ``cite`` it asks for references in square brackets, and :func:`citation_problem` is the
+check an answer must then pass: at least one reference to a passage it was shown, and none to
+a passage it was not (a made-up source is the failure citations exist to catch).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+__all__ = [
+    "CITE_INSTRUCTION",
+    "JUDGE_HEADING",
+    "RETRIEVE_TOOL",
+    "citation_problem",
+    "cited_refs",
+    "knowledge_block",
+    "passage",
+]
+
+#: What a prompt asks of an answer when its stage has ``retrieve: {cite: true}``.
+CITE_INSTRUCTION = (
+    "Cite the passages you use: put each one's reference in square brackets, e.g. "
+    "[knowledge:guide.md#3], and cite no reference that is not listed above."
+)
+
+#: A reference as answers write it: ``knowledge:<source>#<chunk>``.
+_REF = re.compile(r"knowledge:([^\s\[\]#]+)#(\d+)")
+
+#: The ``retrieve`` tool as a model is shown it (the engine answers it, like ``recall``).
+RETRIEVE_TOOL: dict[str, Any] = {
+    "name": "retrieve",
+    "description": "Search this workflow's knowledge (its indexed documents) and return the "
+    "best passages, each with its reference knowledge:<source>#<chunk>.",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "What to look for, in words."},
+            "k": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 20,
+                "description": "How many passages (default 4).",
+            },
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    },
+}
+
+
+def passage(hit: Any) -> dict[str, Any]:
+    """A search hit (store.knowledge.KnowledgeHit) as it travels through a run."""
+    return {
+        "ref": hit.ref,
+        "heading": hit.heading,
+        "text": hit.text,
+        "sha256": hit.sha256,
+        "score": hit.score,
+    }
+
+
+#: A judge's Knowledge section opens with this: the passages the stages it judges were shown.
+JUDGE_HEADING = (
+    "Passages the work you judge was shown (check that each [knowledge:...] reference it "
+    "cites is listed here and says what the work claims it says):"
+)
+
+
+def knowledge_block(
+    passages: Sequence[dict[str, Any]], cite: bool = False, judging: bool = False
+) -> str:
+    """The prompt's Knowledge section: each passage under its reference and heading; for a
+    judge (``judging``), the passages the work it judges was shown, to check citations by."""
+    parts = []
+    for p in passages:
+        head = f"[{p['ref']}]" + (f" {p['heading']}" if p.get("heading") else "")
+        parts.append(f"{head}\n{str(p.get('text', '')).strip()}")
+    heading = JUDGE_HEADING if judging else "Knowledge (passages retrieved for this task):"
+    text = f"{heading}\n\n" + "\n\n".join(parts)
+    if not passages:
+        text = "Knowledge: the search found no passage for this task."
+    return f"{text}\n\n{CITE_INSTRUCTION}" if cite and passages else text
+
+
+def cited_refs(text: str) -> list[str]:
+    """The references an answer cites, in order, each once."""
+    seen: dict[str, None] = {}
+    for m in _REF.finditer(text):
+        seen.setdefault(f"knowledge:{m.group(1)}#{m.group(2)}", None)
+    return list(seen)
+
+
+def citation_problem(text: str, shown: Iterable[str]) -> str | None:
+    """Why an answer's citations fail (None: they pass): it cites no passage it was shown, or
+    it cites one it was not shown."""
+    shown = list(shown)
+    cited = cited_refs(text)
+    unknown = [r for r in cited if r not in shown]
+    if unknown:
+        return (
+            f"it cites {unknown}, which it was not shown; cite only the passages listed under "
+            f"Knowledge: {shown}"
+        )
+    if shown and not cited:
+        return (
+            f"it cites no passage; put the reference of each passage it uses in square "
+            f"brackets, from {shown}"
+        )
+    return None
