@@ -84,6 +84,10 @@ for room in (
 _watch = importlib.import_module("armature_temporal.commands.runs_watch").runs_watch
 commands.runs.runs_app.command("watch")(_watch)
 
+# `armature knowledge gaps` lives in its own module (enrichment, apart from indexing).
+_gaps = importlib.import_module("armature_temporal.commands.knowledge_gaps").gaps
+commands.knowledge.knowledge_app.command("gaps")(_gaps)
+
 # `armature cache eval` lives in its own module (the semantic rule's scoring); mounted here.
 try:
     _eval = importlib.import_module("armature_temporal.commands.cache_eval").cache_eval

@@ -16,10 +16,11 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.traces import store_for
-from armature_temporal.errors import SpecError
+from armature_temporal.errors import ArmatureError, SpecError
 from armature_temporal.improve.decide import Scored, decide_round
 from armature_temporal.improve.diagnose import diagnose
 from armature_temporal.improve.edit import EditError, apply_changes, unified_diff
+from armature_temporal.improve.enrich import enrichment_candidates
 from armature_temporal.improve.lanes import classify_at
 from armature_temporal.improve.models import (
     Candidate,
@@ -43,6 +44,7 @@ from armature_temporal.runtime.hqs import run_hqs
 from armature_temporal.runtime.llm import ProviderError, complete
 from armature_temporal.runtime.traces import TraceRecord
 from armature_temporal.spec.compiler import Plan, compile_spec
+from armature_temporal.spec.knowledge import KNOWLEDGE_SURFACE
 from armature_temporal.spec.loader import load_spec_text
 from armature_temporal.spec.models import Spec
 from armature_temporal.store import TraceStore
@@ -197,9 +199,25 @@ def _prepare_round(inp: ImproveInput) -> Prepared:
             )
         )
     notes: list[str] = []
+    if KNOWLEDGE_SURFACE in si.editable_surfaces and inp.refiner != "only":
+        try:
+            enriched, enrich_notes = enrichment_candidates(
+                store,
+                loaded.spec,
+                plan,
+                inp.spec_text,
+                inp.spec_path,
+                runs,
+                limit=inp.max_candidates,
+            )
+        except (EditError, SpecError, ArmatureError) as exc:
+            enriched, enrich_notes = [], [f"enrichment dropped from this round: {exc}"]
+        found += enriched
+        notes += enrich_notes
     if inp.refiner == "only" or si.refiner_tier is not None:
-        refined, notes = _refined(inp, plan, diag, runs, store, current, found)
+        refined, refine_notes = _refined(inp, plan, diag, runs, store, current, found)
         found += refined
+        notes += refine_notes
     if not found:
         return Prepared(
             stop=ImproveResult(

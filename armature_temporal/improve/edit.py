@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.scalarstring import LiteralScalarString
 
 from armature_temporal.errors import ArmatureError, did_you_mean
@@ -85,6 +85,7 @@ def apply_changes(
         raise EditError(f"{filename}: there is no `stages:` list to change; is it a spec?")
     seen: set[str] = set()
     targets: list[tuple[SpecChange, CommentedMap]] = []
+    knowledge_targets: list[tuple[SpecChange, CommentedMap]] = []
     for change in changes:
         if change.surface in seen:
             raise EditError(
@@ -92,6 +93,9 @@ def apply_changes(
                 "a proposal may change each field of a stage once"
             )
         seen.add(change.surface)
+        if change.stage == "knowledge" and change.field == "sources":
+            knowledge_targets.append((change, _knowledge_of(doc, change, filename)))
+            continue
         index, role = _find_role(doc, stages, change, filename)
         current = role.get(change.field)
         if not _same(current, change.old):
@@ -109,6 +113,14 @@ def apply_changes(
             holders: tuple[Any, ...] = (stages, stage, role)
             for node in holders:
                 node.fa.set_block_style()
+
+    for change, knowledge in knowledge_targets:
+        current = knowledge.get("sources")
+        if isinstance(current, CommentedSeq):  # in place: keeps its flow or block style
+            current.clear()
+            current.extend(change.new)
+        else:
+            knowledge.insert(0, "sources", list(change.new))
 
     after = _dump(doc, layout)
     new_text = _splice(spec_text, before, after)
@@ -301,6 +313,29 @@ def _find_role(
             "role out in full for this stage, then run `armature improve` again"
         )
     return index, role
+
+
+def _knowledge_of(doc: Any, change: SpecChange, filename: str) -> CommentedMap:
+    """The spec's ``knowledge:`` mapping, its ``sources`` checked against the change's old."""
+    knowledge = doc.get("knowledge")
+    if not isinstance(knowledge, CommentedMap):
+        raise EditError(
+            f"{filename}: the spec has no `knowledge:` mapping, so there are no knowledge.sources "
+            "to change; the proposal was made for another version of it: run `armature "
+            "improve` again"
+        )
+    current = knowledge.get("sources")
+    current_list = [current] if isinstance(current, str) else list(current or [])
+    if current_list != list(change.old or []):
+        raise EditError(
+            f"{filename}: the spec changed since the proposal was made: knowledge.sources is "
+            f"{current_list}, the proposal expected {list(change.old or [])}; run `armature "
+            "improve` again"
+        )
+    if isinstance(current, str):  # a single source written as a string: make it a list
+        knowledge["sources"] = CommentedSeq([current])
+        knowledge["sources"].fa.set_flow_style()
+    return knowledge
 
 
 def _references(doc: Any, target: Any) -> int:

@@ -31,7 +31,7 @@ __all__ = [
     "VerificationTest",
 ]
 
-EditableField = Literal["description", "model_tier", "temperature", "max_tokens"]
+EditableField = Literal["description", "model_tier", "temperature", "max_tokens", "sources"]
 
 
 class _Model(BaseModel):
@@ -39,7 +39,9 @@ class _Model(BaseModel):
 
 
 class SpecChange(_Model):
-    """One edit to one stage's role: ``stages[id == stage].role.<field>`` from old to new."""
+    """One edit to one stage's role: ``stages[id == stage].role.<field>`` from old to new; or,
+    with ``stage`` ``knowledge`` and ``field`` ``sources``, the spec's ``knowledge.sources``
+    (the enrichment loop: a document list from old to new)."""
 
     stage: str
     field: EditableField

@@ -36,10 +36,12 @@ FIXES: dict[str, tuple[str, ...]] = {
     "temperature": ("output_invalid", "escalated", "stage_failed"),
     "description": ("output_invalid", "escalated", "stage_failed"),
     "max_tokens": ("truncated", "output_invalid", "stage_failed"),
+    "sources": ("low_judge",),  # enrichment's candidates name their stages themselves
 }
 #: The failure kinds a change to each field risks on its stage (what it may break): a cooler
 #: or more constrained prompt can cost quality; a longer limit can let a reply run on.
 RISKS: dict[str, tuple[str, ...]] = {
+    "sources": (),  # enrichment: its candidate names the stages it should fix itself
     "model_tier": (),
     "temperature": ("low_judge",),
     "description": ("low_judge",),

@@ -226,7 +226,10 @@ def candidates(
 
 def cost_saving(plan: Plan, change: SpecChange) -> bool:
     """True when ``change`` can only cut cost: a ``model_tier`` lower on the tier ladder, or a
-    ``max_tokens`` below the stage's effective one. Descriptions and temperatures never are."""
+    ``max_tokens`` below the stage's effective one. Descriptions, temperatures and added
+    documents never are."""
+    if change.field == "sources":
+        return False
     stage = plan.stage(change.stage)
     if stage.role is None:
         return False

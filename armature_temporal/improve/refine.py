@@ -311,6 +311,11 @@ def screen(
         if surface not in allowed:
             drop(f"not an editable surface; self_improvement.editable_surfaces: {sorted(allowed)}")
             continue
+        if p.surface == "sources":
+            drop(
+                "knowledge.sources grows by enrichment, from knowledge.candidates, not the refiner"
+            )
+            continue
         if (why := _typed(p.surface, p.value)) is not None:
             drop(why)
             continue

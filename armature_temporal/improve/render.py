@@ -44,6 +44,9 @@ def change_label(change: SpecChange) -> str:
     """``analyze.model_tier: small → medium``."""
     if change.field == "description":
         return f"{change.surface}: + instruction"
+    if change.field == "sources" and isinstance(change.new, list):  # enrichment: what it adds
+        added = [s for s in change.new if s not in (change.old or [])]
+        return f"{change.surface}: + {', '.join(added)}"
     return f"{change.surface}: {_value(change.old)} → {_value(change.new)}"
 
 

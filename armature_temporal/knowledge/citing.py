@@ -15,12 +15,15 @@ from typing import Any
 
 __all__ = [
     "CITE_INSTRUCTION",
+    "EMPTY_KNOWLEDGE",
     "JUDGE_HEADING",
+    "KNOWLEDGE_HEADING",
     "RETRIEVE_TOOL",
     "citation_problem",
     "cited_refs",
     "knowledge_block",
     "passage",
+    "without_knowledge",
 ]
 
 #: What a prompt asks of an answer when its stage has ``retrieve: {cite: true}``.
@@ -65,6 +68,10 @@ def passage(hit: Any) -> dict[str, Any]:
     }
 
 
+#: A stage's Knowledge section opens with this.
+KNOWLEDGE_HEADING = "Knowledge (passages retrieved for this task):"
+#: The Knowledge section of a search that found nothing.
+EMPTY_KNOWLEDGE = "Knowledge: the search found no passage for this task."
 #: A judge's Knowledge section opens with this: the passages the stages it judges were shown.
 JUDGE_HEADING = (
     "Passages the work you judge was shown (check that each [knowledge:...] reference it "
@@ -81,11 +88,24 @@ def knowledge_block(
     for p in passages:
         head = f"[{p['ref']}]" + (f" {p['heading']}" if p.get("heading") else "")
         parts.append(f"{head}\n{str(p.get('text', '')).strip()}")
-    heading = JUDGE_HEADING if judging else "Knowledge (passages retrieved for this task):"
+    heading = JUDGE_HEADING if judging else KNOWLEDGE_HEADING
     text = f"{heading}\n\n" + "\n\n".join(parts)
     if not passages:
-        text = "Knowledge: the search found no passage for this task."
+        text = EMPTY_KNOWLEDGE
     return f"{text}\n\n{CITE_INSTRUCTION}" if cite and passages else text
+
+
+#: Where a Knowledge section ends: the Context section, a retry's note, or the message's end.
+_BLOCK_END = re.compile(r"\n\n(?:Context:\n|Your previous answer)")
+
+
+def without_knowledge(text: str) -> str:
+    """``text`` without its Knowledge sections (what was asked, not what was found)."""
+    for heading in (KNOWLEDGE_HEADING, JUDGE_HEADING, EMPTY_KNOWLEDGE):
+        while (start := text.find(heading)) >= 0:
+            end = _BLOCK_END.search(text, start)
+            text = text[:start] + (text[end.start() :] if end else "")
+    return text
 
 
 def cited_refs(text: str) -> list[str]:

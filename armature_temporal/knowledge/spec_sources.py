@@ -20,7 +20,7 @@ from typing import Any
 from armature_temporal.knowledge import IndexReport, default_embedder, index_sources
 from armature_temporal.knowledge.sources import Unreadable, _files
 
-__all__ = ["index_spec_knowledge", "spec_embedder"]
+__all__ = ["collection_embedder", "index_spec_knowledge", "spec_embedder"]
 
 
 def spec_embedder(choice: str) -> Any:
@@ -30,6 +30,15 @@ def spec_embedder(choice: str) -> Any:
     if choice == "auto":
         return default_embedder()
     return LocalEmbedder() if choice == "local" else LexicalEmbedder()
+
+
+def collection_embedder(store: Any, collection: str, choice: str) -> Any:
+    """The embedder a collection was indexed with (so its vectors compare), else the one
+    ``knowledge.embedder`` names."""
+    from armature_temporal.knowledge import embedder_named
+
+    used = {s.embedder for s in store.knowledge_sources(collection)}
+    return embedder_named(used.pop()) if len(used) == 1 else spec_embedder(choice)
 
 
 def index_spec_knowledge(

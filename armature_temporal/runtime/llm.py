@@ -158,6 +158,13 @@ async def _simulate(
     if tier.latency_ms:
         await asyncio.sleep(tier.latency_ms / 1000)
     prompt = "\n".join(str(m.get("content", "")) for m in messages)
+    from armature_temporal.knowledge.citing import without_knowledge
+
+    # What was asked, for the facts a good answer needs: the task and its context, not the
+    # system message (role contract, mission), the passages found or any tool result.
+    asked = without_knowledge(
+        "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "user")
+    ).split("\n\nYour previous answer", 1)[0]  # nor a retry's note
     from armature_temporal.runtime.simulate import REFINER_MARKER, simulate_refiner
 
     if REFINER_MARKER in prompt:  # the improvement loop's refiner (improve/refine.py)
@@ -191,6 +198,7 @@ async def _simulate(
         judged_quality=judged_quality,
         pitfalls=pitfalls,
         facts=facts,
+        asked=asked,
         hedge_rate=tier.hedge_rate,
         logprobs=tier.logprobs is True,
     )

@@ -17,6 +17,7 @@ from jsonschema.exceptions import SchemaError
 from armature_temporal.errors import did_you_mean
 from armature_temporal.spec.context_window import context_problems
 from armature_temporal.spec.experience import experience_problems
+from armature_temporal.spec.knowledge import KNOWLEDGE_SURFACE
 from armature_temporal.spec.models import (
     IDENTIFIER,
     STANDARD_TIERS,
@@ -344,6 +345,15 @@ def _check_top_level_refs(spec: Spec) -> Iterator[Problem]:
             path = ("self_improvement", "editable_surfaces", k)
             if surface in SURFACE_GROUPS:
                 continue  # a 0.7.0 group name; spec_warnings covers those not editable here
+            if surface == KNOWLEDGE_SURFACE and sid not in stages:
+                if spec.knowledge is None or not spec.knowledge.candidates:
+                    yield (
+                        path,
+                        f"{surface!r} lets the enrichment loop add documents to the spec's "
+                        "knowledge, chosen from knowledge.candidates, which this spec does not "
+                        "list; add knowledge: {candidates: [more-docs/]}",
+                    )
+                continue
             if sid not in stages:
                 yield (
                     path,

@@ -11,11 +11,15 @@ from pydantic import Field
 from armature_temporal.spec.fields import StrList, _Model
 
 __all__ = [
+    "KNOWLEDGE_SURFACE",
     "RETRIEVE_DESCRIPTION",
     "RETRIEVE_TOOL_NAME",
     "KnowledgeConfig",
     "StageRetrieve",
 ]
+
+#: The editable surface of the enrichment loop: the spec's knowledge.sources.
+KNOWLEDGE_SURFACE = "knowledge.sources"
 
 #: The built-in tool a role lists in ``tools`` to search the spec's knowledge itself.
 RETRIEVE_TOOL_NAME = "retrieve"
@@ -47,6 +51,13 @@ class KnowledgeConfig(_Model):
     embedder: Literal["auto", "local", "lexical"] = Field(
         "auto",
         description="auto: the local model where the embed extra is installed, else lexical.",
+    )
+    candidates: StrList = Field(
+        default_factory=list,
+        description="Documents (files, directories, globs in the spec's folder) the "
+        "enrichment loop may propose adding to sources when answers show a knowledge gap; "
+        "each addition is verified by paired runs (armature improve, with knowledge.sources "
+        "in self_improvement.editable_surfaces).",
     )
 
 

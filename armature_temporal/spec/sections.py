@@ -167,7 +167,8 @@ class SelfImprovement(_Model):
     editable_surfaces: StrList = Field(
         default_factory=list,
         description="What it may change: stage_id.description, stage_id.model_tier, "
-        "stage_id.temperature, stage_id.max_tokens.",
+        "stage_id.temperature, stage_id.max_tokens, and knowledge.sources (enrichment: "
+        "documents from knowledge.candidates).",
     )
     target_hqs: float = Field(0.9, ge=0, le=1, description="HQS at which it stops proposing.")
     min_traces: int = Field(20, ge=1, description="Runs needed before it proposes anything.")

@@ -73,8 +73,9 @@ class NeededFact(_Model):
     )
     when: StrList = Field(
         default_factory=list,
-        description="Needed only when the prompt mentions one of these phrases (the run's "
-        "question, say); empty: always needed.",
+        description="Needed only when what was asked (the prompt's task and context, not "
+        "the passages it was shown) has a word starting with one of these phrases; empty: "
+        "always needed.",
     )
     penalty: float = Field(
         0.3,

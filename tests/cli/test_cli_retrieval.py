@@ -42,7 +42,7 @@ async def test_run_indexes_the_specs_documents_and_report_shows_the_passages_see
         )
     assert first.returncode == 0, first.stderr
     for name in ("refunds.md", "shipping.md", "warranty.md"):
-        assert f"indexed knowledge-qa/{name}" in first.stderr
+        assert f"indexed knowledge-qa/policies/{name}" in first.stderr
     assert "3 indexed, 0 unchanged, 0 not readable" in first.stderr
     assert again.returncode == 0, again.stderr
     assert "indexed" not in again.stderr  # nothing changed: nothing indexed again
@@ -52,10 +52,12 @@ async def test_run_indexes_the_specs_documents_and_report_shows_the_passages_see
     stages = {s["stage_id"]: s for s in json.loads(report.stdout)["stages"]}
     (seen,) = stages["answer"]["retrievals"]
     refs = [p["ref"] for p in seen["passages"]]
-    assert len(refs) == 3 and refs[0] == "knowledge:knowledge-qa/refunds.md#0", refs
+    assert len(refs) == 3 and refs[0] == "knowledge:knowledge-qa/policies/refunds.md#0", refs
     assert all(len(p["sha256"]) == 64 for p in seen["passages"])
     text = await run_armature("report", run_id)
-    assert "knowledge:knowledge-qa/refunds.md#0" in text.stdout and "passages it saw" in text.stdout
+    assert "knowledge:knowledge-qa/policies/refunds.md#0" in text.stdout
+    assert "passages it saw" in text.stdout
+    assert "candidates" not in first.stderr  # candidates are not indexed until added
 
 
 async def test_sources_outside_the_specs_folder_are_named_and_the_rest_indexed(

@@ -84,6 +84,7 @@ def simulate_completion(
     judged_quality: float | None = None,
     pitfalls: Sequence[Pitfall] = (),
     facts: Sequence[NeededFact] = (),
+    asked: str | None = None,
     hedge_rate: float = 0.0,
     logprobs: bool = False,
 ) -> SimulatedCompletion:
@@ -105,6 +106,8 @@ def simulate_completion(
             fallen into at its ``rate``, costing its ``penalty`` and showing its ``symptom``.
         facts: The stage's declared needed facts; each one needed and missing from the prompt
             costs its ``penalty`` and shows its symptom.
+        asked: What was asked (the prompt without retrieved passages or tool results), which
+            decides whether a fact is needed; None: the prompt.
         hedge_rate: Probability in [0, 1] that the output hedges: it loses
             :data:`HEDGE_PENALTY` of quality and carries a hedging sentence.
         logprobs: Also return per-token logprobs, declared from the latent quality.
@@ -130,7 +133,7 @@ def simulate_completion(
     content = random.Random(rng.getrandbits(64))
     drawn = _draw_quality(random.Random(rng.getrandbits(64)), quality)
     hit = falls_into(seed, prompt, pitfalls)
-    missed = missing_facts(prompt, facts)
+    missed = missing_facts(prompt, facts, asked)
     hedged = hedges(seed, hedge_rate)
     penalty = (
         sum(p.penalty for p in hit)

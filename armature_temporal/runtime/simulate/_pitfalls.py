@@ -59,18 +59,30 @@ def falls_into(seed: str, prompt: str, pitfalls: Sequence[Pitfall]) -> list[Pitf
     return hit
 
 
-def missing_facts(prompt: str, facts: Sequence[NeededFact]) -> list[NeededFact]:
-    """The facts this call needs and its prompt lacks. A fact is needed when the prompt
-    mentions one of its ``when`` phrases (or it has none), and known when the prompt carries
-    its text; both read the prompt alone (no coin), so paired runs differ only where one
-    prompt carries a fact the other lacks."""
+def missing_facts(
+    prompt: str, facts: Sequence[NeededFact], asked: str | None = None
+) -> list[NeededFact]:
+    """The facts this call needs and its prompt lacks. A fact is needed when what was asked
+    (``asked``: the prompt's user messages less the passages they were shown; None: the
+    prompt) has a word starting with one of its ``when`` phrases (or it has none), and known
+    when the prompt
+    carries its text; both read text alone (no coin), so paired runs differ only where one
+    prompt carries a fact the other lacks — a passage that merely mentions a topic does not
+    make its fact needed."""
     text = normalised(prompt)
+    question = text if asked is None else normalised(asked)
     return [
         fact
         for fact in facts
-        if (not fact.when or any(normalised(w) in text for w in fact.when))
+        if (not fact.when or any(_mentions(question, w) for w in fact.when))
         and normalised(fact.fact) not in text
     ]
+
+
+def _mentions(text: str, phrase: str) -> bool:
+    """Whether ``text`` (normalised) has ``phrase`` at the start of a word: ``ship`` in
+    "shipping", not in "relationship"."""
+    return re.search(r"\b" + re.escape(normalised(phrase)), text) is not None
 
 
 #: A passage's reference as the Knowledge block lists it.
