@@ -1,11 +1,17 @@
 """The TraceStore's knowledge collections: documents chunked and indexed for hybrid search.
 
 Each chunk is kept with its text, sha256 and vector in ``knowledge_chunks`` and in a full-text
-index (SQLite: the FTS5 table ``knowledge_fts``, ranked by BM25; PostgreSQL: a GIN index over
-``to_tsvector('english', ...)``, ranked by ``ts_rank``). :meth:`KnowledgeStore.search_chunks`
-ranks by full text, by vector (cosine, with numpy over the collection's vectors: this Python's
-sqlite3 loads no extensions, and pgvector is not assumed), or both fused by reciprocal rank
-(RRF, ``k`` = 60: a chunk's score is the sum over the two rankings of 1 / (60 + rank)).
+index (SQLite: the FTS5 table ``knowledge_fts`` with the ``porter`` tokenizer, ranked by BM25;
+PostgreSQL: a GIN index over ``to_tsvector('english', ...)``, ranked by ``ts_rank``).
+:meth:`KnowledgeStore.search_chunks` ranks by full text, by vector (cosine, with numpy over the
+collection's vectors: this Python's sqlite3 loads no extensions, and pgvector is not assumed),
+or both fused by reciprocal rank (RRF, ``k`` = 60: a chunk's score is the sum over the
+rankings of 1 / (60 + rank); a ranking that found nothing adds nothing).
+
+Both databases read a query alike (:func:`query_terms`): its words (runs of letters and
+digits), lower-cased, without the English stop words PostgreSQL's ``english`` configuration
+drops (:data:`STOPWORDS`), any of them matching, each matched by its stem (SQLite's Porter
+stemmer, PostgreSQL's Snowball English one). A query of stop words only finds nothing by text.
 
 Adding a source again replaces its chunks (the sha256 says whether anything changed).
 """
@@ -24,9 +30,33 @@ from armature_temporal.errors import ArmatureError
 from armature_temporal.store._base import StoreBase, table_of
 from armature_temporal.store.schema import KnowledgeChunkRow, KnowledgeSourceRow
 
-__all__ = ["RRF_K", "KnowledgeError", "KnowledgeHit", "KnowledgeSource", "KnowledgeStore"]
+__all__ = [
+    "RRF_K",
+    "STOPWORDS",
+    "KnowledgeError",
+    "KnowledgeHit",
+    "KnowledgeSource",
+    "KnowledgeStore",
+    "query_terms",
+]
 
 RRF_K = 60
+#: The stop words of PostgreSQL's ``english`` text-search configuration (the Snowball English
+#: list, ``tsearch_data/english.stop``, 127 words): words too common to say what a query is
+#: about. SQLite's FTS5 has no stop words, so the store drops them from every query itself.
+#: (Written as words split, as PostgreSQL ships them, rather than 127 quoted strings.)
+STOPWORDS = frozenset(
+    """
+    i me my myself we our ours ourselves you your yours yourself yourselves he him his himself
+    she her hers herself it its itself they them their theirs themselves what which who whom
+    this that these those am is are was were be been being have has had having do does did
+    doing a an the and but if or because as until while of at by for with about against
+    between into through during before after above below to from up down in out on off over
+    under again further then once here there when where why how all any both each few more
+    most other some such no nor not only own same so than too very s t can will just don
+    should now
+    """.split()  # noqa: SIM905
+)
 #: How many of each ranking the fusion reads.
 CANDIDATES = 50
 SearchMode = Literal["hybrid", "text", "vector"]
@@ -65,10 +95,12 @@ class KnowledgeHit:
         return f"knowledge:{self.source}#{self.ord}"
 
 
-def _fts_query(query: str) -> str:
-    """A free-text query as an FTS5 query: its words, each quoted, any of them."""
-    words = re.findall(r"\w+", query.lower())
-    return " OR ".join(f'"{w}"' for w in words)
+def query_terms(query: str) -> list[str]:
+    """The words of a free-text query that a full-text search looks for: runs of letters and
+    digits (an underscore, hyphen or dot separates two, as both full-text indexes split
+    them), lower-cased, stop words dropped, each once, in order."""
+    words = re.findall(r"[^\W_]+", query.lower())
+    return list(dict.fromkeys(w for w in words if w not in STOPWORDS))
 
 
 class KnowledgeStore(StoreBase):
@@ -162,28 +194,29 @@ class KnowledgeStore(StoreBase):
             return [KnowledgeSource(**dict(row._mapping)) for row in conn.execute(query)]
 
     def _text_ranking(self, conn: Any, collection: str, query: str) -> list[int]:
+        """Chunk ids by full-text rank: any of the query's terms (:func:`query_terms`)."""
+        terms = query_terms(query)
+        if not terms:
+            return []
         if conn.dialect.name == "sqlite":
-            match = _fts_query(query)
-            if not match:
-                return []
+            # each term quoted (letters and digits only): FTS5 stems it as it stemmed the text
             rows = conn.execute(
                 text(
                     "SELECT chunk_id FROM knowledge_fts WHERE knowledge_fts MATCH :q AND "
                     "collection = :c ORDER BY bm25(knowledge_fts) LIMIT :n"
                 ),
-                {"q": match, "c": collection, "n": CANDIDATES},
+                {"q": " OR ".join(f'"{t}"' for t in terms), "c": collection, "n": CANDIDATES},
             )
             return [int(r[0]) for r in rows]
         rows = conn.execute(
             text(
-                "SELECT id FROM knowledge_chunks, "
-                "websearch_to_tsquery('english', :q) AS q "
+                "SELECT id FROM knowledge_chunks, to_tsquery('english', :q) AS q "
                 "WHERE collection = :c AND "
                 "to_tsvector('english', heading || ' ' || text) @@ q "
                 "ORDER BY ts_rank(to_tsvector('english', heading || ' ' || text), q) DESC, id "
                 "LIMIT :n"
             ),
-            {"q": " OR ".join(re.findall(r"\w+", query)), "c": collection, "n": CANDIDATES},
+            {"q": " | ".join(terms), "c": collection, "n": CANDIDATES},
         )
         return [int(r[0]) for r in rows]
 
@@ -227,6 +260,8 @@ class KnowledgeStore(StoreBase):
                     rankings["vector"] = [int(found[i][0]) for i in best]
             fused: dict[int, float] = {}
             places: dict[int, dict[str, int]] = {}
+            # a ranking that found nothing (a query of stop words, no word in common) adds
+            # nothing: the hybrid order is then the other ranking's own
             for name, ranked in rankings.items():
                 for place, chunk_id in enumerate(ranked, start=1):
                     fused[chunk_id] = fused.get(chunk_id, 0.0) + 1.0 / (RRF_K + place)

@@ -489,6 +489,29 @@ def _v18_knowledge(conn: Connection) -> None:
         )
 
 
+def _v19_knowledge_stemming(conn: Connection) -> None:
+    """SQLite's full-text index of knowledge chunks stems words (FTS5's ``porter`` tokenizer
+    over ``unicode61``), as PostgreSQL's ``english`` configuration already does: the table is
+    made again and filled from ``knowledge_chunks``, so a collection indexed before is found
+    as before, now by stems. PostgreSQL: nothing to change."""
+    if conn.dialect.name != "sqlite":
+        return
+    conn.execute(text("DROP TABLE knowledge_fts"))
+    conn.execute(
+        text(
+            "CREATE VIRTUAL TABLE knowledge_fts USING fts5("
+            "text, heading, chunk_id UNINDEXED, collection UNINDEXED, "
+            "tokenize = 'porter unicode61')"
+        )
+    )
+    conn.execute(
+        text(
+            "INSERT INTO knowledge_fts (text, heading, chunk_id, collection) "
+            "SELECT text, heading, id, collection FROM knowledge_chunks ORDER BY id"
+        )
+    )
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "initial", _v1_initial),
     (2, "run_quality", _v2_run_quality),
@@ -507,6 +530,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (16, "api_tokens", _v16_api_tokens),
     (17, "row_macs", _v17_row_macs),
     (18, "knowledge", _v18_knowledge),
+    (19, "knowledge_stemming", _v19_knowledge_stemming),
 ]
 
 

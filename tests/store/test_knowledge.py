@@ -2,19 +2,22 @@
 documents chunked, indexed and found by full text, by vector and by both fused; a source
 added again replaces its chunks, or is left alone when its text did not change; an
 unreadable file is named with the reason and the rest indexed; a search before any index
-says how to build one."""
+says how to build one. Full text reads a query alike on both databases (stop words dropped,
+words matched by their stems), and migration 19 re-indexes an older SQLite store so."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
 from armature_temporal.experience.embeddings import LexicalEmbedder
 from armature_temporal.knowledge import index_sources, search
 from armature_temporal.knowledge.chunking import chunk_text, html_text
-from armature_temporal.store import TraceStore
-from armature_temporal.store.knowledge import RRF_K, KnowledgeError
+from armature_temporal.store import TraceStore, migrate
+from armature_temporal.store.engine import make_engine, release_engine
+from armature_temporal.store.knowledge import RRF_K, KnowledgeError, query_terms
 
 TIDES = """\
 # Tides
@@ -130,3 +133,76 @@ def test_the_local_model_finds_a_chunk_by_meaning_where_no_word_matches(
     with pytest.raises(KnowledgeError) as caught:  # one embedder per collection
         index_sources(store, "meaning", [str(docs / "sub")], embedder=LexicalEmbedder())
     assert "knowledge rebuild --collection meaning" in str(caught.value)
+
+
+def _matched(store: TraceStore, query: str) -> set[str]:
+    """What a text search finds, as ``file#chunk``."""
+    return {f"{Path(h.source).name}#{h.ord}" for h in search(store, "c", query, k=20, mode="text")}
+
+
+# The same expectations on SQLite and PostgreSQL (the test runs on each): both read a query alike.
+@pytest.mark.parametrize(
+    ("query", "found"),
+    [
+        ("the tides of the Moon", {"tides.md#0", "tides.md#1"}),
+        ("pulled", {"tides.md#0", "tides.md#1"}),  # a stem: "pulls", "pull"
+        ("erupting", {"volcano.html#0"}),  # "erupts"
+        ("largest ranges", {"tides.md#1"}),
+        ("explosive_stratovolcanoes", {"volcano.html#1"}),  # "_" splits words, as indexed
+        ("Why is it that they were there?", set()),  # stop words only
+        ("glaciers", set()),
+    ],
+)
+def test_text_search_drops_stop_words_and_matches_stems_alike_on_both_databases(
+    store: TraceStore, docs: Path, query: str, found: set[str]
+) -> None:
+    index_sources(store, "c", [str(docs)], embedder=LexicalEmbedder())
+    assert _matched(store, query) == found
+
+
+def test_a_query_of_stop_words_ranks_by_vector_alone(store: TraceStore, docs: Path) -> None:
+    assert query_terms("How does it work, and why?") == ["work"]
+    assert query_terms("What is it that they were doing there?") == []
+    index_sources(store, "c", [str(docs)], embedder=LexicalEmbedder())
+    query = "what is it that they were doing there"
+    hybrid = search(store, "c", query, k=4)
+    vector = search(store, "c", query, k=4, mode="vector")
+    assert [h.ref for h in hybrid] == [h.ref for h in vector] and len(hybrid) == 4
+    assert all(set(h.ranks) == {"vector"} for h in hybrid)
+    assert search(store, "c", query, mode="text") == []
+
+
+def test_migration_19_reindexes_an_older_sqlite_store_with_stems(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'traces.db'}"
+    engine = make_engine(url)
+    assert migrate(engine, upto=18)[-1] == 18
+    with engine.begin() as conn:  # a chunk indexed at version 18: FTS5 without stemming
+        conn.execute(
+            text(
+                "INSERT INTO knowledge_sources VALUES "
+                "('c', 'tides.md', 'x', 1, 'lexical', '2025-01-01T00:00:00+00:00')"
+            )
+        )
+        conn.execute(
+            text(
+                "INSERT INTO knowledge_chunks (id, collection, source, ord, heading, text, "
+                "sha256, vector) VALUES (7, 'c', 'tides.md', 0, 'Tides', "
+                "'The Moon pulls the oceans', 'y', '[1.0]')"
+            )
+        )
+        conn.execute(
+            text(
+                "INSERT INTO knowledge_fts (text, heading, chunk_id, collection) "
+                "VALUES ('The Moon pulls the oceans', 'Tides', 7, 'c')"
+            )
+        )
+        old = "SELECT chunk_id FROM knowledge_fts WHERE knowledge_fts MATCH 'pulling'"
+        assert conn.execute(text(old)).all() == []
+    assert migrate(engine, upto=19) == [19]
+    release_engine(engine)
+    store = TraceStore(url)
+    try:
+        (hit,) = search(store, "c", "pulling", mode="text")
+        assert (hit.source, hit.ord, hit.text) == ("tides.md", 0, "The Moon pulls the oceans")
+    finally:
+        store.close()
