@@ -177,17 +177,29 @@ def search_cmd(
             "--mode", help="hybrid (full text and vectors, fused by reciprocal rank), text, vector."
         ),
     ] = "hybrid",
+    source: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--source",
+            help="Only chunks of sources matching this glob (as `knowledge list` names them; "
+            "* also matches /); repeat for any of several.",
+            metavar="GLOB",
+        ),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """The chunks of a collection that best answer a query, each with where it comes from
-    (knowledge:<source>#<chunk>) and its hash."""
+    (knowledge:<source>#<chunk>) and its hash.
+
+    Example: armature knowledge search 'retry policy' --source '*/guides/*' --source '*.rst'
+    """
     from armature_temporal.knowledge import search
 
     if mode not in ("hybrid", "text", "vector"):
         raise fail(f"error: --mode {mode!r}: choose hybrid, text or vector", 2)
     store, _ = open_store()
     try:
-        hits = search(store, collection, query, k=k, mode=mode)
+        hits = search(store, collection, query, k=k, mode=mode, sources=source)
     except ArmatureError as exc:
         raise fail(f"error: {exc}", 1) from None
     finally:
@@ -196,7 +208,8 @@ def search_cmd(
         print_json([{**h.__dict__, "ref": h.ref} for h in hits])
         return
     if not hits:
-        out.print(f"no chunk of {collection!r} matches {query!r}", markup=False)
+        among = f" among sources matching {source}" if source else ""
+        out.print(f"no chunk of {collection!r} matches {query!r}{among}", markup=False)
         return
     for h in hits:
         ranks = ", ".join(f"{name} #{place}" for name, place in h.ranks.items())

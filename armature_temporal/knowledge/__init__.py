@@ -12,7 +12,7 @@ both fused by reciprocal rank.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,10 +114,18 @@ def index_sources(
 
 
 def search(
-    store: Any, collection: str, query: str, *, k: int = 5, mode: str = "hybrid"
+    store: Any,
+    collection: str,
+    query: str,
+    *,
+    k: int = 5,
+    mode: str = "hybrid",
+    sources: Sequence[str] | None = None,
 ) -> list[Any]:
     """The ``k`` best chunks for ``query`` (``mode``: hybrid, text or vector), embedding the
-    query with the model the collection was indexed with.
+    query with the model the collection was indexed with; with ``sources`` (``fnmatch``
+    globs over source names), only chunks of matching sources are ranked, and none matching
+    finds nothing.
 
     Raises:
         KnowledgeError: nothing is indexed in the collection (the message says how to add).
@@ -127,4 +135,4 @@ def search(
     if mode != "text" and names:  # an empty collection: search_chunks says how to add
         (name,) = names  # index_sources keeps one embedder per collection
         vector = embedder_named(name).embed([query])[0]
-    return list(store.search_chunks(collection, query, vector, k=k, mode=mode))
+    return list(store.search_chunks(collection, query, vector, k=k, mode=mode, sources=sources))

@@ -13,6 +13,9 @@ digits), lower-cased, without the English stop words PostgreSQL's ``english`` co
 drops (:data:`STOPWORDS`), any of them matching, each matched by its stem (SQLite's Porter
 stemmer, PostgreSQL's Snowball English one). A query of stop words only finds nothing by text.
 
+A search may be limited to sources matching globs (``fnmatch``: ``*``, ``?``, ``[seq]``, with
+``*`` matching ``/`` too; case-sensitive): only their chunks are ranked, by text and by vector.
+
 Adding a source again replaces its chunks (the sha256 says whether anything changed).
 """
 
@@ -22,9 +25,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from fnmatch import fnmatchcase
 from typing import Any, Literal
 
-from sqlalchemy import delete, insert, select, text
+from sqlalchemy import bindparam, delete, insert, select, text
 
 from armature_temporal.errors import ArmatureError
 from armature_temporal.store._base import StoreBase, table_of
@@ -193,32 +197,41 @@ class KnowledgeStore(StoreBase):
         with self.engine.connect() as conn:
             return [KnowledgeSource(**dict(row._mapping)) for row in conn.execute(query)]
 
-    def _text_ranking(self, conn: Any, collection: str, query: str) -> list[int]:
-        """Chunk ids by full-text rank: any of the query's terms (:func:`query_terms`)."""
+    def _text_ranking(
+        self, conn: Any, collection: str, query: str, sources: list[str] | None
+    ) -> list[int]:
+        """Chunk ids by full-text rank: any of the query's terms (:func:`query_terms`), among
+        the chunks of ``sources`` when given."""
         terms = query_terms(query)
         if not terms:
             return []
+        params: dict[str, Any] = {"c": collection, "n": CANDIDATES}
         if conn.dialect.name == "sqlite":
             # each term quoted (letters and digits only): FTS5 stems it as it stemmed the text
-            rows = conn.execute(
-                text(
-                    "SELECT chunk_id FROM knowledge_fts WHERE knowledge_fts MATCH :q AND "
-                    "collection = :c ORDER BY bm25(knowledge_fts) LIMIT :n"
-                ),
-                {"q": " OR ".join(f'"{t}"' for t in terms), "c": collection, "n": CANDIDATES},
+            params["q"] = " OR ".join(f'"{t}"' for t in terms)
+            among = (
+                " AND chunk_id IN (SELECT id FROM knowledge_chunks WHERE collection = :c "
+                "AND source IN :sources)"
             )
-            return [int(r[0]) for r in rows]
-        rows = conn.execute(
-            text(
+            sql = (
+                "SELECT chunk_id FROM knowledge_fts WHERE knowledge_fts MATCH :q AND "
+                "collection = :c{among} ORDER BY bm25(knowledge_fts) LIMIT :n"
+            )
+        else:
+            params["q"] = " | ".join(terms)
+            among = " AND source IN :sources"
+            sql = (
                 "SELECT id FROM knowledge_chunks, to_tsquery('english', :q) AS q "
                 "WHERE collection = :c AND "
-                "to_tsvector('english', heading || ' ' || text) @@ q "
+                "to_tsvector('english', heading || ' ' || text) @@ q{among} "
                 "ORDER BY ts_rank(to_tsvector('english', heading || ' ' || text), q) DESC, id "
                 "LIMIT :n"
-            ),
-            {"q": " | ".join(terms), "c": collection, "n": CANDIDATES},
-        )
-        return [int(r[0]) for r in rows]
+            )
+        statement = text(sql.format(among=among if sources is not None else ""))
+        if sources is not None:
+            statement = statement.bindparams(bindparam("sources", expanding=True))
+            params["sources"] = sources
+        return [int(r[0]) for r in conn.execute(statement, params)]
 
     def search_chunks(
         self,
@@ -228,8 +241,11 @@ class KnowledgeStore(StoreBase):
         *,
         k: int = 5,
         mode: SearchMode = "hybrid",
+        sources: Sequence[str] | None = None,
     ) -> list[KnowledgeHit]:
-        """The ``k`` best chunks of ``collection`` for ``query``.
+        """The ``k`` best chunks of ``collection`` for ``query``; with ``sources`` (globs over
+        the source names, any of them), the best among the chunks of matching sources only
+        (none matching: no hits).
 
         Raises:
             KnowledgeError: the collection has nothing indexed (the message says how to add
@@ -237,22 +253,30 @@ class KnowledgeStore(StoreBase):
         """
         import numpy as np
 
-        if not self.knowledge_sources(collection):
+        known = self.knowledge_sources(collection)
+        if not known:
             raise KnowledgeError(
                 f"knowledge collection {collection!r} has nothing indexed yet; add documents "
                 f"with `armature knowledge add PATH... --collection {collection}`"
             )
+        among = None
+        if sources is not None:
+            globs = list(sources)
+            among = [s.source for s in known if any(fnmatchcase(s.source, g) for g in globs)]
+            if not among:
+                return []
         rows = table_of(KnowledgeChunkRow)
         rankings: dict[str, list[int]] = {}
         with self.engine.connect() as conn:
             if mode in ("hybrid", "text"):
-                rankings["text"] = self._text_ranking(conn, collection, query)
+                rankings["text"] = self._text_ranking(conn, collection, query, among)
             if mode in ("hybrid", "vector"):
                 if query_vector is None:
                     raise KnowledgeError("a vector search needs the query's vector")
-                found = conn.execute(
-                    select(rows.c.id, rows.c.vector).where(rows.c.collection == collection)
-                ).all()
+                candidates = select(rows.c.id, rows.c.vector).where(rows.c.collection == collection)
+                if among is not None:
+                    candidates = candidates.where(rows.c.source.in_(among))
+                found = conn.execute(candidates).all()
                 if found:
                     matrix = np.asarray([r[1] for r in found], dtype=np.float32)
                     scores = matrix @ np.asarray(query_vector, dtype=np.float32)

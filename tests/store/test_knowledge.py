@@ -3,7 +3,8 @@ documents chunked, indexed and found by full text, by vector and by both fused; 
 added again replaces its chunks, or is left alone when its text did not change; an
 unreadable file is named with the reason and the rest indexed; a search before any index
 says how to build one. Full text reads a query alike on both databases (stop words dropped,
-words matched by their stems), and migration 19 re-indexes an older SQLite store so."""
+words matched by their stems), and migration 19 re-indexes an older SQLite store so. A search
+limited to sources by globs ranks only their chunks."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from armature_temporal.experience.embeddings import LexicalEmbedder
 from armature_temporal.knowledge import index_sources, search
 from armature_temporal.knowledge.chunking import chunk_text, html_text
 from armature_temporal.store import TraceStore, migrate
+from armature_temporal.store import knowledge as knowledge_store
 from armature_temporal.store.engine import make_engine, release_engine
 from armature_temporal.store.knowledge import RRF_K, KnowledgeError, query_terms
 
@@ -206,3 +208,21 @@ def test_migration_19_reindexes_an_older_sqlite_store_with_stems(tmp_path: Path)
         assert (hit.source, hit.ord, hit.text) == ("tides.md", 0, "The Moon pulls the oceans")
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("mode", ["text", "vector", "hybrid"])
+def test_a_source_filter_ranks_only_the_chunks_of_matching_sources(
+    store: TraceStore, docs: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index_sources(store, "c", [str(docs)], embedder=LexicalEmbedder())
+    query = "why do the tides happen twice a day, and magma"
+    (best,) = search(store, "c", query, k=1, mode=mode)
+    assert best.source.endswith("tides.md")
+    # each ranking reads one candidate: a filter applied after ranking would find nothing
+    monkeypatch.setattr(knowledge_store, "CANDIDATES", 1)
+    (hit,) = search(store, "c", query, k=1, mode=mode, sources=["*.html"])
+    assert hit.source.endswith("volcano.html") and hit.heading == "Volcanoes"
+    both = search(store, "c", "tides magma", k=5, mode=mode, sources=["*/sub/*", "*/tides.*"])
+    assert {Path(h.source).name for h in both} <= {"tides.md", "volcano.html"}
+    assert search(store, "c", query, mode=mode, sources=["*.pdf"]) == []
+    assert search(store, "c", query, mode=mode, sources=["TIDES.MD"]) == []  # case counts
