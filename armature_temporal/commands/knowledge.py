@@ -245,21 +245,21 @@ def rebuild(
     as_json: JsonFlag = False,
 ) -> None:
     """Index every source of a collection again from its file, with the embedder this
-    machine has now (after installing the embed extra, say)."""
-    from armature_temporal.knowledge import index_sources
+    machine has now (after installing the embed extra, say). The new index replaces the old
+    only once complete: if the rebuild fails or is interrupted, the old one is still searched.
+    A source that cannot be read any more is named and left out of the new index."""
+    from armature_temporal.knowledge import rebuild as rebuild_collection
 
     store = _writable()
+
+    def progress(source: str, chunks: int) -> None:
+        if not as_json:
+            err.print(f"indexed {source} ({chunks} chunks)", markup=False, highlight=False)
+
     try:
-        sources = [s.source for s in store.knowledge_sources(collection)]
-        if not sources:
-            raise fail(
-                f"error: collection {collection!r} has nothing indexed; add documents with "
-                f"`armature knowledge add PATH... --collection {collection}`",
-                1,
-            )
-        for source in sources:
-            store.remove_document(collection, source)
-        report = index_sources(store, collection, sources, embedder=_embedder(embedder))
+        report = rebuild_collection(
+            store, collection, embedder=_embedder(embedder), progress=progress
+        )
     except ArmatureError as exc:
         raise fail(f"error: {exc}", 1) from None
     finally:

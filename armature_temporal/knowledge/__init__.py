@@ -5,8 +5,9 @@
 chunks with the local model (the ``embed`` extra; where it is not installed, the lexical
 embedder, and the source records which) and stores them in the trace store's database
 (:class:`~armature_temporal.store.knowledge.KnowledgeStore`), a source whose text did not
-change left as it is. :func:`search` ranks a collection's chunks by full text, by vector or
-both fused by reciprocal rank.
+change left as it is; :func:`rebuild` indexes a collection's sources again into a staging
+collection and swaps it in only once complete. :func:`search` ranks a collection's chunks by
+full text, by vector or both fused by reciprocal rank.
 """
 
 from __future__ import annotations
@@ -25,8 +26,12 @@ __all__ = [
     "default_embedder",
     "embedder_named",
     "index_sources",
+    "rebuild",
     "search",
 ]
+
+#: Where a rebuild indexes before it swaps the result in (a unique suffix follows).
+STAGING_PREFIX = "~rebuild~"
 
 DEFAULT_COLLECTION = "default"
 
@@ -110,6 +115,58 @@ def index_sources(
         report.indexed[item.source] = len(chunks)
         if progress is not None:
             progress(item.source, len(chunks))
+    return report
+
+
+def rebuild(
+    store: Any,
+    collection: str,
+    *,
+    embedder: Any | None = None,
+    size: int = DEFAULT_SIZE,
+    overlap: int = DEFAULT_OVERLAP,
+    progress: Callable[[str, int], None] | None = None,
+) -> IndexReport:
+    """Index every source of ``collection`` again (with ``embedder``: another model may be
+    chosen) into a staging collection, and swap that in for the old index once every source
+    was read; until then, and if anything fails, searches see the old index, and the staging
+    collection is dropped. A source that cannot be read any more is reported and left out of
+    the new index; when none can be read, the old index is kept.
+
+    Raises:
+        KnowledgeError: the collection has nothing indexed, or no source could be read.
+    """
+    import uuid
+
+    from armature_temporal.store.knowledge import KnowledgeError
+
+    sources = [s.source for s in store.knowledge_sources(collection)]
+    if not sources:
+        raise KnowledgeError(
+            f"collection {collection!r} has nothing indexed; add documents with "
+            f"`armature knowledge add PATH... --collection {collection}`"
+        )
+    staging = f"{STAGING_PREFIX}{uuid.uuid4().hex}"
+    try:
+        report = index_sources(
+            store,
+            staging,
+            sources,
+            embedder=embedder,
+            size=size,
+            overlap=overlap,
+            progress=progress,
+        )
+        if not report.indexed:
+            raise KnowledgeError(
+                f"collection {collection!r}: none of its {len(sources)} sources could be read "
+                f"({report.unreadable}); the index is left as it was"
+            )
+        store.replace_collection(staging, collection)
+    except BaseException:
+        store.drop_collection(staging)  # then the failure itself, unchanged
+        raise
+    report.collection = collection
     return report
 
 

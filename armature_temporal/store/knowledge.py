@@ -16,7 +16,9 @@ stemmer, PostgreSQL's Snowball English one). A query of stop words only finds no
 A search may be limited to sources matching globs (``fnmatch``: ``*``, ``?``, ``[seq]``, with
 ``*`` matching ``/`` too; case-sensitive): only their chunks are ranked, by text and by vector.
 
-Adding a source again replaces its chunks (the sha256 says whether anything changed).
+Adding a source again replaces its chunks (the sha256 says whether anything changed). A
+collection is rebuilt into a staging collection that :meth:`KnowledgeStore.replace_collection`
+swaps in, in one transaction, once it is complete.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from datetime import UTC, datetime
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
-from sqlalchemy import bindparam, delete, insert, select, text
+from sqlalchemy import bindparam, delete, insert, select, text, update
 
 from armature_temporal.errors import ArmatureError
 from armature_temporal.store._base import StoreBase, table_of
@@ -183,6 +185,34 @@ class KnowledgeStore(StoreBase):
             delete(sources).where(sources.c.collection == collection, sources.c.source == source)
         )
         return int(gone.rowcount or 0)
+
+    def _drop_collection(self, conn: Any, collection: str) -> None:
+        sources, rows = table_of(KnowledgeSourceRow), table_of(KnowledgeChunkRow)
+        if conn.dialect.name == "sqlite":
+            conn.execute(text("DELETE FROM knowledge_fts WHERE collection = :c"), {"c": collection})
+        conn.execute(delete(rows).where(rows.c.collection == collection))
+        conn.execute(delete(sources).where(sources.c.collection == collection))
+
+    def drop_collection(self, collection: str) -> None:
+        """Drop every source and chunk of a collection (none: nothing happens)."""
+        with self.engine.begin() as conn:
+            self._drop_collection(conn, collection)
+
+    def replace_collection(self, staging: str, collection: str) -> None:
+        """Make ``staging`` (a complete index) ``collection``, dropping what ``collection``
+        held; one transaction, so a search sees the old index or the new, never a mix."""
+        sources, rows = table_of(KnowledgeSourceRow), table_of(KnowledgeChunkRow)
+        with self.engine.begin() as conn:
+            self._drop_collection(conn, collection)
+            for table in (rows, sources):
+                conn.execute(
+                    update(table).where(table.c.collection == staging).values(collection=collection)
+                )
+            if conn.dialect.name == "sqlite":
+                conn.execute(
+                    text("UPDATE knowledge_fts SET collection = :c WHERE collection = :s"),
+                    {"c": collection, "s": staging},
+                )
 
     def remove_document(self, collection: str, source: str) -> bool:
         """Drop a source and its chunks; False when the collection has no such source."""

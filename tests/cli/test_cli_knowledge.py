@@ -1,8 +1,8 @@
 """``armature knowledge`` as a newcomer meets it: a search before any index says how to build
 one; add indexes a folder, names the file it could not read and why (exit 1) and indexes the
 rest; list and search answer in JSON with each chunk's provenance and hash; --source limits a
-search to sources matching globs; removing a source that is not there names the ones that
-are."""
+search to sources matching globs; rebuild indexes a collection again; removing a source that
+is not there names the ones that are."""
 
 from __future__ import annotations
 
@@ -68,3 +68,6 @@ def test_add_list_search_remove_from_the_cli(tmp_path: Path) -> None:
     assert removed.returncode == 0, removed.stderr
     listed = json.loads(armature("knowledge", "list", "--json").stdout)
     assert [Path(s["source"]).name for s in listed] == ["neap.md"]
+    rebuilt = armature("knowledge", "rebuild", "-c", "notes", "--embedder", "lexical")
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert "rebuilt: 1 sources, 1 chunks" in rebuilt.stdout and "neap.md" in rebuilt.stderr

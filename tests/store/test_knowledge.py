@@ -4,17 +4,19 @@ added again replaces its chunks, or is left alone when its text did not change; 
 unreadable file is named with the reason and the rest indexed; a search before any index
 says how to build one. Full text reads a query alike on both databases (stop words dropped,
 words matched by their stems), and migration 19 re-indexes an older SQLite store so. A search
-limited to sources by globs ranks only their chunks."""
+limited to sources by globs ranks only their chunks. A rebuild swaps the new index in only once
+complete: failing midway, it leaves the old one searchable."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 from sqlalchemy import text
 
 from armature_temporal.experience.embeddings import LexicalEmbedder
-from armature_temporal.knowledge import index_sources, search
+from armature_temporal.knowledge import index_sources, rebuild, search
 from armature_temporal.knowledge.chunking import chunk_text, html_text
 from armature_temporal.store import TraceStore, migrate
 from armature_temporal.store import knowledge as knowledge_store
@@ -226,3 +228,58 @@ def test_a_source_filter_ranks_only_the_chunks_of_matching_sources(
     assert {Path(h.source).name for h in both} <= {"tides.md", "volcano.html"}
     assert search(store, "c", query, mode=mode, sources=["*.pdf"]) == []
     assert search(store, "c", query, mode=mode, sources=["TIDES.MD"]) == []  # case counts
+
+
+class FakeEmbedder(LexicalEmbedder):
+    """The lexical embedder, calling ``during`` before each batch after the first, and
+    failing at batch ``fail_at`` (counted from 1) when given."""
+
+    def __init__(self, during: Callable[[], None], fail_at: int | None = None) -> None:
+        super().__init__()
+        self.during, self.fail_at, self.calls = during, fail_at, 0
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls += 1
+        if self.calls > 1:
+            self.during()
+        if self.calls == self.fail_at:
+            raise RuntimeError("the model server went away")
+        return super().embed(texts)
+
+
+def test_a_rebuild_swaps_the_new_index_in_only_when_complete(store: TraceStore, docs: Path) -> None:
+    index_sources(store, "c", [str(docs)], embedder=LexicalEmbedder())
+    before = sorted((h.ref, h.text) for h in search(store, "c", "tides magma", k=10))
+    assert len(before) == 4
+
+    def old_index_is_searched() -> None:  # while the rebuild is under way
+        # the same chunks (their order may differ: FTS5's BM25 counts the whole table,
+        # the staging collection too)
+        assert sorted((h.ref, h.text) for h in search(store, "c", "tides magma", k=10)) == before
+        assert [s.collection for s in store.knowledge_sources("c")] == ["c", "c"]
+
+    (docs / "tides.md").write_text("# Tides\n\nRewritten: the tides are a wave.\n")
+    failing = FakeEmbedder(old_index_is_searched, fail_at=2)
+    with pytest.raises(RuntimeError, match="went away"):
+        rebuild(store, "c", embedder=failing)
+    assert failing.calls == 2
+    old_index_is_searched()
+    assert {s.collection for s in store.knowledge_sources()} == {"c"}  # no staging left
+
+    (docs / "sub" / "volcano.html").unlink()
+    checked = FakeEmbedder(old_index_is_searched)
+    report = rebuild(store, "c", embedder=checked)
+    assert checked.calls == 1  # tides.md only; volcano.html is gone
+    assert report.collection == "c" and list(report.unreadable) == [
+        str(docs / "sub" / "volcano.html")
+    ]
+    (source,) = store.knowledge_sources()
+    assert (source.collection, Path(source.source).name, source.chunks) == ("c", "tides.md", 1)
+    (hit,) = search(store, "c", "tides magma", k=10)
+    assert hit.text == "Rewritten: the tides are a wave." and set(hit.ranks) == {"text", "vector"}
+
+    (docs / "tides.md").unlink()  # nothing readable: the index is kept
+    with pytest.raises(KnowledgeError, match="none of its 1 sources could be read"):
+        rebuild(store, "c", embedder=LexicalEmbedder())
+    assert [h.text for h in search(store, "c", "tides")] == ["Rewritten: the tides are a wave."]
+    assert {s.collection for s in store.knowledge_sources()} == {"c"}
