@@ -162,16 +162,18 @@ def main() -> dict[str, Any]:
     tuning, version = tuning_files(home / "tuning")
     (home / "held-out").mkdir()
     sets = {"tuning": (tuning, TUNING), "held-out": (held_out_files(home / "held-out"), HELD_OUT)}
-    store = TraceStore()
     result: dict[str, Any] = {"tuning_corpus": version, "sets": {}}
-    try:
-        for name, (files, questions) in sets.items():
+    for name, (files, questions) in sets.items():
+        # a store of its own per set: FTS5's BM25 counts every row of its table, so a
+        # collection beside another would rank by both corpora's word statistics
+        store = TraceStore(f"sqlite:///{home / name}.db")
+        try:
             labels = json.loads(questions.read_text())["questions"]
             embedder, figures = measure(store, name, files, labels)
-            result["embedder"] = embedder
-            result["sets"][name] = {"held_out": name == "held-out", **figures}
-    finally:
-        store.close()
+        finally:
+            store.close()
+        result["embedder"] = embedder
+        result["sets"][name] = {"held_out": name == "held-out", **figures}
     return result
 
 
