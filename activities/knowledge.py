@@ -33,7 +33,7 @@ async def search_knowledge(query: KnowledgeQuery) -> KnowledgeFound:
             query.query,
             k=query.k,
             mode=query.mode,
-            **({"sources": query.sources} if query.sources else {}),
+            sources=query.sources or None,
         )
     except KnowledgeError as exc:
         raise ApplicationError(str(exc), type="knowledge_empty", non_retryable=True) from exc

@@ -243,3 +243,29 @@ stages:
     assert all(judge.inputs_provenance.get(ref) == "knowledge" for ref in refs)
     other = [r for r in _records(result, "attempt") if r.stage_id == "other"][-1]
     assert "Knowledge" not in json.dumps(other.data["messages"])
+
+
+async def test_retrieve_sources_and_mode_narrow_what_a_stage_is_shown(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    collection = _collection(tmp_path)
+    only = str(tmp_path / "shipping.md")
+    extra = (
+        f'    retrieve: {{query: "{{{{ question }}}}", k: 3, sources: ["{only}"], mode: text}}\n'
+    )
+    plan = _plan(collection, extra)
+    question = QUESTIONS[2]  # where orders ship from
+    async with build_worker(client, task_queue):
+        handle = await start(client, plan, task_queue, {"question": question})
+        result = await asyncio.wait_for(run_outcome(handle), timeout=60)
+    assert result is not None and result.state == "completed", result.stages
+    (found,) = _records(result, "retrieval")
+    assert found.data["sources"] == [only]
+    refs = [p["ref"] for p in found.data["passages"]]
+    assert refs and all(r.startswith(f"knowledge:{only}#") for r in refs), refs
+    # what the stage saw is the store's full-text ranking of shipping.md alone ...
+    expected = search(TraceStore(), collection, question, k=3, mode="text", sources=[only])
+    assert refs == [h.ref for h in expected]
+    # ... where the same search of every source reaches other documents too
+    everything = search(TraceStore(), collection, question, k=3, mode="hybrid")
+    assert {h.source for h in everything} - {only}
