@@ -410,6 +410,10 @@ def _record(inp: RecordInput) -> list[Proposal]:
         )
     store = store_for(database_url())
     store.save_proposals(proposals)
+    for candidate in prepared.candidates:  # enrichment's trial collections are spent
+        trial = candidate.plan.knowledge_collection
+        if candidate.change.field == "sources" and trial is not None and "~" in trial:
+            store.drop_collection(trial)
     verified = any(p.verdict == "verified" for p in proposals)
     store.set_round_status(inp.improve_run_id, "proposed" if verified else "nothing_better")
     return proposals

@@ -6,7 +6,9 @@ verified, decided under Holm, kept as a proposal and settled by the review lanes
 change: a new document enters prompts, so it is never in the auto lane). Its verification runs
 search a **trial collection** — ``<collection>~<hash of the source list>``, indexed here from
 the candidate's sources with the collection's own embedder — never the live collection, which
-changes only when the spec's sources change and ``armature submit`` indexes them. The
+changes only when the spec's sources change and ``armature submit`` indexes them; the round
+drops its trial collections once it has recorded its proposals (SQLite's full-text ranking
+counts the rows of every collection, so they must not linger). The
 candidate predicts it fixes ``low_judge`` on the stages whose gaps it answers; the next round
 checks that prediction.
 """
@@ -29,8 +31,7 @@ __all__ = ["enrichment_candidates", "trial_collection", "with_collection"]
 
 
 def trial_collection(collection: str, sources: Sequence[str]) -> str:
-    """The collection a source list is tried in: the same list, the same name (so a later
-    round indexes only what changed)."""
+    """The collection a source list is tried in (the same list, the same name)."""
     digest = hashlib.sha256(json.dumps(sorted(sources)).encode()).hexdigest()[:10]
     return f"{collection}~{digest}"
 

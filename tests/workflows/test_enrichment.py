@@ -173,3 +173,7 @@ async def test_one_round_adds_the_document_that_carries_the_missing_fact_and_no_
     # Verification searched trial collections; the live one still holds only docs/.
     live = {s.source for s in TraceStore().knowledge_sources("shop-enrich")}
     assert live == {"docs/shipping.md", "docs/accounts.md"}
+    # and the trial collections are gone once the round recorded its proposals (SQLite's
+    # full-text ranking counts every collection's rows: they must not linger)
+    left = {s.collection for s in TraceStore().knowledge_sources()}
+    assert not {c for c in left if c.startswith("shop-enrich~")}, left
