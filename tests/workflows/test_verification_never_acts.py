@@ -242,7 +242,8 @@ async def test_optimize_sends_nothing_and_never_replays_a_rejected_input(
     answer = await _round(client, task_queue, tmp_path, listener, "optimize", "outbound-opt")
     answer.pop("improve_id")
     result = ImproveResult.model_validate(answer)
-    assert result.proposals, result.detail  # the refiner's change was verified by runs
+    # the refiner's change was verified by runs (its notes say why a proposal was dropped)
+    assert result.proposals, (result.detail, result.notes)
 
 
 async def test_memory_ci_sends_nothing_and_never_replays_a_rejected_input(
