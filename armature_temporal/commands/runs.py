@@ -190,7 +190,8 @@ def _index_knowledge(spec: Path, collection: str) -> None:
     from armature_temporal.spec.loader import load_spec
     from armature_temporal.store import TraceStore
 
-    config = load_spec(spec).spec.knowledge
+    loaded = load_spec(spec).spec
+    config = loaded.knowledge
     if config is None or not config.sources:
         return
     try:
@@ -200,6 +201,7 @@ def _index_knowledge(spec: Path, collection: str) -> None:
             collection,
             list(config.sources),
             embedder=spec_embedder(config.embedder),
+            allow_hosts=loaded.http_allow_hosts,
             progress=lambda source, chunks: err.print(
                 f"knowledge {collection!r}: indexed {source} ({chunks} chunks)",
                 markup=False,

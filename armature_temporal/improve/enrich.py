@@ -103,7 +103,9 @@ def enrichment_candidates(
         )
         text = apply_changes(spec_text, [change], filename=spec_path, base_dir=path.parent)
         trial = trial_collection(collection, new)
-        report = index_spec_knowledge(store, path, trial, new, embedder=embedder)
+        report = index_spec_knowledge(
+            store, path, trial, new, embedder=embedder, allow_hosts=spec.http_allow_hosts
+        )
         if report.unreadable:
             notes.append(f"enrichment: {add.source} dropped: {report.unreadable}")
             continue

@@ -13,6 +13,7 @@ full text, by vector or both fused by reciprocal rank.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,9 +85,11 @@ def index_sources(
     size: int = DEFAULT_SIZE,
     overlap: int = DEFAULT_OVERLAP,
     progress: Callable[[str, int], None] | None = None,
+    fetched: Iterable[Document | Unreadable] = (),
 ) -> IndexReport:
-    """Index every readable file ``sources`` names into ``collection``; ``progress(source,
-    chunks)`` after each. An unreadable file is reported, and the rest indexed."""
+    """Index every readable file ``sources`` names, and the ``fetched`` pages
+    (:mod:`.urls`), into ``collection``; ``progress(source, chunks)`` after each. An
+    unreadable file is reported, and the rest indexed."""
     embedder = embedder or default_embedder()
     report = IndexReport(collection, embedder.name)
     known_sources = {s.source: s for s in store.knowledge_sources(collection)}  # read once
@@ -99,7 +102,7 @@ def index_sources(
             f"{embedder.name!r}; vectors of two models cannot be compared: run `armature "
             f"knowledge rebuild --collection {collection}` to index it all again"
         )
-    for item in read_sources(sources):
+    for item in itertools.chain(read_sources(sources), fetched):
         if isinstance(item, Unreadable):
             report.unreadable[item.source] = item.reason
             continue

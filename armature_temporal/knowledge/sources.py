@@ -39,6 +39,13 @@ class Unreadable:
 
 
 def _files(given: str) -> Iterator[Path | Unreadable]:
+    if given.lower().startswith(("http://", "https://")):
+        yield Unreadable(
+            given,
+            "a web page: list it in a spec's knowledge.sources, where the spec's "
+            "http_allow_hosts decides whether it may be fetched",
+        )
+        return
     path = Path(given).expanduser()
     if any(c in given for c in "*?["):
         found = sorted(glob.glob(os.path.expanduser(given), recursive=True))

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from armature_temporal.knowledge import IndexReport, default_embedder, index_sources
 from armature_temporal.knowledge.sources import Unreadable, _files
+from armature_temporal.knowledge.urls import fetch_page, is_url
 
 __all__ = ["collection_embedder", "index_spec_knowledge", "spec_embedder"]
 
@@ -49,10 +50,14 @@ def index_spec_knowledge(
     *,
     embedder: Any,
     progress: Callable[[str, int], None] | None = None,
+    allow_hosts: Sequence[str] = (),
+    policy: Any = None,
 ) -> IndexReport:
-    """Index the files ``sources`` name (relative to the spec's folder) into ``collection``.
-    A file outside the spec's folder tree, or otherwise refused, is reported as unreadable
-    with the reason, and the rest are indexed.
+    """Index the files ``sources`` name (relative to the spec's folder), and its web pages
+    (fetched through the spec's ``http_allow_hosts`` and the egress ``policy``:
+    :mod:`.urls`), into ``collection``. A file outside the spec's folder tree, a page the
+    policy refuses, or any source otherwise unreadable is reported with the reason, and the
+    rest are indexed.
 
     Raises:
         KnowledgeError: the collection was indexed with another embedder.
@@ -63,8 +68,11 @@ def index_spec_knowledge(
     roots = SpecRoots.of(folder)
     files: list[str] = []
     refused: dict[str, str] = {}
+    pages = [fetch_page(s, allow_hosts, policy=policy) for s in sources if is_url(s)]
     with contextlib.chdir(folder):
         for given in sources:
+            if is_url(given):
+                continue
             if os.path.isabs(given) or given.startswith("~"):
                 refused[given] = (
                     "a knowledge source is named relative to the spec's folder; move the "
@@ -81,6 +89,8 @@ def index_spec_knowledge(
                     refused[str(item)] = str(exc)
                     continue
                 files.append(os.path.normpath(str(item)))
-        report = index_sources(store, collection, files, embedder=embedder, progress=progress)
+        report = index_sources(
+            store, collection, files, embedder=embedder, progress=progress, fetched=pages
+        )
     report.unreadable.update(refused)
     return report

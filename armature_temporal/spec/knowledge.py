@@ -45,8 +45,8 @@ class KnowledgeConfig(_Model):
     sources: StrList = Field(
         default_factory=list,
         description="Files, directories and globs of text, Markdown and HTML, relative to the "
-        "spec's folder; armature submit indexes what changed before it starts the run "
-        "(armature knowledge add does the same by hand).",
+        "spec's folder, and web pages (http(s) URLs on http_allow_hosts); armature submit "
+        "indexes what changed before it starts the run.",
     )
     embedder: Literal["auto", "local", "lexical"] = Field(
         "auto",
