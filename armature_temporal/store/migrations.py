@@ -512,6 +512,64 @@ def _v19_knowledge_stemming(conn: Connection) -> None:
     )
 
 
+def _v20_facts(conn: Connection) -> None:
+    """Facts that outlive a run: the facts (with status and version links), each sighting's
+    provenance, and what happened to each fact. (19 is the knowledge index's stemming.)"""
+    meta = MetaData()
+    Table(
+        "facts",
+        meta,
+        Column("id", String(40), primary_key=True),
+        Column("namespace", String(200), nullable=False),
+        Column("subject", String(500), nullable=False),
+        Column("subject_name", Text, nullable=False),
+        Column("predicate", String(200), nullable=False),
+        Column("value", JSON),
+        Column("object_entity", String(500)),
+        Column("object_name", Text),
+        Column("text", Text, nullable=False),
+        Column("kind", String(20), nullable=False),
+        Column("confidence", Float, nullable=False),
+        Column("cardinality", String(10), nullable=False),
+        Column("supersedes", Boolean, nullable=False),
+        Column("status", String(20), nullable=False),
+        Column("superseded_by", String(40)),
+        Column("previous", String(40)),
+        Column("recorded_at", String(40), nullable=False),
+        Column("findings", JSON),
+        Index("ix_facts_slot", "namespace", "subject", "predicate", "status"),
+        Index("ix_facts_namespace_status", "namespace", "status"),
+        Index("ix_facts_object", "namespace", "object_entity"),
+    )
+    Table(
+        "fact_provenance",
+        meta,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("fact_id", String(40), nullable=False),
+        Column("namespace", String(200), nullable=False),
+        Column("run_id", String(200), nullable=False),
+        Column("stage", String(100), nullable=False),
+        Column("field", String(500), nullable=False),
+        Column("recorded_at", String(40), nullable=False),
+        Column("source_hash", String(64), nullable=False),
+        UniqueConstraint(
+            "fact_id", "namespace", "run_id", "stage", "field", name="uq_fact_provenance"
+        ),
+    )
+    Table(
+        "fact_events",
+        meta,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("fact_id", String(40), nullable=False),
+        Column("at", String(40), nullable=False),
+        Column("event", String(20), nullable=False),
+        Column("other", String(40)),
+        Column("detail", JSON),
+        Index("ix_fact_events_fact", "fact_id", "id"),
+    )
+    meta.create_all(conn)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "initial", _v1_initial),
     (2, "run_quality", _v2_run_quality),
@@ -531,6 +589,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (17, "row_macs", _v17_row_macs),
     (18, "knowledge", _v18_knowledge),
     (19, "knowledge_stemming", _v19_knowledge_stemming),
+    (20, "facts", _v20_facts),
 ]
 
 

@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, Float, Index, Integer, String, Text, UniqueConstraint, text
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Float,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = [
@@ -14,6 +24,9 @@ __all__ = [
     "Base",
     "CacheEntryRow",
     "CacheHitRow",
+    "FactEventRow",
+    "FactProvenanceRow",
+    "FactRow",
     "GateDecisionRow",
     "HeuristicEventRow",
     "HeuristicRewardRow",
@@ -444,3 +457,76 @@ class KnowledgeChunkRow(Base):
     vector: Mapped[Any] = mapped_column(JSON)
 
     __table_args__ = (Index("ix_knowledge_chunks_source", "collection", "source", "ord"),)
+
+
+class FactRow(Base):
+    """One fact (:class:`~armature_temporal.store.facts.FactStore`): subject entity,
+    predicate, object (a value, or an entity), its text, kind, confidence, and where it stands:
+    current, superseded, contradicted or rejected (with the scan's findings), linked to the
+    version that replaced it (``superseded_by``) and to the one it replaced (``previous``)."""
+
+    __tablename__ = "facts"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    namespace: Mapped[str] = mapped_column(String(200))
+    subject: Mapped[str] = mapped_column(String(500))
+    subject_name: Mapped[str] = mapped_column(Text)
+    predicate: Mapped[str] = mapped_column(String(200))
+    value: Mapped[Any] = mapped_column(JSON, nullable=True)
+    object_entity: Mapped[str | None] = mapped_column(String(500))
+    object_name: Mapped[str | None] = mapped_column(Text)
+    text: Mapped[str] = mapped_column(Text)
+    kind: Mapped[str] = mapped_column(String(20))
+    confidence: Mapped[float] = mapped_column(Float)
+    cardinality: Mapped[str] = mapped_column(String(10))
+    supersedes: Mapped[bool] = mapped_column(Boolean)
+    status: Mapped[str] = mapped_column(String(20))
+    superseded_by: Mapped[str | None] = mapped_column(String(40))
+    previous: Mapped[str | None] = mapped_column(String(40))
+    recorded_at: Mapped[str] = mapped_column(String(40))
+    findings: Mapped[Any] = mapped_column(JSON, nullable=True)
+
+    __table_args__ = (
+        Index("ix_facts_slot", "namespace", "subject", "predicate", "status"),
+        Index("ix_facts_namespace_status", "namespace", "status"),
+        Index("ix_facts_object", "namespace", "object_entity"),
+    )
+
+
+class FactProvenanceRow(Base):
+    """One sighting of a fact: the namespace, run, stage and output field it was seen in,
+    when, and the sha256 of that output. Only added to, never changed."""
+
+    __tablename__ = "fact_provenance"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    fact_id: Mapped[str] = mapped_column(String(40))
+    namespace: Mapped[str] = mapped_column(String(200))
+    run_id: Mapped[str] = mapped_column(String(200))
+    stage: Mapped[str] = mapped_column(String(100))
+    field: Mapped[str] = mapped_column(String(500))
+    recorded_at: Mapped[str] = mapped_column(String(40))
+    source_hash: Mapped[str] = mapped_column(String(64))
+
+    __table_args__ = (
+        UniqueConstraint(
+            "fact_id", "namespace", "run_id", "stage", "field", name="uq_fact_provenance"
+        ),
+    )
+
+
+class FactEventRow(Base):
+    """One thing that happened to a fact: its reconciliation (new, duplicate, update,
+    supersede, contradict, rejected) or its retirement (superseded, contradicted), with the
+    other fact involved and the details (the scan's findings, the sighting)."""
+
+    __tablename__ = "fact_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    fact_id: Mapped[str] = mapped_column(String(40))
+    at: Mapped[str] = mapped_column(String(40))
+    event: Mapped[str] = mapped_column(String(20))
+    other: Mapped[str | None] = mapped_column(String(40))
+    detail: Mapped[Any] = mapped_column(JSON, nullable=True)
+
+    __table_args__ = (Index("ix_fact_events_fact", "fact_id", "id"),)

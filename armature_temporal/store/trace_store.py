@@ -6,8 +6,9 @@ workflow, so writers never read-modify-write a shared row). Proposals, adapters,
 memory, the experience memory's heuristics and the answer cache are mixed in from
 :mod:`~armature_temporal.store.proposals`, :mod:`~armature_temporal.store.adapters`,
 :mod:`~armature_temporal.store.memory`, :mod:`~armature_temporal.store.heuristics`,
-:mod:`~armature_temporal.store.cache` and :mod:`~armature_temporal.store.tokens` (the run
-API's tokens).
+:mod:`~armature_temporal.store.cache`, :mod:`~armature_temporal.store.tokens` (the run
+API's tokens), :mod:`~armature_temporal.store.knowledge` and
+:mod:`~armature_temporal.store.facts` (facts that outlive a run).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from armature_temporal.store.engine import (
     make_engine,
     release_engine,
 )
+from armature_temporal.store.facts import FactStore
 from armature_temporal.store.heuristics import HeuristicStore
 from armature_temporal.store.keys import TraceKey, key_path, load_key
 from armature_temporal.store.knowledge import KnowledgeStore
@@ -73,6 +75,7 @@ class TraceStore(
     RoundStore,
     TokenStore,
     KnowledgeStore,
+    FactStore,
 ):
     """Open (and migrate) the store at ``url`` (default: ``$ARMATURE_DB_URL`` or SQLite)."""
 
