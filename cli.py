@@ -88,6 +88,10 @@ commands.runs.runs_app.command("watch")(_watch)
 _gaps = importlib.import_module("armature_temporal.commands.knowledge_gaps").gaps
 commands.knowledge.knowledge_app.command("gaps")(_gaps)
 
+# `armature knowledge facts` lives in its own module (facts that outlive a run); mounted here.
+_facts = importlib.import_module("armature_temporal.commands.facts").facts_app
+commands.knowledge.knowledge_app.add_typer(_facts, name="facts")
+
 # `armature cache eval` lives in its own module (the semantic rule's scoring); mounted here.
 try:
     _eval = importlib.import_module("armature_temporal.commands.cache_eval").cache_eval
