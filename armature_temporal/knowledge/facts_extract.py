@@ -38,11 +38,13 @@ from armature_temporal.knowledge.facts_model import (
     FACT_KINDS,
     Cardinality,
     Fact,
+    FactError,
     FactKind,
     Provenance,
     canonical_json,
     entity_key,
     fact_id,
+    moment,
     predicate_key,
 )
 
@@ -200,7 +202,18 @@ def extract_facts(
 ) -> Extraction:
     """The candidate facts in one stage's ``output`` (a mapping, or JSON text of one), each
     with its provenance (``namespace``, ``run_id``, ``stage``, the field, ``recorded_at``
-    and the sha256 of the output). Pure: the caller passes the time."""
+    and the sha256 of the output). Pure: the caller passes the time.
+
+    Raises:
+        FactError: ``recorded_at`` is not an ISO 8601 time (the caller's mistake).
+    """
+    try:
+        moment(recorded_at)
+    except ValueError:
+        raise FactError(
+            f"recorded_at {recorded_at!r} is not an ISO 8601 time; pass the run's time, "
+            "such as workflow.now().isoformat()"
+        ) from None
     if isinstance(output, str):
         try:
             output = json.loads(output)

@@ -12,9 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any, Literal
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from armature_temporal.errors import ArmatureError
 from armature_temporal.scanner import Finding
@@ -33,6 +34,7 @@ __all__ = [
     "canonical_json",
     "entity_key",
     "fact_id",
+    "moment",
     "predicate_key",
     "value_key",
 ]
@@ -86,6 +88,26 @@ def value_key(value: Any) -> str:
     return "j:" + canonical_json(value)
 
 
+def moment(stamp: str) -> datetime:
+    """An ISO 8601 time as an aware datetime (no offset: UTC)."""
+    at = datetime.fromisoformat(stamp)
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+def _iso(stamp: str) -> str:
+    try:
+        moment(stamp)
+    except ValueError:
+        raise ValueError(
+            f"recorded_at {stamp!r} is not an ISO 8601 time (say 2026-12-04T10:00:00+00:00)"
+        ) from None
+    return stamp
+
+
+#: An ISO 8601 time, checked.
+IsoTime = Annotated[str, AfterValidator(_iso)]
+
+
 def fact_id(namespace: str, subject: str, predicate: str, obj: str, origin: Provenance) -> str:
     """A fact's id: the same claim from the same run, stage and field is the same fact (a
     retried activity sends it again and nothing new is stored). ``obj`` is the object's key."""
@@ -102,7 +124,7 @@ class Provenance(_Model):
     run_id: str
     stage: str
     field: str = ""
-    recorded_at: str
+    recorded_at: IsoTime
     source_hash: str = ""
 
 
@@ -131,7 +153,7 @@ class Fact(_Model):
     status: FactStatus = "current"
     superseded_by: str | None = None
     previous: str | None = None
-    recorded_at: str
+    recorded_at: IsoTime
     provenance: list[Provenance] = Field(default_factory=list)
     findings: list[Finding] = Field(default_factory=list)
 
@@ -155,16 +177,16 @@ class Fact(_Model):
     @property
     def confirmed_at(self) -> str:
         """When it was last seen (its newest sighting): what staleness counts from."""
-        return max([self.recorded_at, *(p.recorded_at for p in self.provenance)])
+        return max([self.recorded_at, *(p.recorded_at for p in self.provenance)], key=moment)
 
     @property
     def slot(self) -> tuple[str, str, str]:
         """What versions of one claim share: namespace, subject, predicate."""
         return (self.namespace, self.subject, self.predicate)
 
-    def order(self) -> tuple[str, str]:
+    def order(self) -> tuple[datetime, str]:
         """Which of two facts is newer: the later ``recorded_at``, then the greater id."""
-        return (self.recorded_at, self.id)
+        return (moment(self.recorded_at), self.id)
 
 
 class Relation(_Model):

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from armature_temporal.knowledge.facts_model import Fact, FactError
+from armature_temporal.knowledge.facts_model import Fact, FactError, moment
 
 __all__ = [
     "DEFAULT_STALENESS_DAYS",
@@ -30,14 +30,9 @@ DEFAULT_STALENESS_DAYS = 30.0
 HEADER = "Facts kept from earlier runs (each with its id; stale and disputed ones marked):"
 
 
-def _parse(moment: str) -> datetime:
-    at = datetime.fromisoformat(moment)
-    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
-
-
 def age_days(fact: Fact, now: datetime) -> float:
     """Days since ``fact`` was last seen."""
-    return (now - _parse(fact.confirmed_at)).total_seconds() / 86400
+    return (now - moment(fact.confirmed_at)).total_seconds() / 86400
 
 
 def is_stale(fact: Fact, now: datetime, threshold_days: float | None) -> bool:
@@ -53,7 +48,7 @@ def current_facts(facts: Sequence[Fact], namespace: str | None = None) -> list[F
         if f.status == "current" and (namespace is None or f.namespace == namespace)
     ]
     kept.sort(key=lambda f: f.id)
-    kept.sort(key=lambda f: (f.confidence, f.confirmed_at), reverse=True)
+    kept.sort(key=lambda f: (f.confidence, moment(f.confirmed_at)), reverse=True)
     return kept
 
 

@@ -6,6 +6,7 @@ provenance; what happened to each fact is in its events."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -134,3 +135,29 @@ def test_two_stores_graphs_merge_with_provenance_and_a_second_merge_adds_nothing
     again = store.merge_facts(theirs, "triage")
     assert {o.decision for o in again.outcomes} == {"duplicate"}
     assert len(store.facts("triage", history=True)) == 3
+
+
+def test_two_writers_contradicting_at_once_leave_exactly_one_current(db_url: str) -> None:
+    """Writers of a namespace take turns: neither can think the slot empty."""
+    stores = [TraceStore(db_url) for _ in range(4)]
+    batches = [
+        facts_of(plan(f"plan-{i}"), f"r{i}", f"2026-11-2{i}T00:00:00+00:00") for i in range(4)
+    ]
+    barrier = threading.Barrier(4)
+
+    def write(i: int) -> None:
+        barrier.wait()
+        stores[i].add_facts(batches[i])
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        (current,) = stores[0].facts("triage")
+        assert current.value == "plan-3"  # the newest, whatever order they were written in
+        assert len(stores[0].facts("triage", history=True)) == 4
+    finally:
+        for s in stores:
+            s.close()

@@ -360,3 +360,18 @@ def test_merging_two_graphs_keeps_provenance_reconciles_conflicts_and_is_idempot
     again = merge_graphs(merged, theirs, namespace="triage")
     assert {o.decision for o in again.outcomes} == {"duplicate"}
     assert again.added == [] and again.sightings == []
+
+
+def test_newer_is_decided_by_the_time_not_its_spelling() -> None:
+    # 09:00 at +02:00 is 07:00 UTC: older than 08:00 UTC, though its string sorts after it
+    kept = apply(
+        [], reconcile([], extract(triple("Acme", "plan", "pro"), "r1", "2026-11-20T08:00:00+00:00"))
+    )
+    late = extract(triple("Acme", "plan", "basic"), "r2", "2026-11-20T09:00:00+02:00")
+    done = reconcile(kept, late)
+    assert done.added[0].status == "contradicted" and done.changed == []
+
+
+def test_a_time_that_is_not_iso_is_the_callers_mistake_named_with_the_fix() -> None:
+    with pytest.raises(FactError, match=r"recorded_at 'yesterday' is not an ISO 8601 time"):
+        extract_facts({}, namespace="n", run_id="r", stage="s", recorded_at="yesterday")
