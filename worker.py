@@ -29,6 +29,7 @@ from activities.adapters import run_adapter
 from activities.bandit import bandit_maintenance, bandit_reward, bandit_select
 from activities.cache import cache_hit, cache_keep, cache_lookup, cache_settle
 from activities.experience import load_lessons, reward_lessons
+from activities.facts import load_facts, navigate_facts, record_facts
 from activities.finetune import finetune_prepare, finetune_record, finetune_train
 from activities.gates import verify_gate_decision
 from activities.improve import improve_prepare, improve_record, improve_settle
@@ -88,6 +89,9 @@ ACTIVITIES: list[Any] = [
     load_memory,
     capture_memory,
     search_knowledge,
+    load_facts,
+    record_facts,
+    navigate_facts,
     cache_lookup,
     cache_keep,
     cache_hit,

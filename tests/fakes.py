@@ -287,6 +287,11 @@ def fake_adapter_seen(seen: Any) -> dict[str, Any]:
     return {"seen": seen}
 
 
+def fake_adapter_claims(subject: str, predicate: str, value: str, text: str) -> dict[str, Any]:
+    """A python adapter stating one fact, as a stage whose output says what it knows."""
+    return {"facts": [{"subject": subject, "predicate": predicate, "object": value, "text": text}]}
+
+
 def fake_adapter_raises(reason: str) -> dict[str, Any]:
     """A python adapter that fails."""
     raise ValueError(reason)

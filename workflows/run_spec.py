@@ -65,6 +65,7 @@ from workflows.interpreter import (
     Tracer,
     classify,
 )
+from workflows.interpreter.facts import Facts
 from workflows.interpreter.tool_loop import LOOP_PROGRESS_SIGNAL
 from workflows.interpreter.tracing import FLUSH_EVERY
 
@@ -93,7 +94,10 @@ class RunSpecWorkflow:
         self.tools = ToolCalls(self.ctx, self.tracer, self.gates)
         self.arms = Arms(self.ctx)
         self.lessons = LessonMemory(self.ctx, self.tracer, inp.lessons)
-        self.llm = LLMStages(self.ctx, self.tracer, self.gates, self.tools, self.arms, self.lessons)
+        self.facts = Facts(self.ctx, self.tracer)
+        self.llm = LLMStages(
+            self.ctx, self.tracer, self.gates, self.tools, self.arms, self.lessons, self.facts
+        )
         self.fan_out = FanOut(self.ctx, self.tracer, self.llm, WORKFLOW_NAME)
         self.adapters = Adapters(self.ctx, self.tracer, self.gates)
         self.memory = Memory(self.ctx, self.tracer)
@@ -197,6 +201,7 @@ class RunSpecWorkflow:
             await self._load_prior_run()
         if self.plan.memory is not None:
             run.memory = await self.memory.load()
+            await self.facts.load()
         try:
             reason = await self._run_dag([s for s in self.plan.stages if not s.post_run])
         except asyncio.CancelledError:
@@ -413,6 +418,7 @@ class RunSpecWorkflow:
                     self.ctx.events.stage_complete(stage.id, result)
         if self.plan.memory is not None and result.status == "completed":
             await self.memory.capture(stage.id, result.output)
+            await self.facts.record(stage, result.output)
         if self.arms.wanted(stage):
             await self.arms.after_stage(stage)
         if self.lessons.wanted():
@@ -524,6 +530,8 @@ class RunSpecWorkflow:
             extra[self.plan.memory.inject_as] = run.memory
             # Remembered values older than 30 days, named (as 0.7.0 did) so a prompt can say so.
             extra["_stale_memory_keys"] = list(self.memory.stale_keys)
+        if self.plan.memory is not None and self.facts.wanted():
+            extra[self.plan.memory.inject_knowledge_as] = self.facts.items
         if post_run:
             extra["_transcript"] = transcript(run.results)
             extra["_diagnostics"] = diagnostics(run.results)

@@ -45,6 +45,7 @@ def call_messages(inp: LLMCallInput) -> list[dict[str, Any]]:
         # a retrieve: stage's passages (found or not), or the passages a judge checks by
         knowledge=inp.knowledge if stage.retrieve is not None or inp.knowledge else None,
         cite=stage.retrieve is not None and stage.retrieve.cite,
+        facts=inp.facts,
     )
 
 

@@ -103,6 +103,8 @@ class LoopState(_Model):
     lessons: list[str] = Field(default_factory=list)
     #: The passages the stage's ``retrieve:`` found for this execution.
     knowledge: list[dict[str, Any]] = Field(default_factory=list)
+    #: The facts block its prompt carries (memory.extract_knowledge), or "".
+    facts: str = ""
     context: dict[str, Any] = Field(default_factory=dict)
     sim_seed: str | None = None
     judged_quality: float | None = None

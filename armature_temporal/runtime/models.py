@@ -332,6 +332,8 @@ class LLMCallInput(_Model):
     #: Passages retrieved for the stage (``retrieve:``), as ``{ref, heading, text}``, put in
     #: the prompt's Knowledge block.
     knowledge: list[dict[str, Any]] = Field(default_factory=list)
+    #: The facts kept from earlier runs (memory.extract_knowledge), a system message block.
+    facts: str = ""
     #: Tools the engine itself answers (``recall``), as ``{name, description, parameters}``.
     extra_tools: list[dict[str, Any]] = Field(default_factory=list)
     #: Count the tokens of the prompt and of each transcript message (a context policy's

@@ -87,13 +87,15 @@ def build_messages(
     lessons: Sequence[str] = (),
     knowledge: Sequence[dict[str, Any]] | None = None,
     cite: bool = False,
+    facts: str = "",
 ) -> list[dict[str, Any]]:
     """Chat messages for one model call (raises jinja2 errors on template problems).
 
     ``guidance`` (context layers, skills, output keys) joins the system message, and so do
     ``lessons`` (texts from the heuristics memory) as the Lessons block; ``context`` (the run
     inputs and upstream outputs the template does not quote) follows the task, after the
-    ``knowledge`` passages a ``retrieve:`` found (with ``cite``, the request to cite them)."""
+    ``knowledge`` passages a ``retrieve:`` found (with ``cite``, the request to cite them);
+    ``facts`` (the facts kept from earlier runs) joins the system message."""
     system = [ROLE_CONTRACTS[role_type].format(name=role_name)]
     if mission:
         system.append(f"Mission: {mission}")
@@ -103,6 +105,8 @@ def build_messages(
         from armature_temporal.experience.compiler import lessons_section
 
         system.append(lessons_section(lessons))
+    if facts:
+        system.append(facts)
     if output_mode != "text":
         contract = "Reply with a single JSON value and nothing else."
         if output_schema is not None:

@@ -108,6 +108,7 @@ def _unused_newer_fields(spec: Spec) -> dict[str, Any]:
         unused["context"] = True
     if spec.knowledge is None:
         unused["knowledge"] = True
+
     stages: dict[int, Any] = {}
     for i, stage in enumerate(spec.stages):
         left: dict[str, Any] = {"network": True} if stage.network is None else {}

@@ -40,6 +40,7 @@ from armature_temporal.spec.fields import (
 )
 from armature_temporal.spec.knowledge import RETRIEVE_DESCRIPTION, KnowledgeConfig, StageRetrieve
 from armature_temporal.spec.mcp import McpServer
+from armature_temporal.spec.memory import MemoryCapture, MemoryConfig
 from armature_temporal.spec.roles import Arm, Role
 from armature_temporal.spec.safety import (
     NETWORK_DESCRIPTION,
@@ -60,8 +61,6 @@ from armature_temporal.spec.sections import (
     FinetuneConfig,
     HQSConfig,
     InputsSchema,
-    MemoryCapture,
-    MemoryConfig,
     OutputContract,
     SelfImprovement,
     Signature,

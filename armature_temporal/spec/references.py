@@ -187,6 +187,8 @@ def _check_templates(spec: Spec, absent_only: bool = False) -> Iterator[Problem]
             base.add(prior)
         if spec.memory is not None:
             base |= {spec.memory.inject_as, "_stale_memory_keys"}
+            if spec.memory.keeps_facts:
+                base.add(spec.memory.inject_knowledge_as)
         if stage.post_run:
             base |= set(POST_RUN_VARIABLES)
             visible = set(stages) - {stage.id}

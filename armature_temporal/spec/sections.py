@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    model_validator,
+)
 
 from armature_temporal.spec.fields import (
     IDENTIFIER,
@@ -371,39 +375,6 @@ class Contracts(_Model):
     output_max_chars: int | None = Field(
         None, ge=1, description="Default output_max_chars for every stage."
     )
-
-
-class MemoryCapture(_Model):
-    """One output kept across runs."""
-
-    stage: str = Field(..., min_length=1, description="The stage whose output is captured.")
-    key: str = Field(..., min_length=1, description="The output field to keep.")
-    max_entries: int = Field(5, ge=1, le=1000, description="Rolling window; oldest go first.")
-
-
-class MemoryConfig(_Model):
-    """Outputs remembered across runs of this spec, in the trace store."""
-
-    enabled: bool = Field(True, description="false turns memory off without deleting it.")
-    fresh: bool = Field(False, description="true: capture, but start each run with none.")
-    capture: list[MemoryCapture] = Field(default_factory=list, description="What to keep.")
-    inject_as: str = Field(
-        "_memory",
-        pattern=IDENTIFIER.pattern,
-        description="Template variable holding {stage: {key: [values, newest first]}}; "
-        "_stale_memory_keys names those older than 30 days.",
-    )
-    workflow_name: str | None = Field(
-        None, description="Share another spec's memory (default: this spec's name)."
-    )
-    db: str | None = Field(
-        None, description="0.7.0 field, accepted with a warning: memory lives in the trace store."
-    )
-    extract_knowledge: bool = Field(False, description="0.7.0 field, accepted with a warning.")
-    inject_knowledge_as: str = Field("_knowledge", description="0.7.0 field (extract_knowledge).")
-    reconcile: bool = Field(True, description="0.7.0 field; entries are kept as captured.")
-    reconcile_llm: bool = Field(False, description="0.7.0 field, accepted with a warning.")
-    navigation_tools: bool = Field(False, description="0.7.0 field, accepted with a warning.")
 
 
 class ToolModule(_Model):

@@ -13,7 +13,28 @@ from armature_temporal.spec.knowledge import RETRIEVE_TOOL_NAME
 from armature_temporal.spec.models import Spec
 from armature_temporal.spec.references import Problem
 
-__all__ = ["BUILTIN_TOOLS", "PY_TOOL", "check_tools_and_rules", "tool_problem"]
+__all__ = [
+    "BUILTIN_TOOLS",
+    "ENGINE_TOOLS",
+    "FACT_TOOLS",
+    "PY_TOOL",
+    "check_tools_and_rules",
+    "tool_problem",
+]
+
+#: The facts navigation tools (memory.navigation_tools), by every name a role may list.
+FACT_TOOLS: frozenset[str] = frozenset(
+    {
+        "facts_index",
+        "facts_entity",
+        "facts_get",
+        "facts_search",
+        "memory.search_records",
+        "memory.get_records",
+    }
+)
+#: Tools the engine answers itself (never the tools worker's registry).
+ENGINE_TOOLS: frozenset[str] = FACT_TOOLS | {RETRIEVE_TOOL_NAME}
 
 #: Tools that ship with Armature; others are named ``module:function``.
 BUILTIN_TOOLS: tuple[str, ...] = ("file_read", "file_write", "file_list", "http_request", "shell")
@@ -22,7 +43,7 @@ PY_TOOL = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 def tool_problem(name: str) -> str | None:
     """Why ``name`` is not a usable tool name, or None."""
-    if name in BUILTIN_TOOLS or name == RETRIEVE_TOOL_NAME or PY_TOOL.match(name):
+    if name in BUILTIN_TOOLS or name in ENGINE_TOOLS or PY_TOOL.match(name):
         return None
     return (
         f"unknown tool {name!r}; built-in tools: {list(BUILTIN_TOOLS)}, or name a Python "
@@ -109,6 +130,13 @@ def check_tools_and_rules(spec: Spec) -> Iterator[Problem]:
                     "give an LLM stage retrieve: {query: ...}",
                 )
         for where, name in named:
+            memory = spec.memory
+            if name in FACT_TOOLS and (memory is None or not memory.navigation_tools):
+                yield (
+                    ("stages", i, *where),
+                    f"{name} reads the facts kept across runs, which this spec's memory does "
+                    "not offer; add memory: {extract_knowledge: true, navigation_tools: true}",
+                )
             if name == RETRIEVE_TOOL_NAME and spec.knowledge is None and stage.retrieve is None:
                 yield (
                     ("stages", i, *where),

@@ -231,16 +231,13 @@ def spec_warnings(spec: Spec) -> list[Problem]:
     }
     memory = spec.memory
     if memory is not None:
-        for key in ("db", "extract_knowledge", "reconcile_llm", "navigation_tools"):
+        for key, why in (
+            ("db", "memory lives in the trace store"),
+            ("reconcile_llm", "facts are reconciled by their subject, predicate and value"),
+        ):
             default = type(memory).model_fields[key].default
             if getattr(memory, key) != default:
-                warnings.append(
-                    (
-                        ("memory", key),
-                        "accepted but not used: memory lives in the trace store and holds the "
-                        "captured values only",
-                    )
-                )
+                warnings.append((("memory", key), f"accepted but not used: {why}"))
     si = spec.self_improvement
     if si is not None:
         for k, surface in enumerate(si.editable_surfaces):
@@ -314,6 +311,8 @@ def _bare_input_warnings(spec: Spec) -> list[Problem]:
         known.add(spec.continuation.inject_as)
     if spec.memory is not None:
         known |= {spec.memory.inject_as, "_stale_memory_keys"}
+        if spec.memory.keeps_facts:
+            known.add(spec.memory.inject_knowledge_as)
     first: dict[str, Path] = {}
     for i, stage in enumerate(spec.stages):
         local = set(known)

@@ -52,10 +52,12 @@ async def test_run_indexes_the_specs_documents_and_report_shows_the_passages_see
     stages = {s["stage_id"]: s for s in json.loads(report.stdout)["stages"]}
     (seen,) = stages["answer"]["retrievals"]
     refs = [p["ref"] for p in seen["passages"]]
-    assert len(refs) == 3 and refs[0] == "knowledge:knowledge-qa/policies/refunds.md#0", refs
+    # the refund question's best passages come from the refunds policy (their order is the
+    # store's ranking)
+    assert len(refs) == 3 and refs[0].startswith("knowledge:knowledge-qa/policies/refunds.md#")
     assert all(len(p["sha256"]) == 64 for p in seen["passages"])
     text = await run_armature("report", run_id)
-    assert "knowledge:knowledge-qa/policies/refunds.md#0" in text.stdout
+    assert refs[0] in text.stdout
     assert "passages it saw" in text.stdout
     assert "candidates" not in first.stderr  # candidates are not indexed until added
 

@@ -163,16 +163,7 @@ class LessonMemory:
     def _failed(
         self, event: str, message: str, exc: ActivityError | ApplicationError, stage_id: str
     ) -> None:
-        cause = exc.cause or exc
-        workflow.logger.warning("%s: %s", message, cause)
-        self.tracer.chain.add(
-            "memory",
-            workflow.now().isoformat(),
-            stage_id=stage_id,
-            status="failed",
-            error=f"{message}: {cause}",
-            data={"event": event},
-        )
+        self.tracer.memory_failed(message, exc, {"event": event}, stage_id)
 
 
 def _task_text(prompt: str, variables: dict[str, Any]) -> str:

@@ -18,6 +18,7 @@ from workflows.interpreter.arms import Arms
 from workflows.interpreter.cache import AnswerCache
 from workflows.interpreter.confidence import confidence_shortfall, more_confident
 from workflows.interpreter.context import ContextWindows
+from workflows.interpreter.facts import Facts
 from workflows.interpreter.failures import StageFailure
 from workflows.interpreter.gates import Gates
 from workflows.interpreter.lessons import LessonMemory
@@ -48,6 +49,7 @@ class LLMStages:
         tools: ToolCalls,
         arms: Arms,
         lessons: LessonMemory | None = None,
+        facts: Facts | None = None,
     ) -> None:
         self.run = run
         self.tracer = tracer
@@ -55,6 +57,8 @@ class LLMStages:
         self.tools = tools
         self.arms = arms
         self.lessons = lessons
+        #: The run's facts (the run's own, loaded; an AgentLoop child's answers tools only).
+        self.facts = facts or Facts(run, tracer)
         self._sim_seed: str | None = None
         self.cache = AnswerCache(run)
         self.windows = ContextWindows(self)
@@ -238,6 +242,7 @@ class LLMStages:
             attempt=attempt,
             lessons=list(lessons.texts) if lessons else [],
             knowledge=list(knowledge or []),
+            facts=self.facts.block_for(stage),
             context=stage_context(variables, names, upstream, prompt, stage.depends_on),
             sim_seed=self.sim_seed(),
             judged_quality=self.judged_quality(stage),

@@ -163,13 +163,5 @@ class Memory:
         *,
         stage_id: str | None = None,
     ) -> None:
-        cause = exc.cause or exc
-        workflow.logger.warning("%s: %s", message, cause)
-        self.tracer.chain.add(
-            "memory",
-            workflow.now().isoformat(),
-            stage_id=stage_id,
-            status="failed",
-            error=f"{message}: {cause}",
-            data={"memory_name": self.name, "event": event},
-        )
+        data = {"memory_name": self.name, "event": event}
+        self.tracer.memory_failed(message, exc, data, stage_id)

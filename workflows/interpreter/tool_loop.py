@@ -40,6 +40,7 @@ from armature_temporal.spec.context_window import DEFAULT_SEGMENT_TURNS
 from armature_temporal.spec.knowledge import RETRIEVE_TOOL_NAME
 from armature_temporal.spec.mcp import MCP_PREFIX, offered, tool_definitions
 from workflows.interpreter.context import LoopUsage
+from workflows.interpreter.facts import FACT_TOOL_NAMES, fact_tool_definitions
 from workflows.interpreter.failures import StageFailure
 from workflows.interpreter.gates import Gates
 from workflows.interpreter.retries import ProviderFailure
@@ -139,14 +140,11 @@ class ToolLoop:
             if keeper is not None and final is None:
                 await self.windows.before_call(stage, keeper, state.attempt)
             has_tools = bool(stage.role.tools) and final is None
-            tools = [
-                t
-                for t in stage.role.tools
-                if has_tools and not t.startswith(MCP_PREFIX) and t != RETRIEVE_TOOL_NAME
-            ]
+            tools = [t for t in stage.role.tools if has_tools and not _engine_tool(t)]
             pinned = tool_definitions(run.plan.mcp_servers, list(stage.role.tools))
             if RETRIEVE_TOOL_NAME in stage.role.tools:  # the engine answers it, like recall
                 pinned.append(RETRIEVE_TOOL)
+            pinned += fact_tool_definitions(stage.role.tools)
             run.count_llm_call(stage.id)
             turn = state.turn
             summary = (
@@ -178,6 +176,7 @@ class ToolLoop:
                     judged_quality=state.judged_quality,
                     lessons=state.lessons,
                     knowledge=state.knowledge,
+                    facts=state.facts,
                     extra_tools=(
                         [RECALL_TOOL] if has_tools and keeper and keeper.recallable else []
                     )
@@ -239,6 +238,8 @@ class ToolLoop:
                 content = await self.windows.recall(stage, keeper, call)
             elif call["name"] == RETRIEVE_TOOL_NAME and RETRIEVE_TOOL_NAME in names:
                 content = await self.stages.retrieval.tool(stage, call["arguments"])
+            elif call["name"] in FACT_TOOL_NAMES and call["name"] in names:
+                content = await self.stages.facts.tool(stage, call["name"], call["arguments"])
             elif call["name"] not in names and workflow.patched(OFFERED_TOOLS_ONLY):
                 # A model (or what it read) asking for a tool the role does not offer: refused
                 # here, never run, whatever the policy would say.
@@ -447,3 +448,8 @@ def _assistant_turn(llm: LLMCallResult) -> dict[str, Any]:
             for c in llm.tool_calls
         ],
     }
+
+
+def _engine_tool(name: str) -> bool:
+    """A tool the engine answers or an MCP server runs, never the tools worker's registry."""
+    return name.startswith(MCP_PREFIX) or name == RETRIEVE_TOOL_NAME or name in FACT_TOOL_NAMES

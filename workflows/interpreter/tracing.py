@@ -203,6 +203,26 @@ class Tracer:
             },
         )
 
+    def memory_failed(
+        self,
+        message: str,
+        exc: ActivityError | ApplicationError,
+        data: dict[str, Any],
+        stage_id: str | None = None,
+    ) -> None:
+        """A cross-run store step (memory, lessons, facts) that failed: logged, and a
+        ``memory`` record with the error; the run goes on."""
+        cause = exc.cause or exc
+        workflow.logger.warning("%s: %s", message, cause)
+        self.chain.add(
+            "memory",
+            _now(),
+            stage_id=stage_id,
+            status="failed",
+            error=f"{message}: {cause}",
+            data=data,
+        )
+
     def tool(self, stage_id: str, tool: str, result: ToolCallResult, approved: bool) -> None:
         self.chain.add(
             "tool",
