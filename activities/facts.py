@@ -37,8 +37,14 @@ def _load(query: FactsQuery) -> FactsLoaded:
         staleness_days=query.staleness_days,
         namespace=query.namespace,
     )
+    text = injected.text
+    if not text and injected.omitted:  # none fits: the prompt still says they exist
+        text = (
+            f"Facts kept from earlier runs: {injected.omitted}, none within "
+            "memory.knowledge_budget_chars (raise it, or read them with the navigation tools)."
+        )
     return FactsLoaded(
-        text=injected.text if injected.fact_ids else "",
+        text=text,
         items=injected.items,
         trace=injected.trace(),
     )

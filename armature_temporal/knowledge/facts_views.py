@@ -123,7 +123,10 @@ def inject_facts(
         out.omitted = len(ranked)
         return out
     while out.omitted:
-        note = f"(+{out.omitted} more not shown: the facts_index and facts_entity tools list them)"
+        note = (
+            f"(+{out.omitted} more not shown; with memory.navigation_tools, the facts_index "
+            "and facts_entity tools list them)"
+        )
         if used + 1 + len(note) <= budget_chars:
             lines.append(note)
             break

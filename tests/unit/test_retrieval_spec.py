@@ -176,3 +176,31 @@ def test_citations_must_name_shown_passages_and_only_those() -> None:
         "knowledge:y/z.md#3",
     ]
     assert knowledge_block([]) == "Knowledge: the search found no passage for this task."
+
+
+def test_a_facts_own_symptom_and_a_stages_own_collection_are_used() -> None:
+    from armature_temporal.runtime.simulate import simulate_completion
+
+    fact = NeededFact(id="window", fact="Refunds within 30 days", symptom="It guesses the window")
+    sim = simulate_completion(
+        seed="s",
+        prompt="How long do refunds take?",
+        output_mode="text",
+        output_schema=None,
+        role_type="worker",
+        valid_rate=1.0,
+        quality=0.8,
+        facts=[fact],
+    )
+    assert sim.facts_missing == ["window"] and "It guesses the window." in sim.text
+    text = """\
+name: kb
+knowledge: {collection: handbook}
+stages:
+  - id: answer
+    role: {description: "Answer."}
+    retrieve: {query: "q", collection: archive}
+"""
+    plan = plan_of(text)
+    assert plan.stage("answer").retrieve.collection == "archive"  # type: ignore[union-attr]
+    assert plan.knowledge_collection == "handbook"  # the retrieve tool's

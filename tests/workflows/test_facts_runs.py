@@ -159,3 +159,48 @@ async def test_a_role_with_the_navigation_tools_reads_facts_through_them(
     transcript = json.dumps(final.data["messages"])
     assert "Acme" in transcript  # the index the tool answered lists the entity
     assert "Facts kept from earlier runs" not in transcript  # no passive block beside tools
+
+
+WHO = """\
+name: {name}
+model_tiers: {{small: {{provider: simulate, valid_rate: 1.0}}}}
+memory:
+  extract_knowledge: true
+  staleness_threshold_days: 0.000000001
+  knowledge_budget_chars: 420
+inputs:
+  type: object
+  properties: {{who: {{type: string}}}}
+adapters:
+  claim:
+    type: python
+    fn: tests.fakes:fake_adapter_claims
+    args: {{subject: "{{{{ who }}}}", predicate: plan, value: pro,
+            text: "{{{{ who }}}} is a customer on the pro plan with a long history with us."}}
+stages:
+  - id: answer
+    role: {{model_tier: small, description: "Which plan?"}}
+  - id: claim
+    adapter: claim
+    depends_on: [answer]
+"""
+
+
+async def test_staleness_and_the_budget_shape_what_a_prompt_carries(
+    client: Client, task_queue: str
+) -> None:
+    plan = _plan(WHO.format(name=f"facts-{uuid.uuid4().hex[:8]}"))
+    async with build_worker(client, task_queue):
+        runs = [await _run(client, task_queue, plan, {"who": w}) for w in ("Acme", "Bolt", "Cora")]
+    prompt = json.dumps(_answer(runs[-1].run_id).data["messages"])
+    # staleness_threshold_days (here 86 microseconds): the facts earlier runs kept are stale
+    assert "[stale: last seen 0 days ago]" in prompt
+    # knowledge_budget_chars 420: one fact's line fits, the other is counted, not shown
+    shown = sum(name in prompt for name in ("Acme is a customer", "Bolt is a customer"))
+    assert shown == 1 and "(+1 more not shown" in prompt
+    loaded = [
+        r.data
+        for r in TraceStore().records(runs[-1].run_id)
+        if r.kind == "memory" and r.data.get("event") == "facts_loaded"
+    ]
+    assert loaded and len(loaded[0]["stale"]) == 1 and loaded[0]["omitted"] == 1  # shown ones
