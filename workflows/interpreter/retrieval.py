@@ -118,11 +118,8 @@ class Retrieval:
             cause = exc.cause or exc
             kind = getattr(cause, "type", None) or "knowledge_error"
             return {"error": str(getattr(cause, "message", cause)), "error_type": kind}
-        return {
-            "passages": [
-                {"ref": p["ref"], "heading": p["heading"], "text": p["text"]} for p in passages
-            ]
-        }
+        keep = ("ref", "heading", "text", "warning")
+        return {"passages": [{k: p[k] for k in keep if k in p} for p in passages]}
 
     async def _search(
         self, stage: PlanStage, query: KnowledgeQuery, via: str
@@ -159,7 +156,12 @@ class Retrieval:
                 "k": query.k,
                 **({"sources": query.sources} if query.sources else {}),
                 "passages": [
-                    {"ref": p["ref"], "sha256": p["sha256"], "score": p["score"]}
+                    {
+                        "ref": p["ref"],
+                        "sha256": p["sha256"],
+                        "score": p["score"],
+                        **({"scan": p["scan"]} if p.get("scan") else {}),
+                    }
                     for p in found.passages
                 ],
             },
