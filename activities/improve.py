@@ -20,7 +20,7 @@ from armature_temporal.errors import ArmatureError, SpecError
 from armature_temporal.improve.decide import Scored, decide_round
 from armature_temporal.improve.diagnose import diagnose
 from armature_temporal.improve.edit import EditError, apply_changes, unified_diff
-from armature_temporal.improve.enrich import enrichment_candidates
+from armature_temporal.improve.enrich import drop_trials, enrichment_candidates
 from armature_temporal.improve.lanes import classify_at
 from armature_temporal.improve.models import (
     Candidate,
@@ -209,6 +209,7 @@ def _prepare_round(inp: ImproveInput) -> Prepared:
                 inp.spec_path,
                 runs,
                 limit=inp.max_candidates,
+                round_id=_round_id(),
             )
         except (EditError, SpecError, ArmatureError) as exc:
             enriched, enrich_notes = [], [f"enrichment dropped from this round: {exc}"]
@@ -233,6 +234,7 @@ def _prepare_round(inp: ImproveInput) -> Prepared:
             notes=notes,
         )
     if len(diag.sample_inputs) < 2:
+        drop_trials(store, found)  # nothing will verify them
         return Prepared(
             stop=ImproveResult(
                 status="too_few_traces",
@@ -410,10 +412,7 @@ def _record(inp: RecordInput) -> list[Proposal]:
         )
     store = store_for(database_url())
     store.save_proposals(proposals)
-    for candidate in prepared.candidates:  # enrichment's trial collections are spent
-        trial = candidate.plan.knowledge_collection
-        if candidate.change.field == "sources" and trial is not None and "~" in trial:
-            store.drop_collection(trial)
+    drop_trials(store, prepared.candidates)  # enrichment's trial collections are spent
     verified = any(p.verdict == "verified" for p in proposals)
     store.set_round_status(inp.improve_run_id, "proposed" if verified else "nothing_better")
     return proposals

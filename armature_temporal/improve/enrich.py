@@ -27,13 +27,22 @@ from armature_temporal.spec.compiler import Plan, compile_spec
 from armature_temporal.spec.loader import load_spec_text
 from armature_temporal.spec.models import Spec
 
-__all__ = ["enrichment_candidates", "trial_collection", "with_collection"]
+__all__ = ["drop_trials", "enrichment_candidates", "trial_collection", "with_collection"]
 
 
-def trial_collection(collection: str, sources: Sequence[str]) -> str:
-    """The collection a source list is tried in (the same list, the same name)."""
-    digest = hashlib.sha256(json.dumps(sorted(sources)).encode()).hexdigest()[:10]
-    return f"{collection}~{digest}"
+def trial_collection(collection: str, sources: Sequence[str], round_id: str = "") -> str:
+    """The collection a source list is tried in by one round (two rounds never share one)."""
+    key = json.dumps([round_id, sorted(sources)])
+    return f"{collection}~{hashlib.sha256(key.encode()).hexdigest()[:10]}"
+
+
+def drop_trials(store: Any, candidates: Sequence[Candidate]) -> None:
+    """Drop the trial collections of a round's enrichment candidates (SQLite's full-text
+    ranking counts every collection's rows: they must not outlive the round)."""
+    for candidate in candidates:
+        trial = candidate.plan.knowledge_collection
+        if candidate.change.field == "sources" and trial is not None and "~" in trial:
+            store.drop_collection(trial)
 
 
 def with_collection(plan: Plan, old: str, new: str) -> Plan:
@@ -60,6 +69,7 @@ def enrichment_candidates(
     runs: Sequence[Any],
     *,
     limit: int,
+    round_id: str = "",
 ) -> tuple[list[Candidate], list[str]]:
     """Up to ``limit`` additions worth verifying, and notes (gaps no candidate matches are
     questions for a person)."""
@@ -88,36 +98,44 @@ def enrichment_candidates(
         for g in unmatched
     ]
     found: list[Candidate] = []
+    indexed: list[str] = []
     old = list(knowledge.sources)
-    for add in additions:
-        new = [*old, add.source]
-        change = SpecChange(
-            stage="knowledge",
-            field="sources",
-            old=old,
-            new=new,
-            why=f"answers of {', '.join(add.stages)} lacked {add.topic!r} in {add.runs} runs "
-            f"(e.g. {add.example_question!r}); {add.source} is the "
-            f"{'best' if add.rank == 1 else f'#{add.rank}'} match among the candidate documents "
-            f"(cosine {add.similarity:.2f})",
-        )
-        text = apply_changes(spec_text, [change], filename=spec_path, base_dir=path.parent)
-        trial = trial_collection(collection, new)
-        report = index_spec_knowledge(
-            store, path, trial, new, embedder=embedder, allow_hosts=spec.http_allow_hosts
-        )
-        if report.unreadable:
-            notes.append(f"enrichment: {add.source} dropped: {report.unreadable}")
-            continue
-        new_plan = compile_spec(load_spec_text(text, spec_path, base_dir=path.parent))
-        found.append(
-            Candidate(
-                change=change,
-                spec_text=text,
-                plan=with_collection(new_plan, collection, trial),
-                diff=unified_diff(spec_text, text, spec_path),
-                predicted_fixes=[f"low_judge:{s}" for s in add.stages],
-                predicted_regressions=[],
+    try:
+        for add in additions:
+            new = [*old, add.source]
+            change = SpecChange(
+                stage="knowledge",
+                field="sources",
+                old=old,
+                new=new,
+                why=f"answers of {', '.join(add.stages)} lacked {add.topic!r} in {add.runs} runs "
+                f"(e.g. {add.example_question!r}); {add.source} is the "
+                f"{'best' if add.rank == 1 else f'#{add.rank}'} match among the candidate "
+                f"documents (cosine {add.similarity:.2f})",
             )
-        )
+            text = apply_changes(spec_text, [change], filename=spec_path, base_dir=path.parent)
+            trial = trial_collection(collection, new, round_id)
+            indexed.append(trial)
+            report = index_spec_knowledge(
+                store, path, trial, new, embedder=embedder, allow_hosts=spec.http_allow_hosts
+            )
+            if report.unreadable:
+                store.drop_collection(trial)
+                notes.append(f"enrichment: {add.source} dropped: {report.unreadable}")
+                continue
+            new_plan = compile_spec(load_spec_text(text, spec_path, base_dir=path.parent))
+            found.append(
+                Candidate(
+                    change=change,
+                    spec_text=text,
+                    plan=with_collection(new_plan, collection, trial),
+                    diff=unified_diff(spec_text, text, spec_path),
+                    predicted_fixes=[f"low_judge:{s}" for s in add.stages],
+                    predicted_regressions=[],
+                )
+            )
+    except BaseException:  # nothing indexed for a round that never verifies it stays behind
+        for trial in indexed:
+            store.drop_collection(trial)
+        raise
     return found, notes

@@ -16,6 +16,7 @@ from typing import Any
 __all__ = [
     "CITE_INSTRUCTION",
     "EMPTY_KNOWLEDGE",
+    "FACTS_HEADING",
     "INJECTION_WARNING",
     "JUDGE_HEADING",
     "KNOWLEDGE_HEADING",
@@ -34,8 +35,9 @@ CITE_INSTRUCTION = (
     "[knowledge:guide.md#3], and cite no reference that is not listed above."
 )
 
-#: A reference as answers write it: ``knowledge:<source>#<chunk>``.
-_REF = re.compile(r"knowledge:([^\s\[\]#]+)#(\d+)")
+#: A reference as answers are asked to write it: ``[knowledge:<source>#<chunk>]``, in
+#: brackets, so a source name may hold spaces or ``#`` (a file name, a URL with a fragment).
+_REF = re.compile(r"\[(knowledge:[^\]\n]+?)\]")
 
 #: The ``retrieve`` tool as a model is shown it (the engine answers it, like ``recall``).
 RETRIEVE_TOOL: dict[str, Any] = {
@@ -70,6 +72,8 @@ def passage(hit: Any) -> dict[str, Any]:
     }
 
 
+#: The facts block (memory.extract_knowledge) opens with this: what was found, not asked.
+FACTS_HEADING = "Facts kept from earlier runs"
 #: A stage's Knowledge section opens with this.
 KNOWLEDGE_HEADING = "Knowledge (passages retrieved for this task):"
 #: The Knowledge section of a search that found nothing.
@@ -131,8 +135,9 @@ _BLOCK_END = re.compile(r"\n\n(?:Context:\n|Your previous answer)")
 
 
 def without_knowledge(text: str) -> str:
-    """``text`` without its Knowledge sections (what was asked, not what was found)."""
-    for heading in (KNOWLEDGE_HEADING, JUDGE_HEADING, EMPTY_KNOWLEDGE):
+    """``text`` without its Knowledge sections and facts block (what was asked, not what
+    was found)."""
+    for heading in (KNOWLEDGE_HEADING, JUDGE_HEADING, EMPTY_KNOWLEDGE, FACTS_HEADING):
         while (start := text.find(heading)) >= 0:
             end = _BLOCK_END.search(text, start)
             text = text[:start] + (text[end.start() :] if end else "")
@@ -140,11 +145,8 @@ def without_knowledge(text: str) -> str:
 
 
 def cited_refs(text: str) -> list[str]:
-    """The references an answer cites, in order, each once."""
-    seen: dict[str, None] = {}
-    for m in _REF.finditer(text):
-        seen.setdefault(f"knowledge:{m.group(1)}#{m.group(2)}", None)
-    return list(seen)
+    """The references an answer cites in brackets, in order, each once."""
+    return list(dict.fromkeys(m.group(1) for m in _REF.finditer(text)))
 
 
 def citation_problem(text: str, shown: Iterable[str]) -> str | None:

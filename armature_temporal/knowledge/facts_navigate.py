@@ -223,15 +223,21 @@ def entity_view(
 def facts_by_id(facts: Sequence[Fact], ids: Sequence[str]) -> list[dict[str, Any]]:
     """The facts named (any status), each with its full record and its slot's history."""
     known = {f.id: f for f in facts}
-    shown = []
+    shown: list[dict[str, Any]] = []
     for fid in ids:
         if fid not in known:
             shown.append({"id": fid, "error": "no such fact"})
             continue
-        record = known[fid].model_dump(mode="json")
+        fact = known[fid]
+        if fact.status == "rejected":  # its text never reaches a prompt, not even by id
+            kinds = sorted({str(f.category) for f in fact.findings})
+            shown.append({"id": fid, "status": "rejected", "findings": kinds})
+            continue
+        record = fact.model_dump(mode="json")
         record["history"] = [
             {"id": h.id, "status": h.status, "object": h.object_display, "at": h.recorded_at}
             for h in fact_history(facts, fid)
+            if h.status != "rejected"
         ]
         shown.append(record)
     return shown
@@ -277,8 +283,8 @@ def navigate(
     name = LEGACY_TOOL_NAMES.get(tool, tool)
     try:
         if name == "facts_index":
-            limit = args.get("limit", 50)
-            return graph_index(facts, now=now, staleness_days=staleness_days, limit=int(limit))
+            limit = min(max(int(args.get("limit", 50)), 1), 200)
+            return graph_index(facts, now=now, staleness_days=staleness_days, limit=limit)
         if name == "facts_entity":
             entity = args.get("entity")
             if not isinstance(entity, str):
@@ -297,7 +303,7 @@ def navigate(
             found = search_facts(
                 facts,
                 query,
-                k=int(args.get("k", args.get("top_k", 5))),
+                k=min(max(int(args.get("k", args.get("top_k", 5))), 1), 50),
                 kind=args.get("type"),
                 now=now,
                 staleness_days=staleness_days,

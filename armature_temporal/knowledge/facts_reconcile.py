@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -142,7 +142,12 @@ def reconcile(
             continue
         findings = scan(scanned_text(cand))
         if findings:
-            rejected = cand.model_copy(update={"status": "rejected", "findings": findings})
+            update: dict[str, Any] = {"status": "rejected", "findings": findings}
+            kinds = sorted({str(f.category) for f in findings})
+            if {"secret", "personal_data"} & set(kinds):  # never kept in clear, even rejected
+                update |= {"text": f"[withheld: the admission scan found {', '.join(kinds)}]"}
+                update |= {"value": None, "object_name": None}
+            rejected = cand.model_copy(update=update)
             put(rejected, new=True)
             out.outcomes.append(Outcome(decision="rejected", fact=rejected, findings=findings))
             continue

@@ -16,7 +16,6 @@ with and without it, and Holm across the round.
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -224,31 +223,21 @@ def candidate_documents(
     """The candidate documents not already among the sources: name (relative to the spec's
     folder, as ``knowledge.sources`` would list it) → text. A file the spec may not read
     (outside its folder tree, say) is left out, as indexing would leave it out."""
-    from armature_temporal.knowledge.sources import Document, _files, read_sources
-    from armature_temporal.spec.files import SpecFileRefused, SpecRoots, spec_file_path
+    from armature_temporal.knowledge.sources import Document
+    from armature_temporal.knowledge.spec_sources import spec_documents, spec_files
 
     folder = spec_path.resolve().parent
-    roots = SpecRoots.of(folder)
-    with contextlib.chdir(folder):
-        indexed = {
-            str(Path(item).resolve())
-            for given in sources
-            for item in _files(given)
-            if isinstance(item, Path)
-        }
-        found: dict[str, str] = {}
-        for given in candidates:
-            for item in _files(given):
-                if not isinstance(item, Path) or str(item.resolve()) in indexed:
-                    continue
-                try:
-                    spec_file_path(roots, folder, str(item))
-                except SpecFileRefused:
-                    continue
-                for doc in read_sources([str(item)]):
-                    if isinstance(doc, Document):
-                        found[str(Path(doc.source))] = doc.text
-    return found
+    indexed = {
+        item[0]
+        for given in sources
+        for item in spec_files(folder, given)
+        if isinstance(item, tuple)
+    }
+    return {
+        doc.source: doc.text
+        for doc in spec_documents(folder, candidates)
+        if isinstance(doc, Document) and doc.source not in indexed
+    }
 
 
 def propose_additions(

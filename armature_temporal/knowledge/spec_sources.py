@@ -11,17 +11,22 @@ indexed again.
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from armature_temporal.knowledge import IndexReport, default_embedder, index_sources
-from armature_temporal.knowledge.sources import Unreadable, _files
+from armature_temporal.knowledge.sources import Document, Unreadable, _files, read_sources
 from armature_temporal.knowledge.urls import fetch_page, is_url
 
-__all__ = ["collection_embedder", "index_spec_knowledge", "spec_embedder"]
+__all__ = [
+    "collection_embedder",
+    "index_spec_knowledge",
+    "spec_documents",
+    "spec_embedder",
+    "spec_files",
+]
 
 
 def spec_embedder(choice: str) -> Any:
@@ -40,6 +45,55 @@ def collection_embedder(store: Any, collection: str, choice: str) -> Any:
 
     used = {s.embedder for s in store.knowledge_sources(collection)}
     return embedder_named(used.pop()) if len(used) == 1 else spec_embedder(choice)
+
+
+def spec_files(folder: Path, given: str) -> Iterator[tuple[str, Path] | Unreadable]:
+    """The files one source names, each as ``(its name relative to the spec's folder, its
+    path)``, or why not: outside the folder tree (after ``..`` and symlinks), in Armature's
+    own records, not a regular file. Resolved against ``folder`` explicitly: a worker thread
+    never changes the process's working directory."""
+    from armature_temporal.spec.files import SpecFileRefused, SpecRoots, spec_file_path
+
+    if os.path.isabs(given) or given.startswith("~"):
+        yield Unreadable(
+            given,
+            "a knowledge source is named relative to the spec's folder; move the documents "
+            "under it and name them so, e.g. docs/",
+        )
+        return
+    roots = SpecRoots.of(folder)
+    for item in _files(str(folder / given)):
+        if isinstance(item, Unreadable):
+            yield Unreadable(given, item.reason)
+            continue
+        name = os.path.normpath(os.path.relpath(item, folder))
+        try:
+            spec_file_path(roots, folder, name)
+        except SpecFileRefused as exc:
+            yield Unreadable(name, str(exc))
+            continue
+        yield name, item
+
+
+def spec_documents(folder: Path, sources: Sequence[str]) -> Iterator[Document | Unreadable]:
+    """Each file the sources name, read, under its name relative to the spec's folder (or
+    why not), each once."""
+    seen: set[str] = set()
+    for given in sources:
+        for item in spec_files(folder, given):
+            if isinstance(item, Unreadable):
+                yield item
+                continue
+            name, path = item
+            if name in seen:
+                continue
+            seen.add(name)
+            for read in read_sources([str(path)]):
+                yield (
+                    Document(name, read.text)
+                    if isinstance(read, Document)
+                    else Unreadable(name, read.reason)
+                )
 
 
 def index_spec_knowledge(
@@ -62,35 +116,13 @@ def index_spec_knowledge(
     Raises:
         KnowledgeError: the collection was indexed with another embedder.
     """
-    from armature_temporal.spec.files import SpecFileRefused, SpecRoots, spec_file_path
-
     folder = spec_path.resolve().parent
-    roots = SpecRoots.of(folder)
-    files: list[str] = []
-    refused: dict[str, str] = {}
     pages = [fetch_page(s, allow_hosts, policy=policy) for s in sources if is_url(s)]
-    with contextlib.chdir(folder):
-        for given in sources:
-            if is_url(given):
-                continue
-            if os.path.isabs(given) or given.startswith("~"):
-                refused[given] = (
-                    "a knowledge source is named relative to the spec's folder; move the "
-                    "documents under it and name them so, e.g. docs/"
-                )
-                continue
-            for item in _files(given):
-                if isinstance(item, Unreadable):
-                    refused[item.source] = item.reason
-                    continue
-                try:
-                    spec_file_path(roots, folder, str(item))
-                except SpecFileRefused as exc:
-                    refused[str(item)] = str(exc)
-                    continue
-                files.append(os.path.normpath(str(item)))
-        report = index_sources(
-            store, collection, files, embedder=embedder, progress=progress, fetched=pages
-        )
+    found = list(spec_documents(folder, [s for s in sources if not is_url(s)]))
+    refused = {u.source: u.reason for u in found if isinstance(u, Unreadable)}
+    documents = [d for d in found if isinstance(d, Document)]
+    report = index_sources(
+        store, collection, [], embedder=embedder, progress=progress, fetched=[*documents, *pages]
+    )
     report.unreadable.update(refused)
     return report

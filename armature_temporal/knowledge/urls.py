@@ -103,11 +103,14 @@ def fetch_page(
 def _read(source: str, response: httpx.Response) -> Document | Unreadable:
     if response.status_code != 200:
         return Unreadable(source, f"HTTP {response.status_code}")
+    coding = response.headers.get("content-encoding", "identity").strip().lower()
+    if coding not in ("", "identity"):  # asked for identity: a compressed body is refused
+        return Unreadable(source, f"content-encoding {coding!r}; only identity is read")
     kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind and not kind.startswith(_TEXT_TYPES):
         return Unreadable(source, f"content-type {kind!r}, not text")
     body = bytearray()
-    for piece in response.iter_bytes():
+    for piece in response.iter_raw():  # as sent: nothing decompressed past the bound
         body += piece
         if len(body) > MAX_BYTES:
             return Unreadable(source, f"more than {MAX_BYTES:,} bytes")

@@ -74,6 +74,7 @@ class StageRetrieve(_Model):
     collection: str | None = Field(
         None,
         min_length=1,
+        pattern=r"^[A-Za-z0-9][\w.~-]*$",  # ~: the plans of enrichment's trials; specs: refused
         description="Collection to search (default: knowledge.collection, else the spec's name).",
     )
     sources: StrList = Field(

@@ -121,6 +121,13 @@ def check_tools_and_rules(spec: Spec) -> Iterator[Problem]:
             if stage.role is None
             else [(("role", "tools", k), t) for k, t in enumerate(stage.role.tools)]
         )
+        retrieve = stage.retrieve
+        if retrieve is not None and retrieve.collection and "~" in retrieve.collection:
+            yield (
+                ("stages", i, "retrieve", "collection"),
+                f"{retrieve.collection!r} is a trial or staging collection (its name has ~), "
+                "which only Armature's own rounds search; name one of yours without ~",
+            )
         if stage.tool is not None:
             named.append((("tool", "name"), stage.tool.name))
             if stage.tool.name == RETRIEVE_TOOL_NAME:

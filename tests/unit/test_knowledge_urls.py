@@ -6,6 +6,7 @@ test says so."""
 
 from __future__ import annotations
 
+import gzip
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -33,6 +34,13 @@ PAGES: dict[str, tuple[int, str, bytes, dict[str, str]]] = {
     "/kettle.png": (200, "image/png", b"\x89PNG\r\n\x1a\n", {}),
     "/huge.txt": (200, "text/plain", b"a" * (MAX_BYTES + 10), {}),
     "/gone": (404, "text/plain", b"no", {}),
+    # a small body that would expand past the bound: sent compressed though identity was asked
+    "/bomb.txt": (
+        200,
+        "text/plain",
+        gzip.compress(b"a" * (MAX_BYTES * 4)),
+        {"Content-Encoding": "gzip"},
+    ),
 }
 
 
@@ -95,12 +103,14 @@ def test_what_is_not_a_bounded_text_page_is_named_with_the_reason(site: int) -> 
     base = f"http://127.0.0.1:{site}"
     reasons = {
         path: fetch_page(base + path, ["127.0.0.1"], policy=_open(site))
-        for path in ("/kettle.png", "/huge.txt", "/gone")
+        for path in ("/kettle.png", "/huge.txt", "/gone", "/bomb.txt")
     }
     assert all(isinstance(r, Unreadable) for r in reasons.values())
     assert "content-type 'image/png', not text" in reasons["/kettle.png"].reason  # type: ignore[union-attr]
     assert f"more than {MAX_BYTES:,} bytes" in reasons["/huge.txt"].reason  # type: ignore[union-attr]
     assert reasons["/gone"].reason == "HTTP 404"  # type: ignore[union-attr]
+    bomb = reasons["/bomb.txt"].reason  # type: ignore[union-attr]
+    assert bomb == "content-encoding 'gzip'; only identity is read"
 
 
 def test_a_spec_indexes_its_pages_beside_its_files_under_their_urls(

@@ -171,10 +171,10 @@ def test_citations_must_name_shown_passages_and_only_those() -> None:
     assert missing is not None and "cites no passage" in missing
     made_up = citation_problem("See [knowledge:docs/a.md#9] and [knowledge:docs/a.md#2].", shown)
     assert made_up is not None and "knowledge:docs/a.md#9" in made_up
-    assert cited_refs("[knowledge:x.md#1] [knowledge:x.md#1] knowledge:y/z.md#3") == [
-        "knowledge:x.md#1",
-        "knowledge:y/z.md#3",
-    ]
+    answer = "[knowledge:x.md#1] [knowledge:x.md#1] [knowledge:Refund Policy.md#0] knowledge:y.md#3"
+    assert cited_refs(answer) == ["knowledge:x.md#1", "knowledge:Refund Policy.md#0"]
+    spaced = ["knowledge:policies/Refund Policy.md#0", "knowledge:https://x.org/faq#top#2"]
+    assert citation_problem("Yes [knowledge:https://x.org/faq#top#2].", spaced) is None
     assert knowledge_block([]) == "Knowledge: the search found no passage for this task."
 
 
@@ -204,3 +204,8 @@ stages:
     plan = plan_of(text)
     assert plan.stage("answer").retrieve.collection == "archive"  # type: ignore[union-attr]
     assert plan.knowledge_collection == "handbook"  # the retrieve tool's
+    trial = text.replace("collection: archive", "collection: kb~0123456789")
+    with pytest.raises(SpecError, match="trial or staging collection"):
+        plan_of(trial)
+    with pytest.raises(SpecError, match=r"retrieve\.collection"):
+        plan_of(text.replace("collection: archive", "collection: ../other"))

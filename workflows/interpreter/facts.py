@@ -93,7 +93,7 @@ class Facts:
 
     async def load(self) -> None:
         memory = self.run.plan.memory
-        if not self.wanted() or memory is None:
+        if not self.wanted() or memory is None or memory.fresh:  # fresh: start with none
             return
         try:
             loaded: FactsLoaded = await workflow.execute_local_activity(

@@ -166,7 +166,7 @@ class LLMStages:
                     last_error, last_text, provider_failed = str(exc), None, True
                     continue
                 provider_failed = False
-                llm = cited(stage, llm, knowledge or [])
+                llm = cited(stage, llm, self.retrieval.shown(stage, knowledge or []))
                 unsure = confidence_shortfall(stage, llm)
                 self.tracer.attempt(
                     stage,
@@ -282,12 +282,13 @@ class LLMStages:
         return self.run.last_quality.get(stage.id)
 
 
-def cited(stage: PlanStage, llm: LLMCallResult, passages: list[dict[str, Any]]) -> LLMCallResult:
+def cited(stage: PlanStage, llm: LLMCallResult, shown: list[str]) -> LLMCallResult:
     """A valid answer of a stage with ``retrieve: {cite: true}`` made invalid when it cites no
-    passage it was shown, or one it was not (the error says which), so on_fail retries it."""
+    passage it was shown (``shown``: in its prompt or by its ``retrieve`` tool calls), or one
+    it was not (the error says which), so on_fail retries it."""
     if stage.retrieve is None or not stage.retrieve.cite or not llm.valid:
         return llm
-    problem = citation_problem(llm.text, [p["ref"] for p in passages])
+    problem = citation_problem(llm.text, shown)
     if problem is None:
         return llm
     return llm.model_copy(update={"valid": False, "error": f"citations: {problem}", "output": None})

@@ -46,6 +46,13 @@ class Retrieval:
         self.tracer = tracer
         #: stage id → the passages its ``retrieve:`` found last (a judge of it is shown them).
         self.seen: dict[str, list[dict[str, Any]]] = {}
+        #: stage id → the references its ``retrieve`` tool calls returned (citable too).
+        self.tool_refs: dict[str, list[str]] = {}
+
+    def shown(self, stage: PlanStage, passages: list[dict[str, Any]]) -> list[str]:
+        """The references a stage's answer may cite: its prompt's and its tool calls'."""
+        refs = [p["ref"] for p in passages]
+        return list(dict.fromkeys([*refs, *self.tool_refs.get(stage.id, [])]))
 
     def judged(self, stage: PlanStage) -> list[dict[str, Any]]:
         """For a judge: the passages the stages it judges (its depends_on) were shown, so it
@@ -118,6 +125,7 @@ class Retrieval:
             cause = exc.cause or exc
             kind = getattr(cause, "type", None) or "knowledge_error"
             return {"error": str(getattr(cause, "message", cause)), "error_type": kind}
+        self.tool_refs.setdefault(stage.id, []).extend(p["ref"] for p in passages)
         keep = ("ref", "heading", "text", "warning")
         return {"passages": [{k: p[k] for k in keep if k in p} for p in passages]}
 

@@ -86,7 +86,7 @@ def _mentions(text: str, phrase: str) -> bool:
 
 
 #: A passage's reference as the Knowledge block lists it.
-_LISTED_REF = re.compile(r"^\[(knowledge:[^\]\s]+#\d+)\]", re.M)
+_LISTED_REF = re.compile(r"^\[(knowledge:[^\]\n]+#\d+)\]", re.M)
 
 
 def simulated_citation(seed: str, prompt: str, quality: float) -> str | None:
