@@ -4,8 +4,9 @@
 Each addition is one :class:`~.models.SpecChange` on the surface ``knowledge.sources`` (so it is
 verified, decided under Holm, kept as a proposal and settled by the review lanes like any
 change: a new document enters prompts, so it is never in the auto lane). Its verification runs
-search a **trial collection** — ``<collection>~<hash of the source list>``, indexed here from
-the candidate's sources with the collection's own embedder — never the live collection, which
+search a **trial collection** — ``<collection>~<hash of the round and source list>``, a copy
+of the live index plus the added document, indexed with the collection's own embedder, so the
+addition is the only difference the paired runs measure — never the live collection, which
 changes only when the spec's sources change and ``armature submit`` indexes them; the round
 drops its trial collections once it has recorded its proposals (SQLite's full-text ranking
 counts the rows of every collection, so they must not linger). The
@@ -116,8 +117,15 @@ def enrichment_candidates(
             text = apply_changes(spec_text, [change], filename=spec_path, base_dir=path.parent)
             trial = trial_collection(collection, new, round_id)
             indexed.append(trial)
+            # the live index plus the addition: the only difference the runs can measure
+            store.copy_collection(collection, trial)
             report = index_spec_knowledge(
-                store, path, trial, new, embedder=embedder, allow_hosts=spec.http_allow_hosts
+                store,
+                path,
+                trial,
+                [add.source],
+                embedder=embedder,
+                allow_hosts=spec.http_allow_hosts,
             )
             if report.unreadable:
                 store.drop_collection(trial)

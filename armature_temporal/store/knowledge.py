@@ -198,6 +198,39 @@ class KnowledgeStore(StoreBase):
         with self.engine.begin() as conn:
             self._drop_collection(conn, collection)
 
+    def copy_collection(self, collection: str, into: str) -> None:
+        """Make ``into`` a copy of ``collection`` (its sources, chunks, vectors and full-text
+        rows), replacing what ``into`` held; one transaction. Enrichment tries an addition on
+        a copy of the live index, so the only difference it measures is the addition."""
+        with self.engine.begin() as conn:
+            self._drop_collection(conn, into)
+            params = {"c": collection, "into": into}
+            conn.execute(
+                text(
+                    "INSERT INTO knowledge_chunks (collection, source, ord, heading, text, "
+                    "sha256, vector) SELECT :into, source, ord, heading, text, sha256, vector "
+                    "FROM knowledge_chunks WHERE collection = :c ORDER BY id"
+                ),
+                params,
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO knowledge_sources (collection, source, sha256, chunks, embedder, "
+                    "added_at) SELECT :into, source, sha256, chunks, embedder, added_at "
+                    "FROM knowledge_sources WHERE collection = :c"
+                ),
+                params,
+            )
+            if conn.dialect.name == "sqlite":
+                conn.execute(
+                    text(
+                        "INSERT INTO knowledge_fts (text, heading, chunk_id, collection) "
+                        "SELECT text, heading, id, collection FROM knowledge_chunks "
+                        "WHERE collection = :into ORDER BY id"
+                    ),
+                    params,
+                )
+
     def replace_collection(self, staging: str, collection: str) -> None:
         """Make ``staging`` (a complete index) ``collection``, dropping what ``collection``
         held; one transaction, so a search sees the old index or the new, never a mix."""

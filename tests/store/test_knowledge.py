@@ -283,3 +283,23 @@ def test_a_rebuild_swaps_the_new_index_in_only_when_complete(store: TraceStore, 
         rebuild(store, "c", embedder=LexicalEmbedder())
     assert [h.text for h in search(store, "c", "tides")] == ["Rewritten: the tides are a wave."]
     assert {s.collection for s in store.knowledge_sources()} == {"c"}
+
+
+def test_a_copied_collection_searches_alike_and_changes_apart(
+    store: TraceStore, docs: Path
+) -> None:
+    index_sources(store, "live", [str(docs)], embedder=LexicalEmbedder())
+    store.copy_collection("live", "live~trial")
+    for mode in ("text", "vector", "hybrid"):
+        here = [
+            (h.source, h.ord, h.sha256) for h in search(store, "live", "spring tides", mode=mode)
+        ]
+        there = search(store, "live~trial", "spring tides", mode=mode)
+        assert [(h.source, h.ord, h.sha256) for h in there] == here, mode
+    extra = docs.parent / "moon.md"
+    extra.write_text("# Moon\n\nThe Moon's phases follow its orbit: spring tides at full moon.\n")
+    index_sources(store, "live~trial", [str(extra)], embedder=LexicalEmbedder())
+    assert str(extra) in {s.source for s in store.knowledge_sources("live~trial")}
+    assert str(extra) not in {s.source for s in store.knowledge_sources("live")}
+    store.drop_collection("live~trial")
+    assert store.knowledge_sources("live~trial") == [] and search(store, "live", "tides")
