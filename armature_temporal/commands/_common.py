@@ -21,6 +21,7 @@ from armature_temporal.errors import ArmatureError, SpecError
 
 if TYPE_CHECKING:
     from armature_temporal.spec.compiler import Plan
+    from armature_temporal.spec.loader import LoadedSpec
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -146,11 +147,19 @@ def shorten(value: Any, width: int = 70) -> str:
 def load_or_exit(path: Path) -> Plan:
     """The compiled plan of the spec at ``path``; on an invalid spec, its issues on stderr
     and exit 2."""
+    return loaded_or_exit(path)[1]
+
+
+def loaded_or_exit(path: Path) -> tuple[LoadedSpec, Plan]:
+    """The spec at ``path`` as loaded, and its compiled plan (one read and parse, for a
+    command that needs what the plan leaves out, such as knowledge.sources); on an invalid
+    spec, its issues on stderr and exit 2."""
     try:
         from armature_temporal.spec.compiler import compile_spec
         from armature_temporal.spec.loader import load_spec
 
-        return compile_spec(load_spec(path))
+        loaded = load_spec(path)
+        return loaded, compile_spec(loaded)
     except SpecError as exc:
         issues = [str(issue) for issue in exc.issues] or [f"{path}: invalid spec"]
         for issue in issues:

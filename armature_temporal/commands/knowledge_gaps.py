@@ -15,7 +15,7 @@ from armature_temporal.commands._common import (
     SpecArg,
     err,
     fail,
-    load_or_exit,
+    loaded_or_exit,
     open_store,
     out,
     print_json,
@@ -48,11 +48,10 @@ def gaps(
         propose_additions,
     )
     from armature_temporal.knowledge.spec_sources import collection_embedder
-    from armature_temporal.spec.loader import load_spec
     from armature_temporal.views import load_runs
 
-    plan = load_or_exit(spec)
-    knowledge = load_spec(spec).spec.knowledge
+    loaded, plan = loaded_or_exit(spec)
+    knowledge = loaded.spec.knowledge
     if knowledge is None or plan.knowledge_collection is None:
         raise fail(
             f"error: {spec} has no knowledge: section, so its runs search no documents; add "

@@ -19,6 +19,7 @@ from armature_temporal.commands._common import (
     err,
     fail,
     load_or_exit,
+    loaded_or_exit,
     open_store,
     out,
     print_json,
@@ -30,6 +31,7 @@ from armature_temporal.commands.run_view import follow_run, print_run
 
 if TYPE_CHECKING:
     from armature_temporal.spec.compiler import Plan
+    from armature_temporal.spec.models import Spec
 
 app = typer.Typer()
 
@@ -154,9 +156,9 @@ def run_command(
 def _plan_for(spec: Path, simulate: bool) -> Plan:
     """The compiled plan of ``spec``; with ``simulate``, its offline copy, saying so on
     stderr in one line."""
-    compiled = load_or_exit(spec)
+    loaded, compiled = loaded_or_exit(spec)
     if compiled.knowledge_collection is not None:
-        _index_knowledge(spec, compiled.knowledge_collection)
+        _index_knowledge(spec, loaded.spec, compiled.knowledge_collection)
     if not simulate:
         return compiled
     from armature_temporal.spec.offline import real_tiers, simulated
@@ -181,16 +183,14 @@ def _plan_for(spec: Path, simulate: bool) -> Plan:
     return offline
 
 
-def _index_knowledge(spec: Path, collection: str) -> None:
+def _index_knowledge(spec: Path, loaded: Spec, collection: str) -> None:
     """Index what changed in the spec's ``knowledge.sources`` before the run starts, saying
     on stderr what was indexed and what could not be read; exit 1 when the collection cannot
     take them (another embedder made it)."""
     from armature_temporal.errors import ArmatureError
     from armature_temporal.knowledge.spec_sources import index_spec_knowledge, spec_embedder
-    from armature_temporal.spec.loader import load_spec
     from armature_temporal.store import TraceStore
 
-    loaded = load_spec(spec).spec
     config = loaded.knowledge
     if config is None or not config.sources:
         return
