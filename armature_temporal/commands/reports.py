@@ -27,6 +27,61 @@ from armature_temporal.errors import did_you_mean
 
 app = typer.Typer()
 
+HtmlOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--html",
+        help="Write a self-contained HTML page with charts (inline SVG, nothing fetched) to "
+        "FILE instead of printing.",
+        metavar="FILE",
+        dir_okay=False,
+    ),
+]
+
+
+def _html_target(path: Path | None) -> Path | None:
+    """``--html``'s FILE, checked before anything is read: its folder must exist."""
+    if path is None:
+        return None
+    folder = path.parent
+    if not folder.is_dir():
+        raise fail(
+            f"error: --html {str(path)!r}: folder {str(folder)!r} does not exist; create it "
+            f"(mkdir -p {folder}) or give a FILE in an existing folder",
+            2,
+        )
+    return path
+
+
+def _write_html(target: Path, page: str, as_json: bool) -> None:
+    try:
+        target.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise fail(
+            f"error: --html: cannot write {str(target)!r}: {exc.strerror or exc}; give a FILE "
+            "you may write",
+            1,
+        ) from None
+    err.print(f"wrote {target} ({len(page.encode()):,} bytes)", markup=False, highlight=False)
+    if as_json:
+        print_json({"html": str(target), "bytes": len(page.encode())})
+
+
+def _is_spec_file(spec: str | None) -> bool:
+    return spec is not None and Path(spec).suffix in (".yaml", ".yml") and Path(spec).is_file()
+
+
+def _plan_of(path: Path) -> Any:
+    from armature_temporal.commands._common import load_or_exit
+
+    if not path.is_file():
+        raise fail(
+            f"error: --spec {str(path)!r}: no such file; give the spec file the run was "
+            "started from",
+            2,
+        )
+    return load_or_exit(path)
+
 
 @app.command(rich_help_panel=INSPECT)
 def report(
@@ -41,6 +96,16 @@ def report(
         bool,
         typer.Option("--full", help="Show outputs, errors and rationales whole, not cut."),
     ] = False,
+    html: HtmlOpt = None,
+    spec_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--spec",
+            help="The spec file of the version the run ran: draws its DAG and starts each "
+            "stage's span when its dependencies ended (it must have the run's spec_hash).",
+            metavar="SPEC_FILE",
+        ),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Show a run from the trace store: its stages, every attempt (tier, model, validity,
@@ -52,7 +117,12 @@ def report(
     values. Reads only the trace store, so it works for finished runs when the Temporal
     server is gone. Exits 2 when the store has no such run.
 
+    --html FILE writes one self-contained page (inline SVG, nothing fetched) with the run's
+    stage timeline (a Gantt chart of each stage and its attempts) and, given --spec, its DAG
+    by topological level; `armature serve` shows the same page at /ui/runs/RUN/report.
+
     Example: armature report quickstart-1a2b3c4d   (or: armature report --run-id ...)
+    Example: armature report quickstart-1a2b3c4d --html run.html --spec specs/quickstart.yaml
     """
     from armature_temporal.views import build_report, load_run, render_report
 
@@ -68,6 +138,8 @@ def report(
             "`armature runs list`)",
             2,
         )
+    target = _html_target(html)
+    plan = _plan_of(spec_file) if spec_file is not None else None
     store, where = open_store()
     found = load_run(store, run_id)
     if found is None:
@@ -77,7 +149,26 @@ def report(
             f"`armature runs list`{did_you_mean(run_id, recent)}",
             2,
         )
-    view = build_report(*found)
+    if plan is not None and plan.spec_hash != found[0].spec_hash:
+        raise fail(
+            f"error: --spec {str(spec_file)!r} is spec_hash {plan.spec_hash[:12]}, but run "
+            f"{run_id!r} ran {found[0].spec_hash[:12]}; give the spec file of the version it "
+            "ran (`git log` of the spec file), or leave --spec out (no DAG)",
+            2,
+        )
+    view = build_report(*found, plan=plan)
+    if target is not None:
+        from armature_temporal.views.html import report_html
+
+        missing = (
+            None
+            if plan is not None
+            else "The trace store does not keep the plan: give the spec file of the version "
+            f"this run ran (spec_hash {view.spec_hash[:12]}) with --spec SPEC_FILE to draw "
+            "its DAG."
+        )
+        _write_html(target, report_html(view, dag_missing=missing), as_json)
+        return
     if as_json:
         print_json(view.model_dump(mode="json"))
     else:
@@ -101,6 +192,7 @@ def dashboard(
         float, typer.Option("--interval", help="Seconds between redraws with --watch.", min=0.2)
     ] = 2.0,
     limit: Annotated[int, typer.Option("--limit", help="Read the newest N runs.", min=1)] = 500,
+    html: HtmlOpt = None,
     as_json: JsonFlag = False,
     fmt: Annotated[
         Literal["terminal", "json"] | None,
@@ -121,6 +213,14 @@ def dashboard(
     Invalid model attempts each count as output_invalid; other failures count once per
     stage. With --watch --json, prints one JSON document per line at each redraw. Exits 2
     when the store has no runs of SPEC.
+
+    --html FILE writes one self-contained page (inline SVG, nothing fetched) for SPEC: HQS,
+    cost and latency per run with applied improvements marked, bandit arm shares over time,
+    the improvement and memory loops' learning curves and a reliability diagram per stage;
+    `armature serve` shows the same page at /ui/specs/SPEC/dashboard. Without --html,
+    --json holds what the page draws under "history".
+
+    Example: armature dashboard specs/quickstart.yaml --html quickstart.html
     """
     from armature_temporal.views import (
         build_dashboard,
@@ -131,6 +231,16 @@ def dashboard(
     )
 
     as_json = json_errors(as_json or fmt == "json")
+    target = _html_target(html)
+    if target is not None and spec is None:
+        raise fail(
+            "error: --html draws one spec's dashboard: give SPEC (a spec name or file), e.g. "
+            "armature dashboard specs/quickstart.yaml --html board.html (`armature dashboard` "
+            "lists the specs with runs)",
+            2,
+        )
+    if target is not None and watch:
+        raise fail("error: --html writes the page once; leave out --watch", 2)
     store, where = open_store()
     name = spec_name_of(spec) if spec else None
 
@@ -138,12 +248,25 @@ def dashboard(
         if name is None:
             specs = build_overview(load_runs(store, limit=limit, records=False))
             return [s.model_dump(mode="json") for s in specs], render_overview(specs)
-        board = build_dashboard(name, load_runs(store, spec=name, limit=limit), store.rounds(name))
-        return board.model_dump(mode="json"), render_dashboard(board)
+        board = build_dashboard(
+            name,
+            load_runs(store, spec=name, limit=limit),
+            store.rounds(name),
+            store.applied_changes(name),
+        )
+        return board, render_dashboard(board)
 
-    data, shown = snapshot()
-    if name is not None and not data["runs"] and not watch:
+    board, shown = snapshot()
+    data = board if name is None else board.model_dump(mode="json")
+    # A spec file names a spec that exists, runs or not: its page says it has none.
+    spec_exists = target is not None and _is_spec_file(spec)
+    if name is not None and not data["runs"] and not watch and not spec_exists:
         raise _unknown_spec(store, where, name)
+    if target is not None:
+        from armature_temporal.views.html import dashboard_html
+
+        _write_html(target, dashboard_html(board), as_json)
+        return
     if not watch:
         if as_json:
             print_json(data)
@@ -164,13 +287,14 @@ def dashboard(
                 sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
                 sys.stdout.flush()
                 time.sleep(interval)
-                data, shown = snapshot()
+                board, shown = snapshot()
+                data = board if name is None else board.model_dump(mode="json")
         from rich.live import Live
 
         with Live(shown, console=out, auto_refresh=False) as live:
             while True:
                 time.sleep(interval)
-                data, shown = snapshot()
+                _, shown = snapshot()
                 live.update(shown, refresh=True)
     except KeyboardInterrupt:
         return

@@ -19,10 +19,11 @@ from armature_temporal.runtime.stats import percentile
 from armature_temporal.runtime.traces import FAILURE_TAXONOMY, TraceRecord
 from armature_temporal.views.cache import CacheUsage, cache_usage
 from armature_temporal.views.calibration import StageCalibration, build_calibration
+from armature_temporal.views.history import SpecHistory, build_history
 from armature_temporal.views.report import RunTrace, _trace, _View
 
 if TYPE_CHECKING:
-    from armature_temporal.improve.models import ImproveRound
+    from armature_temporal.improve.models import AppliedChange, ImproveRound
     from armature_temporal.store import TraceStore
 
 __all__ = [
@@ -103,6 +104,9 @@ class SpecDashboard(_View):
     runs: int
     versions: list[VersionStats]
     taxonomy: dict[str, int]
+    #: Run by run, the series ``--html`` draws (HQS, cost, latency, applied changes, rounds,
+    #: bandit arms, lessons); None for a dashboard built without it.
+    history: SpecHistory | None = None
 
 
 class SpecSummary(_View):
@@ -225,10 +229,14 @@ def _by_version(runs: Iterable[RunTrace]) -> list[list[RunTrace]]:
 
 
 def build_dashboard(
-    spec_name: str, runs: Sequence[RunTrace], rounds: Sequence[ImproveRound] = ()
+    spec_name: str,
+    runs: Sequence[RunTrace],
+    rounds: Sequence[ImproveRound] = (),
+    applied: Sequence[AppliedChange] = (),
 ) -> SpecDashboard:
     """The dashboard of one spec from its runs (any order), one section per spec version;
-    ``rounds`` (its improvement rounds, oldest first) give each version's drift score."""
+    ``rounds`` (its improvement rounds, oldest first) give each version's drift score and,
+    with ``applied`` (the proposals written to its spec file), its run-by-run history."""
     drift = {r.spec_hash: r.drift for r in rounds if r.drift is not None}
     versions = [
         _version_stats(group).model_copy(update={"drift": drift.get(group[0].spec_hash)})
@@ -242,6 +250,7 @@ def build_dashboard(
         runs=len(runs),
         versions=versions,
         taxonomy={code: total[code] for code in total},
+        history=build_history(runs, rounds, applied),
     )
 
 

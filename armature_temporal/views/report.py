@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from armature_temporal.runtime.traces import TraceRecord
+from armature_temporal.views.timeline import DagNode, StageSpan, build_dag, build_timeline
 
 if TYPE_CHECKING:
+    from armature_temporal.spec.compiler import Plan
     from armature_temporal.store import TraceStore
     from armature_temporal.store.schema import RunRow
 
@@ -174,6 +176,10 @@ class RunReport(_View):
     records: int
     stages: list[StageView]
     gates: list[GateView]
+    #: Each stage's span in time with its attempts (see :mod:`.timeline`).
+    timeline: list[StageSpan] = Field(default_factory=list)
+    #: The plan's stages by topological level; empty when the plan was not given.
+    dag: list[DagNode] = Field(default_factory=list)
 
 
 def _attempt_view(r: TraceRecord) -> AttemptView:
@@ -203,8 +209,11 @@ def _attempt_view(r: TraceRecord) -> AttemptView:
 HELPER_SUFFIXES = ("__consensus", "__evaluation")
 
 
-def build_report(trace: RunTrace, gates: Sequence[GateView] = ()) -> RunReport:
-    """A run's report: each stage with every one of its attempts and tool calls."""
+def build_report(
+    trace: RunTrace, gates: Sequence[GateView] = (), plan: Plan | None = None
+) -> RunReport:
+    """A run's report: each stage with every one of its attempts and tool calls, and their
+    spans in time; with ``plan`` (the version the run ran), its DAG and stage starts."""
     order: list[str] = []
     attempts: dict[str, list[AttemptView]] = defaultdict(list)
     tools: dict[str, list[ToolCallView]] = defaultdict(list)
@@ -303,6 +312,8 @@ def build_report(trace: RunTrace, gates: Sequence[GateView] = ()) -> RunReport:
         records=len(trace.records),
         stages=stages,
         gates=list(gates),
+        timeline=build_timeline(trace.started_at, trace.records, plan),
+        dag=build_dag(plan, {s.stage_id: s.status for s in stages}) if plan is not None else [],
     )
 
 

@@ -73,6 +73,7 @@ def chromium(profile: Path) -> Any:
 
     options = Options()
     options.binary_location = str(CHROMIUM)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # console, for get_log
     for arg in (
         "--headless=new",
         "--no-sandbox",
