@@ -56,7 +56,7 @@ def create_service_app(
     from fastapi import Depends, FastAPI
     from fastapi.responses import HTMLResponse, JSONResponse
 
-    from armature_temporal.service.api import events, runs, ui
+    from armature_temporal.service.api import events, runs, ui, ui_reports
 
     app = FastAPI(
         title="Armature run API",
@@ -73,6 +73,7 @@ def create_service_app(
     app.include_router(runs.router)
     app.include_router(events.router)  # GET /run/{id}/events (server-sent events)
     app.include_router(ui.router)  # /ui, the approval inbox
+    app.include_router(ui_reports.router)  # /ui/specs/.../dashboard, /ui/runs/.../report
     # Every route is above the webhook mount below, which would otherwise hide them.
 
     @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(require("read"))])
