@@ -122,6 +122,7 @@ def report(
     by topological level; `armature serve` shows the same page at /ui/runs/RUN/report.
 
     Example: armature report quickstart-1a2b3c4d   (or: armature report --run-id ...)
+
     Example: armature report quickstart-1a2b3c4d --html run.html --spec specs/quickstart.yaml
     """
     from armature_temporal.views import build_report, load_run, render_report
