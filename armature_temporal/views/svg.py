@@ -255,7 +255,8 @@ def gantt(
         x = name_w + scale * end * k / 4
         parts.append(
             f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{PAD_T}" y2="{height - 24}" class="grid"/>'
-            f'<text x="{x:.1f}" y="{height - 8}" text-anchor="middle">'
+            f'<text x="{x:.1f}" y="{height - 8}" '
+            f'text-anchor="{"end" if k == 4 else "middle"}">'
             f"{esc(_fmt(end * k / 4 / 1000))} s</text>"
         )
     for i, (name, start, stop, status, attempts) in enumerate(rows):
