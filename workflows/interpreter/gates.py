@@ -253,10 +253,10 @@ class Gates:
     def _after(self, gate_id: str) -> None:
         """A gate stopped waiting: trace its decision, clear it from the status."""
         run = self.run
-        run.pending.pop(gate_id, None)
+        waited = run.pending.pop(gate_id, None)
         decided = run.decisions.get(gate_id)
         if decided is not None:
-            self.tracer.gate(gate_id, decided)
+            self.tracer.gate(gate_id, decided, waited.since if waited is not None else None)
             run.events.gate_decided(decided)
         if gate_id in run.results and run.results[gate_id].status == "waiting_gate":
             run.results[gate_id].status = "running"

@@ -4,7 +4,7 @@ the trace store by a local activity."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -31,16 +31,26 @@ from armature_temporal.spec.compiler import PlanStage
 from workflows.interpreter.failures import TOOL_ERROR_TYPES
 from workflows.interpreter.state import RunContext
 
-__all__ = ["FLUSH_EVERY", "TRACE_ANCHOR_MEMO", "Tracer"]
+__all__ = ["FLUSH_EVERY", "TIMED_RECORDS", "TRACE_ANCHOR_MEMO", "Tracer"]
 
 #: Buffered records that trigger an intermediate flush.
 FLUSH_EVERY = 25
 #: workflow.patched id: after each flush the run's chain head goes into its memo.
 TRACE_ANCHOR_MEMO = "trace-anchor-memo"
+#: workflow.patched id: a stage's record says when it started (``data.started_at``, and its
+#: wall time in ``latency_ms``), a gate's since when it waited (``data.waiting_since``, the
+#: wait in ``latency_ms``): the worker's duration metrics read them. Runs started before it
+#: replay with the records (and hashes) they had.
+TIMED_RECORDS = "timed-records"
 
 
 def _now() -> str:
     return workflow.now().isoformat()
+
+
+def _ms_since(start: str) -> float:
+    """Workflow time from ``start`` (ISO 8601, workflow time too) to now, in milliseconds."""
+    return (workflow.now() - datetime.fromisoformat(start)).total_seconds() * 1000
 
 
 def _confidence(llm: LLMCallResult) -> dict[str, Any]:
@@ -115,9 +125,14 @@ class Tracer:
         if stage.id in self.run.held:  # a verification run's gate, never approved
             data["verification_gate"] = self.run.held[stage.id]
         arm_id, decision_id = self.run.arm_of(stage.id)
+        latency_ms = 0.0
+        if result.started_at is not None and workflow.patched(TIMED_RECORDS):
+            data["started_at"] = result.started_at
+            latency_ms = _ms_since(result.started_at)
         self.chain.add(
             "stage",
             _now(),
+            latency_ms=latency_ms,
             stage_id=stage.id,
             status=result.status,
             iteration=result.iterations,
@@ -272,11 +287,22 @@ class Tracer:
             data=data,
         )
 
-    def gate(self, gate_id: str, decided: GateDecision) -> None:
+    def gate(self, gate_id: str, decided: GateDecision, since: str | None = None) -> None:
         """Every decided gate — stage gates and tool-call approvals alike — is traced with who
-        decided, when, and why (gate_decisions table, armature report)."""
+        decided, when, and why (gate_decisions table, armature report); ``since``: when it
+        started waiting (None: it decided without waiting)."""
+        data = decided.model_dump()
+        latency_ms = 0.0
+        if since is not None and workflow.patched(TIMED_RECORDS):
+            data["waiting_since"] = since
+            latency_ms = _ms_since(since)
         self.chain.add(
-            "gate", _now(), stage_id=gate_id, status=decided.decision, data=decided.model_dump()
+            "gate",
+            _now(),
+            stage_id=gate_id,
+            status=decided.decision,
+            latency_ms=latency_ms,
+            data=data,
         )
 
     async def flush(self, *, final: bool = False, keep_trying: bool = False) -> None:
