@@ -1,7 +1,9 @@
 """The ``record_traces`` local activity: write a batch of a run's trace records to the store.
 
 The workflow computes every record and its hash (deterministically) and sends them in batches;
-writes are idempotent, so a retried batch never duplicates a record. A write that appends to
+writes are idempotent, so a retried batch never duplicates a record. The records a write
+actually inserted are counted in the worker's Prometheus metrics
+(:func:`~armature_temporal.telemetry.metrics.observe_records`). A write that appends to
 the store-wide ledger hands its new head to the worker's
 :class:`~armature_temporal.service.anchors.LedgerAnchorSender`, which anchors it in Temporal in
 the background.
@@ -18,10 +20,11 @@ from temporalio.client import Client
 
 from armature_temporal.runtime.ledger_anchor import LedgerAnchorState
 from armature_temporal.runtime.models import PriorRunQuery, PriorRunResult
-from armature_temporal.runtime.traces import TraceBatch
+from armature_temporal.runtime.traces import TraceBatch, TraceRecord
 from armature_temporal.service.anchors import LedgerAnchorSender
 from armature_temporal.store import TraceStore
 from armature_temporal.store.engine import database_url
+from armature_temporal.telemetry.metrics import observe_records
 
 __all__ = ["anchor_sender", "load_prior_run", "record_traces", "store_for"]
 
@@ -44,11 +47,24 @@ async def record_traces(batch: TraceBatch) -> int | dict[str, Any]:
     under ARMATURE_HOME; the workflow never sees the key). Returns how many records were new,
     or with ``batch.ack`` that and the store's id."""
     store = await asyncio.to_thread(store_for, database_url())  # opening it may block
-    stored = await asyncio.to_thread(store.write, batch.records)
+    new = await asyncio.to_thread(store.write_new, batch.records)
+    await asyncio.to_thread(_count, store, new)
     _anchor_head(store)
     if not batch.ack:
-        return stored
-    return {"stored": stored, "store": await asyncio.to_thread(store.store_id)}
+        return len(new)
+    return {"stored": len(new), "store": await asyncio.to_thread(store.store_id)}
+
+
+def _count(store: TraceStore, new: list[TraceRecord]) -> None:
+    """Add the newly stored records to this worker's metrics (only new ones: a retried batch,
+    or one a replay re-sends, counts nothing again), with the HQS the store gave each run
+    that ended."""
+    hqs: dict[str, float | None] = {}
+    for r in new:
+        if r.kind == "run_end":
+            row = store.run(r.run_id)
+            hqs[r.run_id] = row.hqs if row is not None else None
+    observe_records(new, hqs)
 
 
 def _anchor_head(store: TraceStore) -> None:

@@ -136,8 +136,14 @@ class TraceStore(
     # --- writing ---------------------------------------------------------------------------
 
     def write(self, records: Sequence[TraceRecord]) -> int:
+        """Insert records, ignoring ones already stored (:meth:`write_new`). Returns the number
+        of new records."""
+        return len(self.write_new(records))
+
+    def write_new(self, records: Sequence[TraceRecord]) -> list[TraceRecord]:
         """Insert records, ignoring ones already stored; update run summaries. Returns the
-        number of new records.
+        records that were new, in the order given (the worker's metrics count only those, so
+        a retried batch counts nothing twice).
 
         One transaction and a few statements per batch, whatever its size: the records go in
         one ``INSERT ... ON CONFLICT DO NOTHING RETURNING`` (SQLite: multi-row ``VALUES``;
@@ -149,7 +155,7 @@ class TraceStore(
         start and end are appended to the ledger.
         """
         if not records:
-            return 0
+            return []
         key = self.trace_key(create=True)
         assert key is not None
         macs = [key.record_mac(r.run_id, r.seq, r.hash) for r in records]
@@ -209,7 +215,7 @@ class TraceStore(
                 held = self._head
                 if held is None or held.store_id != head.store_id or held.seq < head.seq:
                     self._head = head
-        return len(new)
+        return [r for r in records if (r.run_id, r.seq) in new]
 
     def ledger_head(self) -> LedgerHead | None:
         """The newest ledger head this store object appended (None: it appended none). The
