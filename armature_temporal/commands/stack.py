@@ -36,6 +36,28 @@ NoToolsFlag = Annotated[
         help="Do not start a tools-only child: `armature worker --tools-only` runs elsewhere.",
     ),
 ]
+MetricsPortOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--metrics-port",
+        min=1,
+        max=65535,
+        help="Serve Prometheus metrics at http://HOST:PORT/metrics (1-65535): the Temporal "
+        "SDK's temporal_* and Armature's armature_* (stage durations, tokens, cost, HQS, cache "
+        "hits, gate waits, tool outcomes, bandit arms), counted from the trace records this "
+        "worker stores. The tools-only child serves none: its tool calls are counted here, "
+        "from their records. Off by default.",
+        show_default=False,
+    ),
+]
+MetricsHostOpt = Annotated[
+    str,
+    typer.Option(
+        "--metrics-host",
+        help="Interface --metrics-port listens on; 0.0.0.0 lets a Prometheus on another host "
+        "or container scrape it.",
+    ),
+]
 
 
 @app.command(rich_help_panel=STACK)
@@ -44,6 +66,8 @@ def worker(
     queue: QueueOpt = None,
     tools_only: ToolsOnlyFlag = False,
     no_tools: NoToolsFlag = False,
+    metrics_port: MetricsPortOpt = None,
+    metrics_host: MetricsHostOpt = "127.0.0.1",
 ) -> None:
     """Run an Armature worker in the foreground (as many as you like per task queue).
 
@@ -52,14 +76,25 @@ def worker(
     provider secrets), for the tool activities on <task queue>-tools. Tool programs run in a
     sandbox they cannot undo; where none works here they do not run (`armature doctor` says
     what holds).
+
+    Example: armature worker --metrics-port 9464, then curl -s localhost:9464/metrics; each
+    worker on one machine needs its own port (deploy/prometheus.yml scrapes them).
     """
     from armature_temporal.service.client import connect
     from armature_temporal.settings import configured_address, dev_port, task_queue
 
     if tools_only and no_tools:
         raise fail("error: --tools-only and --no-tools exclude each other; give one", 2)
+    if tools_only and metrics_port is not None:
+        raise fail(
+            "error: --metrics-port is for the main worker: the tools-only worker's tool calls "
+            "are counted by the main worker, from their trace records; drop --metrics-port",
+            2,
+        )
     addr = configured_address(address) or f"127.0.0.1:{dev_port()}"
     tq = queue or task_queue()
+    if metrics_port is not None:
+        _serve_metrics(metrics_host, metrics_port)
 
     async def go() -> None:
         from worker import build_worker, tools_task_queue
@@ -102,6 +137,23 @@ def worker(
             await stop_child(child)
 
     run_coroutine(go())
+
+
+def _serve_metrics(host: str, port: int) -> None:
+    """Listen for Prometheus on ``host:port`` (before anything connects to Temporal: the SDK's
+    runtime that exports temporal_* must be the default by then)."""
+    from armature_temporal.telemetry.metrics import (
+        MetricsPortError,
+        install_temporal_runtime,
+        start_metrics_server,
+    )
+
+    try:
+        start_metrics_server(host, port)
+    except MetricsPortError as exc:
+        raise fail(f"error: {exc}", 1) from None
+    install_temporal_runtime()
+    err.print(f"metrics at http://{host}:{port}/metrics", markup=False)
 
 
 #: The tools-only child's parent, by pid: it stops when that process is gone.
