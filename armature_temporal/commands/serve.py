@@ -97,7 +97,9 @@ def serve(
     only on runs of the specs served (--all-runs: every run). On loopback, while no token
     exists, anyone on this machine may use it (a warning says so); beyond loopback it will not
     start without a token (--allow-unauthenticated opens the webhooks only; the run API then
-    refuses every request until a token exists).
+    refuses every request until a token exists). GET /metrics (read scope) is for Prometheus:
+    the Temporal SDK's temporal_* and armature_api_requests_total /
+    armature_api_request_duration_seconds by method, route template and status.
 
     Webhooks: each `triggers: [{type: webhook, path: /hooks/x, inputs: {...}}]` becomes `POST
     /hooks/x`: the JSON body gives run inputs (over the trigger's inputs and the spec's
@@ -132,6 +134,9 @@ def serve(
     store = token_store(host, port, allow_unauthenticated, hooks)
     require_uvicorn()
     from armature_temporal.service.webserver import ServerLimits, server_config
+    from armature_temporal.telemetry.metrics import install_temporal_runtime
+
+    install_temporal_runtime()  # GET /metrics shows the SDK's metrics: before any client
 
     async def prepare() -> str:
         from armature_temporal.service.client import ensure_search_attributes

@@ -1,5 +1,6 @@
-"""The ASGI app ``armature serve`` runs: the run API, its OpenAPI schema and docs behind the
-``read`` scope, and the specs' webhooks (mounted last, so their paths work as before).
+"""The ASGI app ``armature serve`` runs: the run API, its OpenAPI schema, docs and Prometheus
+metrics behind the ``read`` scope, and the specs' webhooks (mounted last, so their paths work
+as before).
 
 A request body for the API is read within ``body_timeout_s`` of the request's headers
 (else 408) and up to :data:`MAX_BODY_BYTES` (else 413), before any route sees it; a JSON
@@ -25,7 +26,16 @@ if TYPE_CHECKING:
 __all__ = ["API_PREFIXES", "MAX_BODY_BYTES", "create_service_app", "reserved_path"]
 
 #: The paths the run API owns; a webhook trigger may not claim one (``reserved_path``).
-API_PREFIXES = ("/health", "/run", "/workflows", "/gates", "/ui", "/openapi.json", "/docs")
+API_PREFIXES = (
+    "/health",
+    "/run",
+    "/workflows",
+    "/gates",
+    "/ui",
+    "/openapi.json",
+    "/docs",
+    "/metrics",
+)
 #: Bodies larger than this are refused (413): run inputs are not bulk uploads.
 MAX_BODY_BYTES = 1024 * 1024
 
@@ -54,9 +64,11 @@ def create_service_app(
     the ``read`` scope.
     """
     from fastapi import Depends, FastAPI
-    from fastapi.responses import HTMLResponse, JSONResponse
+    from fastapi.responses import JSONResponse
 
     from armature_temporal.service.api import events, runs, ui, ui_reports
+    from armature_temporal.service.api.docs import install_docs
+    from armature_temporal.service.api.observe import RequestMetrics, install_metrics
 
     app = FastAPI(
         title="Armature run API",
@@ -80,37 +92,14 @@ def create_service_app(
     async def openapi() -> JSONResponse:
         return JSONResponse(app.openapi())
 
-    @app.get("/docs", include_in_schema=False, dependencies=[Depends(require("read"))])
-    async def docs() -> HTMLResponse:
-        return HTMLResponse(_docs_page(app.title, app.openapi()))
+    install_docs(app)  # GET /docs, its assets served from here (no CDN)
+    install_metrics(app)  # GET /metrics for Prometheus
 
     if webhooks is not None:
         app.mount("/", webhooks)
     app.add_middleware(_BodyLimits, max_bytes=MAX_BODY_BYTES, timeout_s=body_timeout_s)
+    app.add_middleware(RequestMetrics)  # outermost: counts the limits' refusals too
     return app
-
-
-def _docs_page(title: str, schema: dict[str, Any]) -> str:
-    """Swagger UI with the schema inline: the page was fetched with the token, and a second
-    fetch of /openapi.json from the browser would not carry it."""
-    inline = json.dumps(schema).replace("<", "\\u003c")
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'>"
-        f"<title>{_escape(title)}</title>"
-        "<link rel='stylesheet' href='https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/"
-        "swagger-ui.css'></head><body><div id='swagger-ui'></div>"
-        "<script src='https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui-bundle.js'>"
-        "</script><script>SwaggerUIBundle({dom_id: '#swagger-ui', spec: "
-        f"{inline}}});</script>"
-        "<noscript>The schema is at GET /openapi.json (with a read token).</noscript>"
-        "</body></html>"
-    )
-
-
-def _escape(text: str) -> str:
-    import html
-
-    return html.escape(text)
 
 
 class _BodyLimits:
