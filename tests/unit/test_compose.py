@@ -179,17 +179,39 @@ def test_worker_environment_command_and_scaling(services: dict[str, dict[str, An
     env = _env(worker)
     for key, value in WORKER_ENV.items():
         assert env.get(key) == value, key
-    # The tool activities run in armature-tools-worker, not here (where the keys are).
+    # The tool activities run in armature-tools-worker, not here (where the keys are); its
+    # metrics are served on every interface of the container, for the prometheus service.
     assert _argv(worker.get("entrypoint")) + _argv(worker["command"]) == [
         "armature",
         "worker",
         "--no-tools",
+        "--metrics-port",
+        "9464",
+        "--metrics-host",
+        "0.0.0.0",
     ]
     assert worker["build"]["dockerfile"] == "deploy/worker.Dockerfile"
     assert worker["restart"] == "unless-stopped"
     assert any(str(v).split(":")[1] == env["ARMATURE_HOME"] for v in worker["volumes"])
     # `--scale armature-worker=N` is impossible with a fixed name or a published host port.
     assert "container_name" not in worker and "ports" not in worker
+
+
+def test_prometheus_scrapes_every_worker_replica_on_its_metrics_port(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    prometheus = services["prometheus"]
+    assert str(prometheus["image"]).startswith("prom/prometheus:")
+    mounted = {str(v).split(":")[0]: str(v).split(":")[1] for v in prometheus["volumes"]}
+    assert mounted["./deploy/prometheus.yml"] == "/etc/prometheus/prometheus.yml"
+    # Loopback only: Prometheus has no authentication.
+    assert [str(p) for p in prometheus["ports"]] == ["127.0.0.1:9090:9090"]
+    config = YAML(typ="safe").load((ROOT / "deploy" / "prometheus.yml").read_text())
+    (job,) = [j for j in config["scrape_configs"] if j["job_name"] == "armature-worker"]
+    (found,) = job["dns_sd_configs"]
+    argv = _argv(services["armature-worker"]["command"])
+    assert found["names"] == ["armature-worker"] and found["type"] == "A"
+    assert str(found["port"]) == argv[argv.index("--metrics-port") + 1]
 
 
 def test_tools_worker_serves_the_tools_queue_and_holds_no_secrets(
