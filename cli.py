@@ -155,6 +155,10 @@ def main() -> None:
         else:
             print(exc.code, file=sys.stderr)
             code = 1
+    # os._exit skips atexit: send the spans this command made (waiting 2 s at most).
+    from armature_temporal.telemetry import tracing
+
+    tracing.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

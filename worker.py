@@ -121,8 +121,9 @@ FINISH_WITHIN = timedelta(seconds=5)
 WorkerRole = Literal["all", "main", "tools"]
 
 #: Modules the sandbox shares across workflow runs instead of re-importing them for each run:
-#: the pure core and the template and schema libraries it uses.
-PASSTHROUGH = ("armature_temporal", "jinja2", "markupsafe", "jsonschema", "ruamel")
+#: the pure core, the template and schema libraries it uses, and OpenTelemetry (the run's spans
+#: are opened from workflow code: workflows/interpreter/spans.py).
+PASSTHROUGH = ("armature_temporal", "jinja2", "markupsafe", "jsonschema", "ruamel", "opentelemetry")
 #: The interpreter (workflows/) too, unless the sandbox is strict. It holds no module-level
 #: state, and importing it again costs every run its first workflow task's worth of CPU.
 INTERPRETER = "workflows"

@@ -30,6 +30,7 @@ from armature_temporal.runtime.models import LLMCallInput, LLMCallResult
 from armature_temporal.runtime.parsing import parse_output
 from armature_temporal.runtime.payloads import MAX_STAGE_OUTPUT
 from armature_temporal.runtime.token_count import context_window_of, count_tokens
+from armature_temporal.telemetry.chat import chat_span, completed
 from armature_temporal.tools import ToolError, get_tool_spec, load_tool_modules
 
 __all__ = ["llm_call"]
@@ -159,28 +160,34 @@ async def _llm_call(inp: LLMCallInput) -> LLMCallResult:
         ) from exc
     seed = f"{inp.sim_seed or inp.run_id}/{stage.id}/{inp.attempt}/{inp.tier.name}"
     adapter = await _adapter_for(inp) if inp.tier.provider == "local" else None
+    temperature = inp.params.get("temperature", stage.role.temperature)
+    max_tokens = inp.params.get("max_tokens", stage.role.max_tokens)
     try:
         async with heartbeating():
-            completion = await complete(
-                inp.tier,
-                messages,
-                seed=seed,
-                role_type=stage.role.type,
-                output_mode=stage.output_mode,
-                output_schema=stage.output_schema,
-                temperature=inp.params.get("temperature", stage.role.temperature),
-                max_tokens=inp.params.get("max_tokens", stage.role.max_tokens),
-                params={
-                    k: v for k, v in inp.params.items() if k not in ("temperature", "max_tokens")
-                },
-                tools=tools or None,
-                turn=inp.turn,
-                max_turns=stage.role.max_turns,
-                adapter=adapter,
-                judged_quality=inp.judged_quality,
-                pitfalls=stage.simulate.pitfalls if stage.simulate is not None else (),
-                facts=stage.simulate.facts if stage.simulate is not None else (),
-            )
+            with chat_span(inp, temperature, max_tokens) as span:
+                completion = await complete(
+                    inp.tier,
+                    messages,
+                    seed=seed,
+                    role_type=stage.role.type,
+                    output_mode=stage.output_mode,
+                    output_schema=stage.output_schema,
+                    temperature=temperature,
+                    max_tokens=max_tokens,
+                    params={
+                        k: v
+                        for k, v in inp.params.items()
+                        if k not in ("temperature", "max_tokens")
+                    },
+                    tools=tools or None,
+                    turn=inp.turn,
+                    max_turns=stage.role.max_turns,
+                    adapter=adapter,
+                    judged_quality=inp.judged_quality,
+                    pitfalls=stage.simulate.pitfalls if stage.simulate is not None else (),
+                    facts=stage.simulate.facts if stage.simulate is not None else (),
+                )
+                completed(span, completion, messages)
     except ProviderError as exc:
         delay = timedelta(seconds=exc.retry_after) if exc.retry_after else None
         counted = inp.provider_retries == "workflow"

@@ -64,6 +64,7 @@ from workflows.interpreter import (
     ToolCalls,
     Tracer,
     classify,
+    spans,
 )
 from workflows.interpreter.facts import Facts
 from workflows.interpreter.tool_loop import LOOP_PROGRESS_SIGNAL
@@ -196,6 +197,10 @@ class RunSpecWorkflow:
 
     @workflow.run
     async def run(self, inp: RunInput) -> RunResult:
+        with spans.run_span(self.plan, self.ctx.run_id, self.ctx.verification):
+            return await self._run()
+
+    async def _run(self) -> RunResult:
         run = self.ctx
         if self.plan.continuation is not None and run.prior_run is None:
             await self._load_prior_run()
@@ -338,6 +343,11 @@ class RunSpecWorkflow:
         return reason
 
     async def _run_stage(self, stage: PlanStage, post_run: bool) -> None:
+        with spans.stage_span(stage, self.ctx.run_id) as span:
+            await self._stage(stage, post_run)
+            spans.finish_stage(span, self.ctx.results[stage.id], self.ctx.arm_of(stage.id))
+
+    async def _stage(self, stage: PlanStage, post_run: bool) -> None:
         result = self.ctx.results[stage.id]
         result.started_at = workflow.now().isoformat()
         self.ctx.events.stage_start(stage.id, stage.kind)
@@ -414,7 +424,7 @@ class RunSpecWorkflow:
                 self._failure_as_value(stage)
                 result.finished_at = workflow.now().isoformat()
                 if result.status != "running":
-                    self.tracer.stage(stage)
+                    spans.note({"armature.trace.hash": self.tracer.stage(stage).hash})
                     self.ctx.events.stage_complete(stage.id, result)
         if self.plan.memory is not None and result.status == "completed":
             await self.memory.capture(stage.id, result.output)

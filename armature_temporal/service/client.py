@@ -46,6 +46,7 @@ from armature_temporal.service.inputs import InputError, coerce_input, prepare_i
 from armature_temporal.service.loop_progress import live_loops
 from armature_temporal.settings import namespace as default_namespace
 from armature_temporal.spec.compiler import Plan
+from armature_temporal.telemetry import tracing
 
 __all__ = [
     "CancelOutcome",
@@ -109,6 +110,9 @@ async def connect(address: str, namespace: str | None = None) -> Client:
         with open(cert, "rb") as c, open(key, "rb") as k:
             tls = TLSConfig(client_cert=c.read(), client_private_key=k.read())
     api_key = os.environ.get("TEMPORAL_API_KEY") or None
+    # OTEL_EXPORTER_OTLP_ENDPOINT set: this process exports traces, and the client (with the
+    # workers built on it) carries Temporal's OpenTelemetry plugin.
+    tracing.configure()
     try:
         return await Client.connect(
             address,
@@ -116,6 +120,7 @@ async def connect(address: str, namespace: str | None = None) -> Client:
             data_converter=data_converter(),
             tls=tls if not api_key else True,
             api_key=api_key,
+            plugins=tracing.client_plugins(),
         )
     except RuntimeError as exc:
         raise ConnectionFailed(

@@ -34,6 +34,7 @@ from armature_temporal.runtime.hqs import judge_score
 from armature_temporal.runtime.models import LLMCallInput, LLMCallResult
 from armature_temporal.spec.caching import StageCache
 from armature_temporal.spec.compiler import DEFAULT_JUDGE_SCHEMA, PlanRole, PlanStage
+from workflows.interpreter import spans
 from workflows.interpreter.confidence import confidence_shortfall
 from workflows.interpreter.state import RunContext
 
@@ -113,6 +114,7 @@ class AnswerCache:
             hit = None  # served before in this run and refused: not again
         if hit is not None:
             self.served.add((inp.stage.id, hit.entry_id))
+            spans.note({"armature.cache.hit": True, "armature.cache.kind": hit.kind})
             await self._record_hit(inp, probe, hit)
             return _served(inp, probe, hit)
         llm = await model_call()

@@ -39,6 +39,7 @@ from armature_temporal.spec.compiler import PlanStage
 from armature_temporal.spec.context_window import DEFAULT_SEGMENT_TURNS
 from armature_temporal.spec.knowledge import RETRIEVE_TOOL_NAME
 from armature_temporal.spec.mcp import MCP_PREFIX, offered, tool_definitions
+from workflows.interpreter import spans
 from workflows.interpreter.context import LoopUsage
 from workflows.interpreter.facts import FACT_TOOL_NAMES, fact_tool_definitions
 from workflows.interpreter.failures import StageFailure
@@ -233,40 +234,64 @@ class ToolLoop:
         calls = pending.llm.tool_calls
         names = offered(self.run.plan.mcp_servers, list(stage.role.tools if stage.role else []))
         for call in calls[len(pending.results) :]:
-            ref = None
-            if call["name"] == RECALL and keeper.recallable:
-                content = await self.windows.recall(stage, keeper, call)
-            elif call["name"] == RETRIEVE_TOOL_NAME and RETRIEVE_TOOL_NAME in names:
-                content = await self.stages.retrieval.tool(stage, call["arguments"])
-            elif call["name"] in FACT_TOOL_NAMES and call["name"] in names:
-                content = await self.stages.facts.tool(stage, call["name"], call["arguments"])
-            elif call["name"] not in names and workflow.patched(OFFERED_TOOLS_ONLY):
-                # A model (or what it read) asking for a tool the role does not offer: refused
-                # here, never run, whatever the policy would say.
-                content = {
-                    "error": f"tool {call['name']!r} is not offered to this stage; its tools: "
-                    f"{sorted(names)}",
-                    "error_type": "unknown_tool",
-                }
-            else:
-                decided, state.decision = state.decision, None  # the call that waited for it
-                tool = await self.stages.tools.call(
-                    stage,
-                    names.get(call["name"], call["name"]),
-                    call["arguments"],
-                    state.variables,
-                    render_args=False,
-                    store_result=keeper.policy.enabled,
-                    decided=decided,
+            engine = call["name"] in (RECALL, RETRIEVE_TOOL_NAME, *FACT_TOOL_NAMES)
+            with spans.tool_span(
+                call["name"], call.get("id"), stage.id, self.run.run_id, engine=engine
+            ) as span:
+                content, ref = await self._tool_call(stage, state, keeper, call, names)
+                error = content.get("error") if isinstance(content, dict) else None
+                spans.tool_outcome(
+                    span,
+                    error is None,
+                    content.get("error_type") if error is not None else None,
+                    str(error) if error is not None else None,
                 )
-                content = (
-                    tool.output if tool.ok else {"error": tool.error, "error_type": tool.error_type}
-                )
-                ref = tool.content_ref
             pending.results.append((call, json.dumps(content, default=str), ref))
         keeper.add_turn(_assistant_turn(pending.llm), pending.results)
         state.pending = None
         self.windows.progress(stage, keeper, state.turn)
+
+    async def _tool_call(
+        self,
+        stage: PlanStage,
+        state: LoopState,
+        keeper: ContextKeeper,
+        call: dict[str, Any],
+        names: dict[str, str],
+    ) -> tuple[Any, str | None]:
+        """One of a turn's tool calls: its content for the model, and its stored result's
+        reference (a context policy keeps large results out of the transcript)."""
+        ref = None
+        if call["name"] == RECALL and keeper.recallable:
+            content = await self.windows.recall(stage, keeper, call)
+        elif call["name"] == RETRIEVE_TOOL_NAME and RETRIEVE_TOOL_NAME in names:
+            content = await self.stages.retrieval.tool(stage, call["arguments"])
+        elif call["name"] in FACT_TOOL_NAMES and call["name"] in names:
+            content = await self.stages.facts.tool(stage, call["name"], call["arguments"])
+        elif call["name"] not in names and workflow.patched(OFFERED_TOOLS_ONLY):
+            # A model (or what it read) asking for a tool the role does not offer: refused
+            # here, never run, whatever the policy would say.
+            content = {
+                "error": f"tool {call['name']!r} is not offered to this stage; its tools: "
+                f"{sorted(names)}",
+                "error_type": "unknown_tool",
+            }
+        else:
+            decided, state.decision = state.decision, None  # the call that waited for it
+            tool = await self.stages.tools.call(
+                stage,
+                names.get(call["name"], call["name"]),
+                call["arguments"],
+                state.variables,
+                render_args=False,
+                store_result=keeper.policy.enabled,
+                decided=decided,
+            )
+            content = (
+                tool.output if tool.ok else {"error": tool.error, "error_type": tool.error_type}
+            )
+            ref = tool.content_ref
+        return content, ref
 
     async def ask(
         self, stage: PlanStage, message: str, tool_call: ToolApproval | None

@@ -18,6 +18,7 @@ from armature_temporal.runtime.models import (
 )
 from armature_temporal.runtime.prompts import needed_variables, template_strings
 from armature_temporal.spec.compiler import PlanStage
+from workflows.interpreter import spans
 from workflows.interpreter.failures import TOOL_ERROR_TYPES, StageFailure
 from workflows.interpreter.gates import Gates
 from workflows.interpreter.queues import tool_queue
@@ -45,9 +46,11 @@ class ToolCalls:
     async def stage(self, stage: PlanStage, variables: dict[str, Any]) -> Any:
         """A tool stage: one call with the stage's (rendered) args; its output, or a failure."""
         assert stage.tool is not None
-        result = await self.call(
-            stage, stage.tool.name, stage.tool.args, variables, render_args=True
-        )
+        with spans.tool_span(stage.tool.name, None, stage.id, self.run.run_id) as span:
+            result = await self.call(
+                stage, stage.tool.name, stage.tool.args, variables, render_args=True
+            )
+            spans.tool_outcome(span, result.ok, result.error_type, result.error)
         self.run.results[stage.id].attempts = 1
         if not result.ok:
             raise StageFailure(

@@ -110,7 +110,8 @@ class Tracer:
             data={"prior_run_id": run.prior_run_id} if run.prior_run_id else {},
         )
 
-    def stage(self, stage: PlanStage) -> None:
+    def stage(self, stage: PlanStage) -> TraceRecord:
+        """The stage's record (what it came to), added to the chain."""
         result = self.run.results[stage.id]
         judge = None
         error_type = result.error_type
@@ -129,7 +130,7 @@ class Tracer:
         if result.started_at is not None and workflow.patched(TIMED_RECORDS):
             data["started_at"] = result.started_at
             latency_ms = _ms_since(result.started_at)
-        self.chain.add(
+        return self.chain.add(
             "stage",
             _now(),
             latency_ms=latency_ms,
