@@ -10,6 +10,7 @@ builds the ``app`` from them and defines the console-script entry point, :func:`
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import Annotated, Any
 
@@ -111,6 +112,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _startup(
+    ctx: typer.Context,
     version: Annotated[
         bool,
         typer.Option(
@@ -120,11 +122,34 @@ def _startup(
             callback=_version,
         ),
     ] = False,
+    otel_endpoint: Annotated[
+        str | None,
+        typer.Option(
+            "--otel-endpoint",
+            metavar="URL",
+            help="Send OpenTelemetry traces (OTLP over HTTP) to this collector, e.g. "
+            "http://localhost:4318 (Jaeger, Phoenix, Langfuse, Grafana Tempo). Same as "
+            "OTEL_EXPORTER_OTLP_ENDPOINT; a worker started so passes it to its tools worker. "
+            "Prompt and reply text only with "
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true.",
+        ),
+    ] = None,
 ) -> None:
     """Before any command: every ARMATURE_* setting is checked once, so a bad one is a
     one-line error (exit 2) before anything starts, never a traceback in the middle of a run."""
     from armature_temporal.runtime.private import secure_home
     from armature_temporal.settings import SettingError, armature_home, check_settings
+    from armature_temporal.telemetry import tracing
+
+    if otel_endpoint is not None:
+        os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = otel_endpoint
+    # service.name in traces: armature-worker, armature-submit, ... (OTEL_SERVICE_NAME wins).
+    tracing.DEFAULT_SERVICE = f"armature-{ctx.invoked_subcommand or 'cli'}"
+    try:
+        tracing.configure()
+    except tracing.TracingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(2) from None
 
     try:
         check_settings()

@@ -715,10 +715,18 @@ def _print_table(report: dict[str, object]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse arguments, run the benchmark, print the table (or JSON)."""
+    """Parse arguments, run the benchmark, print the table (or JSON). ``--telemetry``: the
+    engine with traces and metrics on against it with them off (benchmarks/telemetry_overhead.py,
+    which takes the rest of the arguments)."""
     import argparse
     import json
     import sys
+
+    args_in = sys.argv[1:] if argv is None else argv
+    if "--telemetry" in args_in:
+        import telemetry_overhead  # this folder is on sys.path when run as a script
+
+        return telemetry_overhead.main([a for a in args_in if a != "--telemetry"])
 
     parser = argparse.ArgumentParser(
         prog="python benchmarks/engine_overhead.py",

@@ -62,6 +62,10 @@ SHUTDOWN_WAIT_MS = 2000
 #: At most one "spans dropped" log line per this many seconds.
 LOG_EVERY_S = 60.0
 
+#: ``service.name`` when neither ``OTEL_SERVICE_NAME`` nor :func:`configure`'s argument says;
+#: the CLI sets it per command (``armature-worker``, ``armature-submit``, ...).
+DEFAULT_SERVICE = "armature"
+
 _lock = threading.Lock()
 _provider: Any = None
 _dropped = 0
@@ -246,7 +250,7 @@ def configure(
 
     attributes: dict[str, Any] = {"service.namespace": "armature"}
     if not env.get("OTEL_SERVICE_NAME"):
-        attributes["service.name"] = service_name or "armature"
+        attributes["service.name"] = service_name or DEFAULT_SERVICE
     if exporter is None:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 

@@ -79,13 +79,15 @@ async def test_a_run_exports_its_tree_once_across_a_killed_worker(
     spec = tmp_path / "otel-traced.yaml"
     spec.write_text(SPEC)
     with otlp_receiver() as received:
-        cli_env = otel_env(received.endpoint, "armature-cli")
+        cli_env = {"PYTHONPATH": str(REPO)}  # the CLI is told by its option instead
+        cli_otel = ("--otel-endpoint", received.endpoint)
         worker_env = otel_env(received.endpoint, "armature-worker")
         async with contextlib.AsyncExitStack() as stack:
             first = await stack.enter_async_context(
                 spawn(address, task_queue, tmp_path / "first.log", worker_env)
             )
             started = await run_armature(
+                *cli_otel,
                 "submit",
                 str(spec),
                 "--address",
@@ -117,7 +119,7 @@ async def test_a_run_exports_its_tree_once_across_a_killed_worker(
                 spawn(address, task_queue, tmp_path / "second.log", worker_env)
             )
             approved = await run_armature(
-                "approve", run_id, "publish", "--address", address, env=cli_env
+                *cli_otel, "approve", run_id, "publish", "--address", address, env=cli_env
             )
             assert approved.returncode == 0, approved.stderr
             result = await asyncio.wait_for(handle.result(), 60)
@@ -211,5 +213,5 @@ async def test_a_run_exports_its_tree_once_across_a_killed_worker(
     assert ancestors(run_span, by_id)[:1] == ["RunWorkflow:RunSpec"]
     # The CLI that submitted the run started the trace.
     assert "StartWorkflow:RunSpec" in ancestors(run_span, by_id)
-    assert {s.service for s in spans} >= {"armature-cli", "armature-worker"}
+    assert {s.service for s in spans} >= {"armature-submit", "armature-approve", "armature-worker"}
     assert os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") is None  # this process exports nothing
