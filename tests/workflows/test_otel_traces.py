@@ -215,3 +215,32 @@ async def test_a_run_exports_its_tree_once_across_a_killed_worker(
     assert "StartWorkflow:RunSpec" in ancestors(run_span, by_id)
     assert {s.service for s in spans} >= {"armature-submit", "armature-approve", "armature-worker"}
     assert os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") is None  # this process exports nothing
+
+
+async def test_a_collector_that_is_down_neither_fails_nor_holds_up_a_run(
+    temporal_env: WorkflowEnvironment, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    """Every export fails (nothing listens): the run completes as it would without tracing,
+    and the worker says, once, that it dropped spans."""
+    import socket
+
+    from tests.fakes import plan_from, start
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    address = temporal_env.client.service_client.config.target_host
+    log = tmp_path / "worker.log"
+    env = {**otel_env(dead, "armature-worker"), "OTEL_EXPORTER_OTLP_TIMEOUT": "1"}
+    async with spawn(address, task_queue, log, env):
+        plan = plan_from(SPEC.split("  - id: publish")[0])  # the two stages before the gate
+        handle = await start(client, plan, task_queue)
+        result = await asyncio.wait_for(handle.result(), 60)
+        assert result.state == "completed"
+        for _ in range(100):  # the export interval, then the failed request
+            if "span(s) dropped" in log.read_text(errors="replace"):
+                break
+            await asyncio.sleep(0.1)
+    text = log.read_text(errors="replace")
+    assert "span(s) dropped (the collector could not be reached or refused them)" in text
+    assert text.count("span(s) dropped") == 1
