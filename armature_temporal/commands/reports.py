@@ -101,8 +101,9 @@ def report(
         Path | None,
         typer.Option(
             "--spec",
-            help="The spec file of the version the run ran: draws its DAG and starts each "
-            "stage's span when its dependencies ended (it must have the run's spec_hash).",
+            help="For a run recorded before runs named their DAG: the spec file of the version "
+            "it ran, to draw its DAG and start each stage's span when its dependencies ended "
+            "(it must have the run's spec_hash).",
             metavar="SPEC_FILE",
         ),
     ] = None,
@@ -118,12 +119,13 @@ def report(
     server is gone. Exits 2 when the store has no such run.
 
     --html FILE writes one self-contained page (inline SVG, nothing fetched) with the run's
-    stage timeline (a Gantt chart of each stage and its attempts) and, given --spec, its DAG
-    by topological level; `armature serve` shows the same page at /ui/runs/RUN/report.
+    stage timeline (a Gantt chart of each stage and its attempts) and its DAG by topological
+    level (from the run's start record; for older runs, give --spec); `armature serve` shows
+    the same page at /ui/runs/RUN/report.
 
     Example: armature report quickstart-1a2b3c4d   (or: armature report --run-id ...)
 
-    Example: armature report quickstart-1a2b3c4d --html run.html --spec specs/quickstart.yaml
+    Example: armature report quickstart-1a2b3c4d --html run.html
     """
     from armature_temporal.views import build_report, load_run, render_report
 
@@ -163,9 +165,9 @@ def report(
 
         missing = (
             None
-            if plan is not None
-            else "The trace store does not keep the plan: give the spec file of the version "
-            f"this run ran (spec_hash {view.spec_hash[:12]}) with --spec SPEC_FILE to draw "
+            if plan is not None or view.dag
+            else "This run was recorded before runs named their DAG: give the spec file of the "
+            f"version it ran (spec_hash {view.spec_hash[:12]}) with --spec SPEC_FILE to draw "
             "its DAG."
         )
         _write_html(target, report_html(view, dag_missing=missing), as_json)

@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from armature_temporal.runtime.traces import TraceRecord
-from armature_temporal.views.timeline import DagNode, StageSpan, build_dag, build_timeline
+from armature_temporal.views.timeline import (
+    DagNode,
+    StageSpan,
+    build_dag,
+    build_timeline,
+    plan_dag,
+    recorded_dag,
+)
 
 if TYPE_CHECKING:
     from armature_temporal.spec.compiler import Plan
@@ -213,7 +220,9 @@ def build_report(
     trace: RunTrace, gates: Sequence[GateView] = (), plan: Plan | None = None
 ) -> RunReport:
     """A run's report: each stage with every one of its attempts and tool calls, and their
-    spans in time; with ``plan`` (the version the run ran), its DAG and stage starts."""
+    spans in time; its DAG and stage starts from what the run recorded, else from ``plan``
+    (the version the run ran)."""
+    dag = recorded_dag(trace.records) or (plan_dag(plan) if plan is not None else None)
     order: list[str] = []
     attempts: dict[str, list[AttemptView]] = defaultdict(list)
     tools: dict[str, list[ToolCallView]] = defaultdict(list)
@@ -312,8 +321,8 @@ def build_report(
         records=len(trace.records),
         stages=stages,
         gates=list(gates),
-        timeline=build_timeline(trace.started_at, trace.records, plan),
-        dag=build_dag(plan, {s.stage_id: s.status for s in stages}) if plan is not None else [],
+        timeline=build_timeline(trace.started_at, trace.records, dag),
+        dag=build_dag(dag, {s.stage_id: s.status for s in stages}) if dag is not None else [],
     )
 
 

@@ -23,7 +23,16 @@ from armature_temporal.runtime.traces import TraceRecord
 if TYPE_CHECKING:
     from armature_temporal.spec.compiler import Plan
 
-__all__ = ["AttemptSpan", "DagNode", "StageSpan", "build_dag", "build_timeline"]
+__all__ = [
+    "AttemptSpan",
+    "DagNode",
+    "DagStage",
+    "StageSpan",
+    "build_dag",
+    "build_timeline",
+    "plan_dag",
+    "recorded_dag",
+]
 
 # The suffixes of the judges a workflow runs for a stage (see report.HELPER_SUFFIXES).
 _HELPERS = ("__consensus", "__evaluation")
@@ -81,8 +90,31 @@ def _owner(stage_id: str) -> str:
     return stage_id.rsplit("__", 1)[0] if stage_id.endswith(_HELPERS) else stage_id
 
 
+class DagStage(BaseModel):
+    """A stage's place in the DAG: the plan's, or what the run recorded of it (``dag`` in its
+    ``run_start`` record, in runs since the ``dag-in-trace`` patch)."""
+
+    id: str
+    kind: str
+    depends_on: list[str] = Field(default_factory=list)
+
+
+def recorded_dag(records: Sequence[TraceRecord]) -> list[DagStage] | None:
+    """The DAG a run recorded at its start, or None (a run from before it was recorded)."""
+    for r in records:
+        if r.kind == "run_start":
+            dag = (r.data or {}).get("dag")
+            return [DagStage.model_validate(s) for s in dag] if isinstance(dag, list) else None
+    return None
+
+
+def plan_dag(plan: Plan) -> list[DagStage]:
+    """The plan's stages as DAG nodes."""
+    return [DagStage(id=s.id, kind=s.kind, depends_on=list(s.depends_on)) for s in plan.stages]
+
+
 def build_timeline(
-    run_start: str, records: Sequence[TraceRecord], plan: Plan | None = None
+    run_start: str, records: Sequence[TraceRecord], dag: Sequence[DagStage] | None = None
 ) -> list[StageSpan]:
     """Each stage that recorded its end, in the order it ended, with its attempts' spans."""
     origin = _at(run_start)
@@ -105,7 +137,7 @@ def build_timeline(
                     valid=r.output_valid,
                 )
             )
-    deps = {s.id: list(s.depends_on) for s in plan.stages} if plan is not None else None
+    deps = {s.id: list(s.depends_on) for s in dag} if dag is not None else None
     spans = []
     for sid, record in ends.items():
         ended = _at(record.recorded_at)
@@ -136,10 +168,10 @@ def build_timeline(
     return spans
 
 
-def build_dag(plan: Plan, statuses: dict[str, str]) -> list[DagNode]:
-    """The plan's stages with their topological level (0: no dependencies; else one more than
-    the deepest dependency), in plan order; ``statuses`` says how each ended (else not run)."""
-    deps = {s.id: list(s.depends_on) for s in plan.stages}
+def build_dag(dag: Sequence[DagStage], statuses: dict[str, str]) -> list[DagNode]:
+    """The stages with their topological level (0: no dependencies; else one more than the
+    deepest dependency), in plan order; ``statuses`` says how each ended (else not run)."""
+    deps = {s.id: list(s.depends_on) for s in dag}
     level: dict[str, int] = {}
 
     def depth(sid: str, seen: frozenset[str] = frozenset()) -> int:
@@ -156,5 +188,5 @@ def build_dag(plan: Plan, statuses: dict[str, str]) -> list[DagNode]:
             level=depth(s.id),
             status=statuses.get(s.id, "not run"),
         )
-        for s in plan.stages
+        for s in dag
     ]

@@ -10,7 +10,7 @@ import re
 from armature_temporal.runtime.traces import TraceChain
 from armature_temporal.views import RunTrace, build_dashboard, build_report
 from armature_temporal.views.html import dashboard_html, report_html
-from armature_temporal.views.timeline import build_dag
+from armature_temporal.views.timeline import build_dag, plan_dag
 from tests.cli.test_cli_html import blocks, external_refs
 from tests.fakes import plan_from
 
@@ -104,7 +104,7 @@ stages:
   - {id: d, depends_on: [b, c], role: {name: D, description: "d"}}
 """
     )
-    nodes = build_dag(plan, {"a": "completed"})
+    nodes = build_dag(plan_dag(plan), {"a": "completed"})
     assert [(n.stage_id, n.level, n.status) for n in nodes] == [
         ("a", 0, "completed"), ("b", 0, "not run"), ("c", 1, "not run"), ("d", 2, "not run"),
     ]  # fmt: skip

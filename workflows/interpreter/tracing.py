@@ -31,7 +31,7 @@ from armature_temporal.spec.compiler import PlanStage
 from workflows.interpreter.failures import TOOL_ERROR_TYPES
 from workflows.interpreter.state import RunContext
 
-__all__ = ["FLUSH_EVERY", "TIMED_RECORDS", "TRACE_ANCHOR_MEMO", "Tracer"]
+__all__ = ["DAG_IN_TRACE", "FLUSH_EVERY", "TIMED_RECORDS", "TRACE_ANCHOR_MEMO", "Tracer"]
 
 #: Buffered records that trigger an intermediate flush.
 FLUSH_EVERY = 25
@@ -42,6 +42,13 @@ TRACE_ANCHOR_MEMO = "trace-anchor-memo"
 #: wait in ``latency_ms``): the worker's duration metrics read them. Runs started before it
 #: replay with the records (and hashes) they had.
 TIMED_RECORDS = "timed-records"
+#: workflow.patched id: the run's start record names its stages and their dependencies (the
+#: report draws the DAG from the record, without the spec).
+DAG_IN_TRACE = "dag-in-trace"
+
+
+def _dag(plan: Any) -> list[dict[str, Any]]:
+    return [{"id": s.id, "kind": s.kind, "depends_on": list(s.depends_on)} for s in plan.stages]
 
 
 def _now() -> str:
@@ -89,6 +96,7 @@ class Tracer:
                 # Only when set, so ordinary runs' records (and their hashes) are unchanged.
                 **({"verification": True} if inp.verification else {}),
                 **({"hqs_weights": plan.hqs_weights} if plan.hqs_weights else {}),
+                **({"dag": _dag(plan)} if workflow.patched(DAG_IN_TRACE) else {}),
             },
         )
 

@@ -173,9 +173,10 @@ async def report_page(request: Request, run_id: str) -> Response:
     view = build_report(trace, gates, plan=plan)
     missing = (
         None
-        if plan is not None
-        else f"This server does not serve spec {trace.spec_name!r} at the version this run ran "
-        f"(spec_hash {trace.spec_hash[:12]}), so its plan is unknown here: "
+        if plan is not None or view.dag
+        else f"This run was recorded before runs named their DAG, and this server does not "
+        f"serve spec {trace.spec_name!r} at the version it ran "
+        f"(spec_hash {trace.spec_hash[:12]}): "
         f"`armature report {run_id} --html FILE --spec SPEC_FILE` draws it."
     )
     nav = _NAV[:-6] + f'<a href="/ui/specs/{esc(quote(trace.spec_name, safe=""))}/dashboard">'
