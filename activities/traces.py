@@ -48,23 +48,27 @@ async def record_traces(batch: TraceBatch) -> int | dict[str, Any]:
     or with ``batch.ack`` that and the store's id."""
     store = await asyncio.to_thread(store_for, database_url())  # opening it may block
     new = await asyncio.to_thread(store.write_new, batch.records)
-    await asyncio.to_thread(_count, store, new)
+    hqs = await asyncio.to_thread(_count, store, new)
     _anchor_head(store)
     if not batch.ack:
         return len(new)
-    return {"stored": len(new), "store": await asyncio.to_thread(store.store_id)}
+    ack: dict[str, Any] = {"stored": len(new), "store": await asyncio.to_thread(store.store_id)}
+    if hqs:  # the run ended with this batch: its HQS goes on its invoke_workflow span
+        ack["hqs"] = hqs
+    return ack
 
 
-def _count(store: TraceStore, new: list[TraceRecord]) -> None:
+def _count(store: TraceStore, new: list[TraceRecord]) -> dict[str, float | None]:
     """Add the newly stored records to this worker's metrics (only new ones: a retried batch,
     or one a replay re-sends, counts nothing again), with the HQS the store gave each run
-    that ended."""
+    that ended; returns those HQS by run id."""
     hqs: dict[str, float | None] = {}
     for r in new:
         if r.kind == "run_end":
             row = store.run(r.run_id)
             hqs[r.run_id] = row.hqs if row is not None else None
     observe_records(new, hqs)
+    return hqs
 
 
 def _anchor_head(store: TraceStore) -> None:

@@ -138,7 +138,7 @@ def _count_dropped(n: int, why: str) -> None:
             _DropLog.last = time.monotonic()
     from armature_temporal.telemetry import metrics
 
-    metrics.OTEL_SPANS_DROPPED.inc(n)
+    metrics.SPANS_DROPPED.inc(n)
     if first or due:
         log.warning(
             "OpenTelemetry: %d span(s) dropped (%s); %d dropped so far in this process. Runs "

@@ -210,6 +210,9 @@ async def test_a_run_exports_its_tree_once_across_a_killed_worker(
     assert gate["armature.gate.by"] == decided.by
     run_span = next(s for s in run_spans if s.name == "invoke_workflow otel-traced")
     assert run_span.attributes["gen_ai.agent.name"] == "otel-traced"
+    row = store.run(run_id)
+    assert row is not None and row.hqs is not None
+    assert run_span.attributes["armature.hqs"] == row.hqs
     assert ancestors(run_span, by_id)[:1] == ["RunWorkflow:RunSpec"]
     # The CLI that submitted the run started the trace.
     assert "StartWorkflow:RunSpec" in ancestors(run_span, by_id)

@@ -28,6 +28,7 @@ from armature_temporal.runtime.traces import (
     TraceRecord,
 )
 from armature_temporal.spec.compiler import PlanStage
+from workflows.interpreter import spans
 from workflows.interpreter.failures import TOOL_ERROR_TYPES
 from workflows.interpreter.state import RunContext
 
@@ -345,6 +346,8 @@ class Tracer:
             return
         if anchored:
             self._anchor(batch[-1], ack, final)
+        if final and isinstance(ack, dict) and isinstance(ack.get("hqs"), dict):
+            spans.note({"armature.hqs": ack["hqs"].get(self.run.run_id)})
 
     @staticmethod
     def _anchor(last: TraceRecord, ack: Any, final: bool) -> None:
