@@ -63,6 +63,7 @@ app = typer.Typer(
 for room in (
     commands.authoring,
     commands.runs,
+    commands.evals,
     commands.approvals,
     commands.loops,
     commands.learn,

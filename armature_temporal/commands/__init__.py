@@ -11,6 +11,8 @@ groups, such as ``runs`` or ``proposals``); ``cli.py`` adds every room's ``app``
   ``schedule``, ``cancel``, ``runs list|show``; ``runs watch`` is in
   :mod:`~armature_temporal.commands.runs_watch` (``cli.py`` mounts it on the group), and how
   a run is followed and printed in :mod:`~armature_temporal.commands.run_view`.
+- :mod:`~armature_temporal.commands.evals` (Run and approve): ``eval`` (a cases file run on a
+  spec and graded; ``--compare`` for two specs).
 - :mod:`~armature_temporal.commands.approvals` (Run and approve): ``approve``, ``reject``,
   ``gates``.
 - :mod:`~armature_temporal.commands.loops` (Learn and improve): ``improve``, ``finetune``.
@@ -54,6 +56,7 @@ from armature_temporal.commands import (
     bandits,
     cache,
     doctor,
+    evals,
     knowledge,
     learn,
     loops,
@@ -74,6 +77,7 @@ __all__ = [
     "bandits",
     "cache",
     "doctor",
+    "evals",
     "knowledge",
     "learn",
     "loops",

@@ -259,11 +259,23 @@ def dashboard(
         )
         return board, render_dashboard(board)
 
+    def with_kept_evals(board: Any, shown: Any) -> tuple[Any, Any]:
+        from armature_temporal.evals.dashboard import with_evals  # `armature eval`'s results
+
+        data = board if name is None else board.model_dump(mode="json")
+        return with_evals(store, name, data, shown)
+
     board, shown = snapshot()
-    data = board if name is None else board.model_dump(mode="json")
+    data, shown = with_kept_evals(board, shown)
     # A spec file names a spec that exists, runs or not: its page says it has none.
     spec_exists = target is not None and _is_spec_file(spec)
-    if name is not None and not data["runs"] and not watch and not spec_exists:
+    if (
+        name is not None
+        and not data["runs"]
+        and not data.get("evals")
+        and not watch
+        and not spec_exists
+    ):
         raise _unknown_spec(store, where, name)
     if target is not None:
         from armature_temporal.views.html import dashboard_html
@@ -273,7 +285,7 @@ def dashboard(
     if not watch:
         if as_json:
             print_json(data)
-        elif name is None and not data:
+        elif name is None and not data and not store.latest_evals():
             out.print(
                 "no runs in the trace store yet — start one with: "
                 "armature submit specs/quickstart.yaml",
@@ -290,14 +302,13 @@ def dashboard(
                 sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
                 sys.stdout.flush()
                 time.sleep(interval)
-                board, shown = snapshot()
-                data = board if name is None else board.model_dump(mode="json")
+                data, shown = with_kept_evals(*snapshot())
         from rich.live import Live
 
         with Live(shown, console=out, auto_refresh=False) as live:
             while True:
                 time.sleep(interval)
-                _, shown = snapshot()
+                _, shown = with_kept_evals(*snapshot())
                 live.update(shown, refresh=True)
     except KeyboardInterrupt:
         return

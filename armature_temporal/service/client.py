@@ -166,11 +166,13 @@ async def start_run(
     prior_run: dict[str, Any] | None = None,
     id_reuse_policy: WorkflowIDReusePolicy | None = None,
     replicate: int = 0,
+    verification: bool = False,
 ) -> WorkflowHandle[Any, RunResult]:
     """Start the interpreter workflow for ``plan``; returns its handle.
 
     ``replicate`` numbers runs of the same inputs: the simulate provider seeds its noise from
-    the inputs and it, so equal inputs and replicate give equal noise.
+    the inputs and it, so equal inputs and replicate give equal noise. ``verification`` starts
+    a verification run (RunInput.verification: it never acts; ``armature eval``'s runs).
 
     ``id_reuse_policy=REJECT_DUPLICATE`` makes a given ``run_id`` start at most one run ever
     (webhook deliveries); the default lets an id be reused once its run has closed.
@@ -178,7 +180,13 @@ async def start_run(
     workflow_id = run_id or new_run_id(plan)
     return await client.start_workflow(
         WORKFLOW_NAME,
-        RunInput(plan=plan, inputs=inputs, prior_run=prior_run, replicate=replicate),
+        RunInput(
+            plan=plan,
+            inputs=inputs,
+            prior_run=prior_run,
+            replicate=replicate,
+            verification=verification,
+        ),
         id=workflow_id,
         task_queue=task_queue,
         id_reuse_policy=id_reuse_policy or WorkflowIDReusePolicy.ALLOW_DUPLICATE,

@@ -28,6 +28,7 @@ from sqlalchemy import (
     text,
 )
 
+from armature_temporal.store.migrations_evals import _v21_evals
 from armature_temporal.store.migrations_knowledge import (
     _v18_knowledge,
     _v19_knowledge_stemming,
@@ -470,6 +471,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (18, "knowledge", _v18_knowledge),
     (19, "knowledge_stemming", _v19_knowledge_stemming),
     (20, "facts", _v20_facts),
+    (21, "evals", _v21_evals),
 ]
 
 

@@ -530,3 +530,27 @@ class FactEventRow(Base):
     detail: Mapped[Any] = mapped_column(JSON, nullable=True)
 
     __table_args__ = (Index("ix_fact_events_fact", "fact_id", "id"),)
+
+
+class EvalRow(Base):
+    """One ``armature eval`` of a spec version on a cases file
+    (:class:`~armature_temporal.evals.models.EvalResult`): its counts and pass rate for listing,
+    and every case's runs and verdicts in ``results``."""
+
+    __tablename__ = "evals"
+
+    id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    spec_name: Mapped[str] = mapped_column(String(100))
+    spec_version: Mapped[str] = mapped_column(String(50))
+    spec_hash: Mapped[str] = mapped_column(String(64))
+    cases_file: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[str] = mapped_column(String(40))
+    repeat: Mapped[int] = mapped_column(Integer)
+    cases: Mapped[int] = mapped_column(Integer)
+    passed: Mapped[int] = mapped_column(Integer)
+    failed: Mapped[int] = mapped_column(Integer)
+    errors: Mapped[int] = mapped_column(Integer)
+    pass_rate: Mapped[float | None] = mapped_column(Float)
+    results: Mapped[Any] = mapped_column(JSON)
+
+    __table_args__ = (Index("ix_evals_spec", "spec_name", "created_at"),)

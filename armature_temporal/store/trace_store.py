@@ -36,6 +36,7 @@ from armature_temporal.store.engine import (
     make_engine,
     release_engine,
 )
+from armature_temporal.store.evals import EvalStore
 from armature_temporal.store.facts import FactStore
 from armature_temporal.store.heuristics import HeuristicStore
 from armature_temporal.store.keys import TraceKey, key_path, load_key
@@ -76,6 +77,7 @@ class TraceStore(
     TokenStore,
     KnowledgeStore,
     FactStore,
+    EvalStore,
 ):
     """Open (and migrate) the store at ``url`` (default: ``$ARMATURE_DB_URL`` or SQLite)."""
 

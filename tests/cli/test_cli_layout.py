@@ -41,6 +41,7 @@ def test_commands_package_exports_the_rooms() -> None:
         "bandits",
         "cache",
         "doctor",
+        "evals",
         "knowledge",
         "learn",
         "loops",
