@@ -120,7 +120,7 @@ def eval_command(
     grader's, an invalid spec or cases file, a store that cannot keep the results), 2 on bad
     options.
 
-    Example: armature eval specs/quickstart.yaml specs/quickstart.cases.yaml --repeat 5
+    Example: armature eval specs/quickstart.yaml specs/evals/quickstart.cases.yaml --repeat 5
     """
     from armature_temporal.evals.cases import CasesError, load_cases
     from armature_temporal.evals.runner import check_cases
