@@ -206,11 +206,13 @@ async def test_report_html_draws_the_timeline_and_dag_the_store_and_plan_hold(
     levels = {n["stage_id"]: (n["level"], n["depends_on"]) for n in data["chart-dag"]}
     assert levels == {"draft": (0, []), "facts": (0, []), "review": (1, ["draft", "facts"])}
     assert "<svg" in html and external_refs(html) == []
-    # Without --spec: the timeline from the attempts, and a page saying how to get the DAG.
+    # Without --spec: the same DAG and starts, from the stages the run's start record names.
     done = await cli("report", run_id, "--html", str(page), home=pictured.home)
     assert done.returncode == 0, done.stderr
-    assert blocks(page.read_text())["chart-dag"] == []
-    assert "--spec SPEC_FILE" in page.read_text()
+    alone = blocks(page.read_text())
+    assert {n["stage_id"]: (n["level"], n["depends_on"]) for n in alone["chart-dag"]} == levels
+    assert alone["chart-timeline"] == data["chart-timeline"]
+    assert "--spec SPEC_FILE" not in page.read_text()
 
 
 async def test_html_bad_input_names_the_thing_and_the_fix(
