@@ -181,7 +181,7 @@ def main() -> None:
         else:
             print(exc.code, file=sys.stderr)
             code = 1
-    # os._exit skips atexit: send the spans this command made (waiting 2 s at most).
+    # os._exit skips atexit: send the spans this command made (waiting 1 s at most).
     from armature_temporal.telemetry import tracing
 
     tracing.shutdown()

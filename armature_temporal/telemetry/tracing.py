@@ -58,7 +58,7 @@ SCHEDULE_DELAY_MS = 1000
 #: Seconds one export may take (``OTEL_EXPORTER_OTLP_TIMEOUT`` overrides), and how long a
 #: stopping process waits for what is still queued.
 EXPORT_TIMEOUT_S = 5.0
-SHUTDOWN_WAIT_MS = 2000
+SHUTDOWN_WAIT_MS = 1000
 #: At most one "spans dropped" log line per this many seconds.
 LOG_EVERY_S = 60.0
 
@@ -259,6 +259,11 @@ def configure(
     # shutdown_on_exit=False: the SDK's own exit hook waits up to 30 s for a dead collector;
     # :func:`shutdown` (registered below) waits SHUTDOWN_WAIT_MS at most.
     provider = create_tracer_provider(resource=Resource.create(attributes), shutdown_on_exit=False)
+    # Every logger the exporter and the batch processor log through (a filter acts on the
+    # logger it is added to, not on its children): imported by now.
+    for name in list(logging.Logger.manager.loggerDict):
+        if name.startswith(_NOISY):
+            logging.getLogger(name).addFilter(_Sparse())
     provider.add_span_processor(_processor(exporter))
     with _lock:
         if _provider is not None:
@@ -270,14 +275,43 @@ def configure(
 
 
 def shutdown(timeout_ms: int = SHUTDOWN_WAIT_MS) -> None:
-    """Send what is queued (waiting at most ``timeout_ms``) and stop exporting."""
+    """Send what is queued and stop exporting, waiting ``timeout_ms`` at most.
+
+    The SDK's flush exports in the calling thread and a dead collector holds it for the
+    exporter's whole retry budget, so it runs in a daemon thread that the process does not
+    wait for past ``timeout_ms``."""
     provider = _provider
     if provider is None:
         return
-    provider.force_flush(timeout_ms)
-    # The export thread is a daemon: one still waiting on a dead collector does not hold the
-    # process; the exporter's own shutdown is then left to the exit.
-    threading.Thread(target=provider.shutdown, daemon=True).start()
+
+    def flush_and_stop() -> None:
+        provider.force_flush(timeout_ms)
+        provider.shutdown()
+
+    stopping = threading.Thread(target=flush_and_stop, daemon=True)
+    stopping.start()
+    stopping.join(timeout_ms / 1000)
+
+
+class _Sparse(logging.Filter):
+    """Lets a logger's records through at most once per :data:`LOG_EVERY_S`: the exporter's
+    retries against a dead collector would otherwise log several lines per batch. The first
+    one says why (refused, timed out, 401); the dropped spans are counted either way."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last = 0.0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        now = time.monotonic()
+        if self.last and now - self.last < LOG_EVERY_S:
+            return False
+        self.last = now
+        return True
+
+
+#: The SDK loggers that speak for every failed export or full queue.
+_NOISY = ("opentelemetry.exporter.otlp", "opentelemetry.sdk._shared_internal")
 
 
 def client_plugins() -> list[Any]:
