@@ -197,6 +197,21 @@ def test_worker_environment_command_and_scaling(services: dict[str, dict[str, An
     assert "container_name" not in worker and "ports" not in worker
 
 
+def test_traces_are_off_unless_asked_for_and_jaeger_is_an_optional_profile(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    from armature_temporal.telemetry.tracing import wanted
+
+    env = _env(services["armature-worker"])
+    # Compose gives the variable as empty when the user's shell has none: traces stay off.
+    assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "${OTEL_EXPORTER_OTLP_ENDPOINT:-}"
+    assert not wanted({"OTEL_EXPORTER_OTLP_ENDPOINT": ""})
+    assert wanted({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://jaeger:4318"})
+    jaeger = services["jaeger"]
+    assert jaeger["profiles"] == ["tracing"], "it must not start with a plain `up`"
+    assert [str(p) for p in jaeger["ports"]] == ["127.0.0.1:16686:16686"]
+
+
 def test_prometheus_scrapes_every_worker_replica_on_its_metrics_port(
     services: dict[str, dict[str, Any]],
 ) -> None:

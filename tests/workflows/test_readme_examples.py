@@ -31,6 +31,8 @@ def _offline_examples() -> list[tuple[str, str]]:
     """(name, text) of each yaml block of the README whose every tier is simulated."""
     found = []
     for block in re.findall(r"```yaml\n(.*?)```", README.read_text(encoding="utf-8"), re.S):
+        if block.startswith("# specs/evals/"):
+            continue  # an `armature eval` cases file (tests/unit/test_readme.py checks them)
         spec = load_spec_text(block, "README.md").spec
         if spec.mcp_servers:
             continue  # it needs its MCP servers (tests/workflows/test_mcp_tools.py runs some)
