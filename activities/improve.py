@@ -297,6 +297,9 @@ def _refined(
                 output_mode="json",
                 output_schema=None,
                 temperature=0.2,
+                # The simulator's world (real providers ignore it): the simulated refiner
+                # states a pitfall's lesson only where the transcripts show its symptom.
+                pitfalls=[p for s in plan.stages if s.simulate for p in s.simulate.pitfalls],
             )
         )
     except ProviderError as exc:

@@ -48,8 +48,9 @@ class Pitfall(_Model):
     lesson: str = Field(
         ...,
         min_length=1,
-        description="Text which, present in the prompt (case-insensitive, whitespace "
-        "normalised), avoids the pitfall.",
+        description="The instruction that avoids the pitfall: present anywhere in the stage's "
+        "prompt (its description, or a lesson compiled in; case-insensitive, whitespace "
+        "normalised, verbatim: a paraphrase does not count).",
     )
     rate: float = Field(
         0.5,

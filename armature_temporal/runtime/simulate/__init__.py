@@ -23,9 +23,19 @@ Its declared world, the ground truth that Armature's learning loops are proved a
   immune scan rejects judge-directed lessons, and no lesson enters a judge's prompt).
 - A stage's **pitfalls** (spec ``simulate: {pitfalls: [...]}``): each one whose ``lesson`` the
   prompt lacks is fallen into at its ``rate``; it costs its ``penalty`` and its ``symptom``
-  shows in the output. :func:`simulate_lessons` and :func:`simulate_critique` are the
-  distiller and critic of this world, and :func:`simulate_refiner` its improvement-loop
-  refiner (a prompt carrying ``REFINER_MARKER``: proposals read off the diagnosis it holds).
+  shows in the output. **How wording matters**: the prompt is every message of the call joined
+  (system: role contract, mission, guidance, the heuristics memory's Lessons block; user: the
+  stage's rendered description, passages, context), and it carries the lesson when the
+  lesson is a verbatim substring of it once both are lower-cased and whitespace-collapsed
+  (:func:`._pitfalls.lesson_present`). Where the text comes from does not matter: a
+  description that states the instruction in the lesson's words avoids the pitfall exactly as
+  a compiled lesson does, so description edits are verifiable offline; a paraphrase or a
+  generic exhortation carries no lesson and changes no latent quality.
+  :func:`simulate_lessons` and :func:`simulate_critique` are the distiller and critic of this
+  world, and :func:`simulate_refiner` its improvement-loop refiner (a prompt carrying
+  ``REFINER_MARKER``: proposals read off the diagnosis and the worst runs' transcripts it
+  holds; it states a pitfall's lesson, as a description edit, only where a stage's output
+  there shows the symptom).
 - **Hedging and confidence** (:mod:`._confidence`): a tier's ``hedge_rate`` is the chance an
   output hedges (its own coin); a hedged output loses :data:`HEDGE_PENALTY` of latent quality
   and carries a hedging sentence. A ``confidence``/``certainty`` number in the schema states

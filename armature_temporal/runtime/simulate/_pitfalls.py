@@ -43,7 +43,10 @@ def normalised(text: str) -> str:
 
 
 def lesson_present(lesson: str, prompt: str) -> bool:
-    """Whether the prompt carries the lesson (case-insensitive, whitespace normalised)."""
+    """Whether the prompt carries the lesson: a verbatim substring once both are lower-cased
+    and whitespace-collapsed (:func:`normalised`). ``prompt`` is every message of the call
+    joined, so the stage's own description counts as much as a compiled lesson; a paraphrase
+    does not."""
     return normalised(lesson) in normalised(prompt)
 
 

@@ -18,7 +18,20 @@ judged below 0.7, any truncation):
 - invalid, escalated or failed: ``model_tier`` one step up, ``temperature`` to 0 (when above 0)
   and, on a JSON stage, ``description`` plus a JSON-only sentence (:data:`JSON_ONLY`);
 - truncated: ``max_tokens`` doubled (4096 when unset);
-- easy (every run done at its first try, nothing failing on it): ``model_tier`` one step down.
+- easy (every run done at its first try, nothing failing on it): ``model_tier`` one step down;
+- a pitfall's symptom shown: ``description`` plus the pitfall's ``lesson`` — the instruction
+  that, carried by the stage's prompt, avoids the pitfall (see :mod:`._pitfalls`). The refiner
+  is handed the world's pitfalls (``pitfalls``: every stage's, as the distiller is handed its
+  stage's) but, like the distiller and the critic (:mod:`._learning`), it states a lesson only
+  when the prompt shows it the symptom: on a transcript line that starts with the stage's id
+  (``  draft [tier] completed output: ...``), outside the facts block. It notices a shown
+  symptom with probability ``min(1, 0.5 + quality)`` (the distiller's rate, its own coin per
+  stage and pitfall); a lesson the description already carries is not stated again. This is
+  the strongest evidence it has (weight 4: above a tier step);
+- judged low and no lesson to state: ``description`` plus a plausible exhortation drawn from
+  :data:`GENERIC_WORDINGS` ("Be thorough and careful.") — what a refiner writes when it sees
+  weak output but not its cause. It carries no lesson, so in this world it changes no latent
+  quality, and verification on paired runs rejects it (weight 0.8: below every other option).
 
 Options on surfaces not listed, equal to the current value or listed in ``avoid`` are left out.
 The remaining ones are ranked by how bad the evidence is (ties broken by a draw seeded from the
@@ -33,16 +46,32 @@ histories of the same runs): the same seed and evidence give the same bytes.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
+from armature_temporal.runtime.simulate._pitfalls import lesson_present, normalised
 from armature_temporal.runtime.simulate._words import rng_for
+from armature_temporal.spec.simulation import Pitfall
 
-__all__ = ["FACTS_CLOSE", "FACTS_OPEN", "JSON_ONLY", "REFINER_MARKER", "simulate_refiner"]
+__all__ = [
+    "FACTS_CLOSE",
+    "FACTS_OPEN",
+    "GENERIC_WORDINGS",
+    "JSON_ONLY",
+    "REFINER_MARKER",
+    "simulate_refiner",
+]
 
 REFINER_MARKER = "[armature-refiner v1]"
 FACTS_OPEN = "<refiner-facts>"
 FACTS_CLOSE = "</refiner-facts>"
 JSON_ONLY = "Reply with the JSON object alone: no prose, no code fence, every required field."
+#: Plausible-sounding rewordings that state no lesson (a refiner's guess at weak output).
+GENERIC_WORDINGS = (
+    "Be thorough and careful.",
+    "Think step by step and double-check the answer.",
+    "Write clearly and precisely.",
+)
 
 
 def _facts(prompt: str) -> dict[str, Any]:
@@ -64,7 +93,42 @@ def _step(ladder: list[str], tier: Any, by: int) -> str | None:
     return ladder[k] if 0 <= k < len(ladder) else None
 
 
-def _options(facts: dict[str, Any]) -> list[tuple[float, dict[str, Any]]]:
+def _shown(prompt: str, stage: str) -> str:
+    """The transcript lines of ``stage`` in the prompt (outside the facts block), normalised:
+    the lines that start, after indentation, with the stage's id and a space."""
+    start = prompt.find(FACTS_OPEN)
+    end = prompt.find(FACTS_CLOSE, start + 1)
+    rest = prompt if start < 0 or end < 0 else prompt[:start] + prompt[end + len(FACTS_CLOSE) :]
+    lines = [line for line in rest.splitlines() if line.strip().startswith(f"{stage} ")]
+    return normalised("\n".join(lines))
+
+
+def _lessons(
+    seed: str, prompt: str, stage: str, text: str, pitfalls: Sequence[Pitfall], quality: float
+) -> list[str]:
+    """The lessons the refiner states for ``stage``: those of pitfalls whose symptom its
+    transcript lines show, noticed (``min(1, 0.5 + quality)``), and not already in ``text``."""
+    shown = _shown(prompt, stage)
+    notice = min(1.0, 0.5 + quality)
+    found: list[str] = []
+    for p in pitfalls:
+        if normalised(p.symptom) not in shown or lesson_present(p.lesson, text):
+            continue
+        if p.lesson in found:
+            continue
+        if rng_for(f"{seed}/refiner-notice/{stage}/{p.id}").random() < notice:
+            found.append(p.lesson)
+    return found
+
+
+def _options(
+    facts: dict[str, Any],
+    *,
+    seed: str = "",
+    prompt: str = "",
+    pitfalls: Sequence[Pitfall] = (),
+    quality: float = 1.0,
+) -> list[tuple[float, dict[str, Any]]]:
     ladder = [str(t) for t in facts.get("ladder", [])]
     surfaces: dict[str, Any] = facts.get("surfaces", {}) or {}
     failing = set(facts.get("failures", []) or [])
@@ -147,6 +211,31 @@ def _options(facts: dict[str, Any]) -> list[tuple[float, dict[str, Any]]]:
                     f"{stage}'s replies often miss the schema; say what the reply must be",
                     trouble,
                 )
+        text = surfaces.get(f"{stage}.description")
+        lessons = (
+            _lessons(seed, prompt, stage, text, pitfalls, quality) if isinstance(text, str) else []
+        )
+        if isinstance(text, str) and lessons:
+            shown = "; ".join(lessons)
+            add(
+                4,
+                stage,
+                "description",
+                text.rstrip("\n") + "\n" + "\n".join(lessons) + "\n",
+                f"{stage}'s outputs in the worst runs show a known mistake; tell it: {shown}",
+                ("low_judge",),
+            )
+        elif isinstance(text, str) and low_judge:
+            wording = rng_for(f"{seed}/refiner-wording/{stage}").choice(GENERIC_WORDINGS)
+            if wording not in text:
+                add(
+                    0.8,
+                    stage,
+                    "description",
+                    text.rstrip("\n") + "\n" + wording + "\n",
+                    f"judges scored {stage} {judge:.2f}; ask it for more care",
+                    ("low_judge",),
+                )
         if s.get("truncated"):
             tokens = surfaces.get(f"{stage}.max_tokens", s.get("max_tokens"))
             new = int(tokens) * 2 if isinstance(tokens, int) and tokens > 0 else 4096
@@ -191,14 +280,22 @@ def _drawn_from(facts: dict[str, Any]) -> str:
     return json.dumps({**facts, "stages": stages}, sort_keys=True, default=str)
 
 
-def simulate_refiner(*, seed: str, prompt: str, quality: float) -> str:
-    """The simulated refiner's reply to ``prompt`` (see the module docstring), as JSON text."""
+def simulate_refiner(
+    *, seed: str, prompt: str, quality: float, pitfalls: Sequence[Pitfall] = ()
+) -> str:
+    """The simulated refiner's reply to ``prompt`` (see the module docstring), as JSON text.
+    ``pitfalls``: the declared pitfalls of the spec's stages (the world's lessons), stated
+    only for a stage whose transcript lines in ``prompt`` show the pitfall's symptom."""
     facts = _facts(prompt)
-    rng = rng_for(f"{seed}/refiner/{_drawn_from(facts) if facts else prompt}")
+    drawn = _drawn_from(facts) if facts else prompt
+    rng = rng_for(f"{seed}/refiner/{drawn}")
     avoid = {json.dumps(a, sort_keys=True) for a in facts.get("avoid", []) or []}
+    found = _options(
+        facts, seed=f"{seed}/{drawn}", prompt=prompt, pitfalls=pitfalls, quality=quality
+    )
     options = [
         (w, rng.random(), o)
-        for w, o in _options(facts)
+        for w, o in found
         if json.dumps([o["stage"], o["surface"], o["value"]], sort_keys=True) not in avoid
     ]
     options.sort(key=lambda x: (-x[0], x[1]))
