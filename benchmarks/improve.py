@@ -1,9 +1,12 @@
 """Improvement benchmark: do scheduled improvement rounds fix a seeded flaw, and never harm?
 
-Three seeded flawed specs in ``benchmarks/specs/`` (each file's header says its flaw and the
+Four seeded flawed specs in ``benchmarks/specs/`` (each file's header says its flaw and the
 fix the simulator's declared world makes reachable): ``invalid`` (a worker whose tier is often
 invalid), ``judged`` (a worker of low latent quality that only a judge stage sees),
-``overpaid`` (an easy stage on the expensive tier, with an over-long timeout).
+``overpaid`` (an easy stage on the expensive tier, with an over-long timeout), ``wording`` (a
+wording-only flaw: workers already on the best tier, a declared pitfall whose lesson no prompt
+carries; only the LLM refiner, shown the symptom in the worst runs' outputs, can state it in
+the stage's description — and it also proposes a plausible rewording that carries no lesson).
 
 For each spec, in a temporary copy of its file with ``self_improvement.auto_apply: true``, a
 round is what the spec's Temporal Schedule runs: ``--runs`` production runs of the file's
@@ -26,6 +29,11 @@ quality (the simulator's ground truth, which the loop never sees); the cost per 
 units (each model attempt counts its tier's position on the ladder: simulate costs 0 USD);
 the share of the last applied change's predicted fixes that this round verified; the drift
 score.
+
+Per round, each description proposal is listed with whether its new text carries a declared
+pitfall's lesson (the simulator's ground truth: :func:`carries_lesson`), its verdict and its
+paired interval; the verdict line says whether every description change without a lesson was
+rejected, and whether any applied change touched a tier.
 
 Verdict per spec: *improved* when within ``--rounds`` a version's interval against the
 original lies above 0 (HQS rose), or its cost fell with the interval's low end above minus
@@ -62,8 +70,44 @@ SPECS: dict[str, Path] = {
     "invalid": HERE / "improve-invalid.yaml",
     "judged": HERE / "improve-judged.yaml",
     "overpaid": HERE / "improve-overpaid.yaml",
+    "wording": HERE / "improve-wording.yaml",
 }
-INPUT_KEY = {"invalid": "ticket", "judged": "topic", "overpaid": "message"}
+INPUT_KEY = {"invalid": "ticket", "judged": "topic", "overpaid": "message", "wording": "question"}
+
+
+def carries_lesson(plan: Any, stage: str, old: Any, new: Any) -> bool:
+    """Whether a description change adds the instruction of one of the stage's declared
+    pitfalls (the simulator's ground truth, which the loop never sees)."""
+    from armature_temporal.runtime.simulate._pitfalls import lesson_present
+
+    found = next((s for s in plan.stages if s.id == stage), None)
+    if found is None or found.simulate is None:
+        return False
+    return any(
+        lesson_present(p.lesson, str(new)) and not lesson_present(p.lesson, str(old or ""))
+        for p in found.simulate.pitfalls
+    )
+
+
+def _descriptions(plan: Any, proposals: list[Any]) -> list[dict[str, Any]]:
+    """A round's single description proposals: stage, origin, lesson carried, verdict, CI."""
+    rows = []
+    for p in proposals:
+        if len(p.changes) != 1 or p.changes[0].field != "description":
+            continue
+        c = p.changes[0]
+        rows.append(
+            {
+                "stage": c.stage,
+                "origin": c.origin,
+                "lesson": carries_lesson(plan, c.stage, c.old, c.new),
+                "verdict": p.verdict,
+                "delta": round(p.delta, 4),
+                "ci_low": round(p.ci_low, 4),
+                "ci_high": round(p.ci_high, 4),
+            }
+        )
+    return rows
 
 
 def _figures(store: Any, plan: Any, run_id: str) -> dict[str, float | None]:
@@ -212,6 +256,7 @@ async def run_spec(
             )
             settled = result.settled
             applied: list[str] = []
+            fields: list[str] = []
             notes: list[str] = []
             chosen = None
             if settled is not None and settled.applied:
@@ -231,6 +276,7 @@ async def run_spec(
                 kept = store.proposal(chosen)
                 if kept is not None:
                     applied = [", ".join(change_label(c) for c in kept.changes), *applied]
+                    fields = [c.field for c in kept.changes]
             check = result.verification
             share = None
             if check is not None and check.proposal_id is not None:
@@ -252,6 +298,12 @@ async def run_spec(
                 "proposals": len(result.proposals),
                 "verified": sum(p.verdict == "verified" for p in result.proposals),
                 "applied": applied,
+                "applied_fields": fields,
+                "descriptions": _descriptions(plan, result.proposals),
+                "tried": [
+                    f"{', '.join(change_label(c) for c in p.changes)}: {p.verdict}"
+                    for p in result.proposals
+                ],
                 **_summary(current_figures),
                 **_paired(base, current_figures),
                 "step": step,
@@ -288,12 +340,19 @@ def verdict(rows: list[dict[str, Any]], margin: float) -> dict[str, Any]:
             break
     harmful = [r["round"] for r in rows if r["step"] is not None and r["step"]["ci_high"] < 0]
     lowered = [r["round"] for r in rows if r["step"] is not None and r["step"]["delta"] < 0]
+    worded = [d for r in rows for d in r.get("descriptions", [])]
     return {
         "improved": improved_at is not None,
         "round": improved_at,
         "how": how,
         "harmful_rounds": harmful,  # an applied change whose interval lies below 0
         "lower_mean_rounds": lowered,  # an applied change with a negative mean, any interval
+        # description proposals carrying a declared lesson / carrying none, and how they fared
+        "lesson_verified": sum(d["lesson"] and d["verdict"] == "verified" for d in worded),
+        "lesson_proposed": sum(d["lesson"] for d in worded),
+        "rewording_verified": sum(not d["lesson"] and d["verdict"] == "verified" for d in worded),
+        "rewording_proposed": sum(not d["lesson"] for d in worded),
+        "tier_rounds": [r["round"] for r in rows if "model_tier" in r.get("applied_fields", [])],
     }
 
 
@@ -328,6 +387,24 @@ def print_table(results: list[dict[str, Any]]) -> None:
             else f"HARM: applied changes lowered HQS in rounds {v['harmful_rounds']}"
         )
         print(f"{res['spec']}: {said}; {harm}")
+        if v["lesson_proposed"] or v["rewording_proposed"]:
+            print(
+                f"  descriptions: {v['lesson_verified']}/{v['lesson_proposed']} carrying a "
+                f"lesson verified, {v['rewording_verified']}/{v['rewording_proposed']} "
+                "carrying none verified; "
+                + (
+                    f"applied tier changes in rounds {v['tier_rounds']}"
+                    if v["tier_rounds"]
+                    else "no tier changed"
+                )
+            )
+        for r in res["rows"]:
+            for d in r.get("descriptions", []):
+                print(
+                    f"    round {r['round']} {d['stage']}.description ({d['origin']}, "
+                    f"{'lesson' if d['lesson'] else 'no lesson'}): {d['verdict']}, "
+                    f"{d['delta']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]"
+                )
 
 
 def main(argv: list[str] | None = None) -> int:
