@@ -32,7 +32,7 @@ from activities.experience import load_lessons, reward_lessons
 from activities.facts import load_facts, navigate_facts, record_facts
 from activities.finetune import finetune_prepare, finetune_record, finetune_train
 from activities.gates import verify_gate_decision
-from activities.improve import improve_prepare, improve_record, improve_settle
+from activities.improve import improve_effort, improve_prepare, improve_record, improve_settle
 from activities.improve_combine import improve_combine, improve_record_combined
 from activities.knowledge import search_knowledge
 from activities.learn import critique, learn_prepare, learn_record
@@ -101,6 +101,7 @@ ACTIVITIES: list[Any] = [
     bandit_select,
     bandit_reward,
     bandit_maintenance,
+    improve_effort,
     improve_prepare,
     improve_record,
     improve_settle,

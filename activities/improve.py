@@ -20,17 +20,20 @@ from armature_temporal.errors import ArmatureError, SpecError
 from armature_temporal.improve.decide import Scored, decide_round
 from armature_temporal.improve.diagnose import diagnose
 from armature_temporal.improve.edit import EditError, apply_changes, unified_diff
+from armature_temporal.improve.effort import Spent, effort_of
 from armature_temporal.improve.enrich import drop_trials, enrichment_candidates
 from armature_temporal.improve.lanes import classify_at
 from armature_temporal.improve.models import (
     Candidate,
     Diagnosis,
+    EffortInput,
     ImproveInput,
     ImproveResult,
     ImproveRound,
     Prepared,
     Proposal,
     RecordInput,
+    RoundEffort,
     Settled,
     SettleInput,
     Verification,
@@ -52,7 +55,13 @@ from armature_temporal.store.engine import database_url
 from armature_temporal.views import load_runs
 from armature_temporal.views.report import RunTrace
 
-__all__ = ["improve_prepare", "improve_record", "improve_settle", "written_role_values"]
+__all__ = [
+    "improve_effort",
+    "improve_prepare",
+    "improve_record",
+    "improve_settle",
+    "written_role_values",
+]
 
 #: Runs of the spec read from the store for a diagnosis (newest first).
 HISTORY = 500
@@ -110,7 +119,13 @@ def _round_id() -> str:
 
 
 def _prepare(inp: ImproveInput) -> Prepared:
-    prepared = _prepare_round(inp)
+    spent = Spent()
+    prepared = _prepare_round(inp, spent)
+    if spent.plan is not None:  # the effort so far (improve/effort.py); a stop's is final
+        status = prepared.stop.status if prepared.stop is not None else "verifying"
+        effort = effort_of(spent.plan, spent, status, proposals_tried=len(prepared.candidates))
+        stop = prepared.stop.model_copy(update={"effort": effort}) if prepared.stop else None
+        prepared = prepared.model_copy(update={"effort": effort, "stop": stop})
     diag = prepared.diagnosis or (prepared.stop.diagnosis if prepared.stop else None)
     if diag is None:
         return prepared
@@ -126,12 +141,13 @@ def _prepare(inp: ImproveInput) -> Prepared:
             runs=diag.runs,
             verification=check,
             drift=check.drift if check is not None else None,
+            effort=prepared.effort,
         )
     )
     return prepared
 
 
-def _prepare_round(inp: ImproveInput) -> Prepared:
+def _prepare_round(inp: ImproveInput, spent: Spent) -> Prepared:
     base_dir = Path(inp.spec_path).parent
     try:
         loaded = load_spec_text(inp.spec_text, inp.spec_path, base_dir=base_dir)
@@ -142,6 +158,7 @@ def _prepare_round(inp: ImproveInput) -> Prepared:
             type="invalid_spec",
             non_retryable=True,
         ) from None
+    spent.plan = plan
     si = plan.self_improvement
     if si is None or not si.editable_surfaces:
         return Prepared(
@@ -182,6 +199,9 @@ def _prepare_round(inp: ImproveInput) -> Prepared:
         if inp.refiner == "only"
         else candidates(plan, diag, si.editable_surfaces, current=current, limit=inp.max_candidates)
     )
+    if len(changes) == inp.max_candidates:  # effort: what the limit left out
+        every = candidates(plan, diag, si.editable_surfaces, current=current, limit=10_000)
+        spent.left_out += len(every) - len(changes)
     found: list[Candidate] = []
     for change in changes:
         try:
@@ -216,7 +236,7 @@ def _prepare_round(inp: ImproveInput) -> Prepared:
         found += enriched
         notes += enrich_notes
     if inp.refiner == "only" or si.refiner_tier is not None:
-        refined, refine_notes = _refined(inp, plan, diag, runs, store, current, found)
+        refined, refine_notes = _refined(inp, plan, diag, runs, store, current, found, spent)
         found += refined
         notes += refine_notes
     if not found:
@@ -272,12 +292,16 @@ def _refined(
     store: TraceStore,
     current: dict[str, dict[str, object]],
     taken: list[Candidate],
+    spent: Spent | None = None,
 ) -> tuple[list[Candidate], list[str]]:
     """The LLM refiner's candidates (improve/refine.py) and notes on what it dropped. A
-    provider failure drops the refiner's part of the round, not the round."""
+    provider failure drops the refiner's part of the round, not the round. ``spent`` gets
+    the refiner's tier, its call's tokens and the proposals its K left out."""
     si = plan.self_improvement
     assert si is not None
+    spent = spent if spent is not None else Spent()
     name = si.refiner_tier or plan.tier_ladder[-1]
+    spent.refiner_tier = name
     k = inp.refiner_proposals or si.refiner_proposals
     rounds = store.rounds(plan.name)
     history = history_of(  # rows whose MAC checks: a forged row's text never reaches a prompt
@@ -304,6 +328,7 @@ def _refined(
         )
     except ProviderError as exc:
         return [], [f"the refiner (tier {name!r}) failed, so only the rules proposed: {exc}"]
+    spent.refiner_tokens += answer.prompt_tokens + answer.completion_tokens
     parsed, notes = parse_reply(answer.text)
     kept, dropped = screen(
         parsed,
@@ -318,6 +343,7 @@ def _refined(
     )
     for note in notes + dropped:
         activity.logger.info("%s", note)
+    spent.left_out += sum("left out: K =" in note for note in dropped)  # improve/refine.py
     return kept, notes + dropped
 
 
@@ -437,3 +463,24 @@ async def improve_settle(inp: SettleInput) -> Settled:
     """Apply the best verified auto-lane change (under auto_apply) or write the best verified
     review-lane one to ``<spec>.pending.yaml``; never the live spec for the review lane."""
     return await asyncio.to_thread(_settle, inp)
+
+
+def _effort(inp: EffortInput) -> RoundEffort:
+    """The round's effort with its spend counted from the store, kept on its round row."""
+    store = store_for(database_url())
+    runs, tokens = store.round_spend(inp.round_id)
+    effort = inp.effort.model_copy(
+        update={
+            "proposals_tried": inp.proposals_tried,
+            "runs": runs,
+            "tokens": tokens + inp.effort.refiner_tokens,
+        }
+    )
+    store.set_round_effort(inp.round_id, effort)
+    return effort
+
+
+@activity.defn(name="improve_effort")
+async def improve_effort(inp: EffortInput) -> RoundEffort:
+    """Count the runs and tokens a round's verification spent; keep its effort report."""
+    return await asyncio.to_thread(_effort, inp)

@@ -29,11 +29,13 @@ with workflow.unsafe.imports_passed_through():
         Combining,
     )
     from armature_temporal.improve.models import (
+        EffortInput,
         ImproveInput,
         ImproveResult,
         Prepared,
         Proposal,
         RecordInput,
+        RoundEffort,
         Settled,
         SettleInput,
     )
@@ -48,6 +50,8 @@ IMPROVE_WORKFLOW = "Improve"
 LANES_PATCH = "improve-review-lanes"
 #: workflow.patched id: a second wave verifies the round's verified changes combined.
 COMBINE_PATCH = "improve-combine"
+#: workflow.patched id: a round ends by counting its effort (runs, tokens) from the store.
+EFFORT_PATCH = "improve-effort"
 STORE_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=2))
 
 
@@ -191,6 +195,20 @@ class ImproveWorkflow:
                 retry_policy=STORE_RETRY,
                 summary="auto lane: apply under auto_apply; review lane: write <spec>.pending.yaml",
             )
+        effort: RoundEffort | None = None
+        if prepared.effort is not None and workflow.patched(EFFORT_PATCH):
+            effort = await workflow.execute_activity(
+                "improve_effort",
+                EffortInput(
+                    round_id=workflow.info().workflow_id,
+                    effort=prepared.effort,
+                    proposals_tried=len(proposals),
+                ),
+                result_type=RoundEffort,
+                start_to_close_timeout=timedelta(minutes=2),
+                retry_policy=STORE_RETRY,
+                summary="count the runs and tokens the round spent; keep its effort report",
+            )
         self.phase = "done"
         if verified:
             detail = (
@@ -214,4 +232,5 @@ class ImproveWorkflow:
             verification=prepared.verification,
             settled=settled,
             notes=prepared.notes,
+            effort=effort,
         )

@@ -17,16 +17,19 @@ __all__ = [
     "Candidate",
     "Diagnosis",
     "EditableField",
+    "EffortInput",
     "ImproveInput",
     "ImproveResult",
     "ImproveRound",
     "Prepared",
     "Proposal",
     "RecordInput",
+    "RoundEffort",
     "SettleInput",
     "Settled",
     "SpecChange",
     "StageStats",
+    "StopReason",
     "Verification",
     "VerificationTest",
 ]
@@ -177,6 +180,44 @@ class Settled(_Model):
     notes: list[str] = Field(default_factory=list)  # why something was not written
 
 
+#: Why a round stopped: ``converged`` (mean HQS at target_hqs, no drift), ``no_candidate``
+#: (nothing to propose on the editable surfaces), ``too_few_traces`` (runs or distinct inputs
+#: short of what a diagnosis or a verification needs), ``budget`` (it verified what its limits
+#: allowed and left proposals out: ``max_candidates``, the refiner's K), ``tried_all`` (every
+#: proposal found was verified).
+StopReason = Literal["converged", "no_candidate", "too_few_traces", "budget", "tried_all"]
+
+#: What a round says of a held-out set: improve rounds have none.
+NO_HELD_OUT = (
+    "none: verification reruns inputs sampled from the recent runs the diagnosis (and the "
+    "refiner's transcripts) came from; no input is held out of proposing"
+)
+
+
+class RoundEffort(_Model):
+    """What one improve/optimize round spent, and why it stopped (honest effort).
+
+    Counted from what the round did: ``runs`` and ``tokens`` from the trace store (every run
+    whose id lies under the round's workflow id, and those runs' model calls: attempts,
+    evaluations, critiques, context summaries), plus the refiner's own call.
+    """
+
+    proposals_tried: int = 0  # candidates run on paired verification runs (a combination counts)
+    proposals_left_out: int = 0  # found, but over the round's limits (max_candidates, K)
+    runs: int = 0  # verification runs the round started
+    tokens: int = 0  # prompt + completion tokens of those runs' model calls and the refiner's
+    refiner_tokens: int = 0  # of which the refiner's call
+    stop: StopReason = "tried_all"
+    stop_detail: str = ""
+    held_out: str = NO_HELD_OUT
+    held_out_hqs: float | None = None  # None: no held-out set
+    refiner_tier: str | None = None  # None: the refiner did not run this round
+    judge_tiers: list[str] = Field(default_factory=list)  # tiers of the spec's judge stages
+    #: The refiner's tier is a judge stage's tier: the model that proposed grades its proposals.
+    same_tier: bool = False
+    judge_note: str = ""  # what verification did about it (it cannot swap the spec's judges)
+
+
 class ImproveResult(_Model):
     status: Literal["proposed", "nothing_better", "at_target", "too_few_traces", "no_candidates"]
     detail: str
@@ -185,6 +226,7 @@ class ImproveResult(_Model):
     verification: Verification | None = None
     settled: Settled | None = None  # None: a round from before review lanes
     notes: list[str] = Field(default_factory=list)  # e.g. refiner proposals dropped, and why
+    effort: RoundEffort | None = None  # None: a round from before effort reports
 
 
 class ImproveRound(_Model):
@@ -199,6 +241,7 @@ class ImproveRound(_Model):
     runs: int = 0
     verification: Verification | None = None
     drift: float | None = None
+    effort: RoundEffort | None = None  # None: a round stored before effort reports
 
 
 class SettleInput(_Model):
@@ -244,6 +287,15 @@ class Prepared(_Model):
     inputs: list[dict[str, Any]] = Field(default_factory=list)  # one verification run each
     verification: Verification | None = None
     notes: list[str] = Field(default_factory=list)
+    effort: RoundEffort | None = None  # so far: the refiner's call, proposals, the judge check
+
+
+class EffortInput(_Model):
+    """``improve_effort``: count what a round's verification spent, from the store."""
+
+    round_id: str
+    effort: RoundEffort
+    proposals_tried: int
 
 
 class RecordInput(_Model):

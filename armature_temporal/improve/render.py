@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "change_label",
+    "effort_lines",
     "history_data",
     "render_diagnosis",
     "render_history",
@@ -48,6 +49,34 @@ def change_label(change: SpecChange) -> str:
         added = [s for s in change.new if s not in (change.old or [])]
         return f"{change.surface}: + {', '.join(added)}"
     return f"{change.surface}: {_value(change.old)} → {_value(change.new)}"
+
+
+def effort_lines(effort: dict[str, Any] | None) -> list[str]:
+    """A round's effort report (``RoundEffort`` as JSON) in words; a warning line first when
+    the refiner's tier is a judge's."""
+    if effort is None:
+        return ["effort: not reported (a round from before effort reports)"]
+    lines: list[str] = []
+    if effort["same_tier"]:
+        lines.append(f"WARNING same tier: {effort['judge_note']}")
+    refiner = (
+        f" (refiner on {effort['refiner_tier']!r}: {effort['refiner_tokens']:,} tokens)"
+        if effort["refiner_tier"] is not None
+        else ""
+    )
+    left = f", {effort['proposals_left_out']} left out" if effort["proposals_left_out"] else ""
+    held = (
+        f"HQS {effort['held_out_hqs']:.3f}"
+        if effort["held_out_hqs"] is not None
+        else effort["held_out"]
+    )
+    lines.append(
+        f"effort: {effort['proposals_tried']} proposal(s) tried{left}; "
+        f"{effort['runs']} verification runs, {effort['tokens']:,} tokens{refiner}; "
+        f"stopped: {effort['stop']} ({effort['stop_detail']})"
+    )
+    lines.append(f"held-out: {held}")
+    return lines
 
 
 def render_diagnosis(diag: Diagnosis) -> RenderableType:
@@ -143,6 +172,8 @@ def render_result(result: ImproveResult) -> RenderableType:
     from rich.text import Text
 
     parts: list[RenderableType] = [Text(f"{result.status}: {result.detail}")]
+    effort = result.effort.model_dump(mode="json") if result.effort is not None else None
+    parts += [Text(line) for line in effort_lines(effort)]
     if result.verification is not None:
         parts.append(Text(_verification_line(result.verification.model_dump(mode="json"))))
     if result.diagnosis is not None and result.diagnosis.runs:
@@ -266,6 +297,7 @@ def render_history(data: dict[str, Any]) -> RenderableType:
         ]
         if r["verification"] is not None:
             lines.append(f"  {_verification_line(r['verification'])}")
+        lines += [f"  {line}" for line in effort_lines(r.get("effort"))]
         for p in r["proposals"]:
             change = "; ".join(change_label(SpecChange(**c)) for c in p["changes"])
             lines.append(

@@ -34,6 +34,7 @@ from armature_temporal.store.migrations_knowledge import (
     _v19_knowledge_stemming,
     _v20_facts,
 )
+from armature_temporal.store.migrations_rounds import _v22_round_effort
 
 __all__ = ["MIGRATIONS", "applied_versions", "migrate"]
 
@@ -472,6 +473,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (19, "knowledge_stemming", _v19_knowledge_stemming),
     (20, "facts", _v20_facts),
     (21, "evals", _v21_evals),
+    (22, "round_effort", _v22_round_effort),
 ]
 
 

@@ -1,19 +1,26 @@
-"""The improvement loop's history in the store: every round (with its verification and drift
-score) and every proposal applied to a spec file."""
+"""The improvement loop's history in the store: every round (with its verification, drift
+score and effort report) and every proposal applied to a spec file."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
-from armature_temporal.improve.models import AppliedChange, ImproveRound, Verification
+from armature_temporal.improve.models import (
+    AppliedChange,
+    ImproveRound,
+    RoundEffort,
+    Verification,
+)
 from armature_temporal.store._base import StoreBase, table_of
-from armature_temporal.store.schema import AppliedChangeRow, ImproveRoundRow
+from armature_temporal.store.schema import AppliedChangeRow, ImproveRoundRow, RunRow, TraceRow
 
 __all__ = ["RoundStore"]
 
 _ROUND_FIELDS = list(ImproveRound.model_fields)
+#: The record kinds that are model calls a run paid for (as a run's token totals count them).
+CALL_KINDS = ("attempt", "evaluation", "critique", "context")
 _APPLIED_FIELDS = list(AppliedChange.model_fields)
 
 
@@ -37,6 +44,33 @@ class RoundStore(StoreBase):
         table = table_of(ImproveRoundRow)
         with self.engine.begin() as conn:
             conn.execute(table.update().where(table.c.id == round_id).values(status=status))
+
+    def set_round_effort(self, round_id: str, effort: RoundEffort) -> None:
+        """Keep a stored round's effort report (nothing happens if there is no such round)."""
+        table = table_of(ImproveRoundRow)
+        with self.engine.begin() as conn:
+            conn.execute(
+                table.update()
+                .where(table.c.id == round_id)
+                .values(effort=effort.model_dump(mode="json"))
+            )
+
+    def round_spend(self, round_id: str) -> tuple[int, int]:
+        """The runs a round started and their model calls' tokens (prompt + completion), from
+        the store: every run whose id lies under ``<round_id>/`` (its verification runs, as
+        workflows/paired.py names them, and their fan-out children)."""
+        runs = table_of(RunRow)
+        records = table_of(TraceRow)
+        prefix = f"{round_id}/"
+        count = select(func.count()).where(runs.c.run_id.startswith(prefix, autoescape=True))
+        tokens = select(
+            func.coalesce(func.sum(records.c.prompt_tokens + records.c.completion_tokens), 0)
+        ).where(
+            records.c.run_id.startswith(prefix, autoescape=True),
+            records.c.kind.in_(CALL_KINDS),
+        )
+        with self.engine.connect() as conn:
+            return int(conn.execute(count).scalar_one()), int(conn.execute(tokens).scalar_one())
 
     def rounds(self, spec: str, *, limit: int = 200) -> list[ImproveRound]:
         """A spec's rounds, oldest first."""
@@ -94,4 +128,6 @@ def _to_round(values: Any) -> ImproveRound:
     data = {f: values[f] for f in _ROUND_FIELDS}
     if data["verification"] is not None:
         data["verification"] = Verification.model_validate(data["verification"])
+    if data["effort"] is not None:
+        data["effort"] = RoundEffort.model_validate(data["effort"])
     return ImproveRound.model_validate(data)

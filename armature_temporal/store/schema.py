@@ -237,6 +237,7 @@ class ImproveRoundRow(Base):
     runs: Mapped[int] = mapped_column(Integer)
     verification: Mapped[Any] = mapped_column(JSON, nullable=True)
     drift: Mapped[float | None] = mapped_column(Float)
+    effort: Mapped[Any] = mapped_column(JSON, nullable=True)  # RoundEffort; migration 22
 
     __table_args__ = (Index("ix_improve_rounds_spec", "spec_name", "created_at"),)
 
