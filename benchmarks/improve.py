@@ -7,6 +7,8 @@ invalid), ``judged`` (a worker of low latent quality that only a judge stage see
 wording-only flaw: workers already on the best tier, a declared pitfall whose lesson no prompt
 carries; only the LLM refiner, shown the symptom in the worst runs' outputs, can state it in
 the stage's description — and it also proposes a plausible rewording that carries no lesson).
+Each round's effort report (proposals tried, verification runs, tokens, why it stopped; see
+:mod:`armature_temporal.improve.effort`) is printed under its spec's verdict.
 
 For each spec, in a temporary copy of its file with ``self_improvement.auto_apply: true``, a
 round is what the spec's Temporal Schedule runs: ``--runs`` production runs of the file's
@@ -300,6 +302,13 @@ async def run_spec(
                 "applied": applied,
                 "applied_fields": fields,
                 "descriptions": _descriptions(plan, result.proposals),
+                "effort": (
+                    None
+                    if result.effort is None
+                    else result.effort.model_dump(
+                        include={"proposals_tried", "runs", "tokens", "stop", "same_tier"}
+                    )
+                ),
                 "tried": [
                     f"{', '.join(change_label(c) for c in p.changes)}: {p.verdict}"
                     for p in result.proposals
@@ -398,6 +407,14 @@ def print_table(results: list[dict[str, Any]]) -> None:
                     else "no tier changed"
                 )
             )
+        spent = [
+            f"r{r['round']} {e['proposals_tried']} tried, {e['runs']} runs, {e['tokens']:,} "
+            f"tokens, {e['stop']}" + (" SAME-TIER" if e["same_tier"] else "")
+            for r in res["rows"]
+            if (e := r.get("effort")) is not None
+        ]
+        if spent:
+            print(f"  effort: {'; '.join(spent)}")
         for r in res["rows"]:
             for d in r.get("descriptions", []):
                 print(
