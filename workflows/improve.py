@@ -12,6 +12,10 @@ When two or more verified changes do not conflict, a second wave runs them combi
 same inputs (``improve_combine``, ``improve_record_combined``; see improve/combine.py): the
 combination is settled instead of the singles when it verifies against the baseline and is
 not worse than the best single.
+
+Every round ends by counting its effort (``improve_effort``; see improve/effort.py): the
+proposals it tried, the verification runs and tokens it spent, why it stopped, that it has no
+held-out set, and whether its refiner shares a judge's tier.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from armature_temporal.improve.effort import Spent, effort_of, judge_check, stop_of
+from armature_temporal.improve.models import ImproveResult
+from armature_temporal.improve.render import render_result
 from tests.fakes import plan_from
 
 SPEC = """\
@@ -56,3 +58,20 @@ def test_effort_adds_the_refiners_tokens_to_the_runs_and_says_it_has_no_held_out
     assert (effort.tokens, effort.refiner_tokens, effort.runs) == (1120, 120, 8)
     assert (effort.stop, effort.proposals_left_out, effort.same_tier) == ("budget", 1, True)
     assert effort.held_out_hqs is None and effort.held_out.startswith("none")
+
+
+def test_armature_improve_prints_the_effort_and_the_same_tier_warning() -> None:
+    from rich.console import Console
+
+    plan = plan_from(SPEC)
+    spent = Spent(plan=plan, refiner_tier="large", refiner_tokens=120)
+    effort = effort_of(plan, spent, "no_candidates", tokens=0)
+    console = Console(width=400, record=True)
+    console.print(render_result(ImproveResult(status="no_candidates", detail="x", effort=effort)))
+    text = console.export_text()
+    assert "WARNING same tier: the refiner's tier 'large'" in text
+    assert "effort: 0 proposal(s) tried; 0 verification runs, 120 tokens" in text
+    assert "stopped: no_candidate" in text and "held-out: none" in text
+    console = Console(width=400, record=True)
+    console.print(render_result(ImproveResult(status="no_candidates", detail="x")))
+    assert "effort: not reported" in console.export_text()
