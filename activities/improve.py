@@ -141,7 +141,9 @@ def _prepare(inp: ImproveInput) -> Prepared:
             runs=diag.runs,
             verification=check,
             drift=check.drift if check is not None else None,
-            effort=prepared.effort,
+            # A stop's effort is final; a verifying round's is kept when improve_effort has
+            # counted its runs (until then the row says "not reported", never 0 runs).
+            effort=prepared.effort if prepared.stop is not None else None,
         )
     )
     return prepared
