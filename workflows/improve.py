@@ -23,6 +23,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
+    from armature_temporal.improve.cases import CaseSet, GradeCasesInput, GradedCases
     from armature_temporal.improve.combine import (
         CombineInput,
         CombineRecordInput,
@@ -48,6 +49,8 @@ IMPROVE_WORKFLOW = "Improve"
 LANES_PATCH = "improve-review-lanes"
 #: workflow.patched id: a second wave verifies the round's verified changes combined.
 COMBINE_PATCH = "improve-combine"
+#: workflow.patched id: every version also runs the spec's cases (self_improvement.cases).
+CASES_PATCH = "improve-cases"
 STORE_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=2))
 
 
@@ -75,6 +78,30 @@ class ImproveWorkflow:
         )
         self.runs_done += 1
         return run_id
+
+    async def _cases(self, label: str, plan: Plan, cases: CaseSet) -> GradedCases:
+        """Version ``label`` on every case × repeat (repeat r with replicate r, so every
+        version draws the same noise for it), graded as ``armature eval`` grades."""
+        self.runs_total += cases.runs
+        flat = await asyncio.gather(
+            *(
+                self._verify(f"{label}/case-{c}", plan, r, inputs)
+                for c, inputs in enumerate(cases.inputs)
+                for r in range(cases.repeat)
+            )
+        )
+        ids = [
+            list(flat[c * cases.repeat : (c + 1) * cases.repeat]) for c in range(len(cases.inputs))
+        ]
+        graded: GradedCases = await workflow.execute_activity(
+            "improve_grade_cases",
+            GradeCasesInput(plan=plan, cases=cases, run_ids=ids),
+            result_type=GradedCases,
+            start_to_close_timeout=timedelta(minutes=5),
+            retry_policy=STORE_RETRY,
+            summary=f"grade {label}'s runs of the spec's cases",
+        )
+        return graded
 
     async def _combine(
         self, inp: ImproveInput, prepared: Prepared, proposals: list[Proposal], ids: list[str]
@@ -151,6 +178,14 @@ class ImproveWorkflow:
             )
         )
         n = len(prepared.inputs)
+        case_verdicts: list[list[list[bool | None]]] = []
+        if prepared.cases is not None and workflow.patched(CASES_PATCH):
+            self.phase = "running the spec's cases"
+            cases = prepared.cases
+            graded = await asyncio.gather(
+                *(self._cases(label, plan, cases) for label, plan in versions)
+            )
+            case_verdicts = [g.verdicts for g in graded]
         self.phase = "recording"
         proposals: list[Proposal] = await workflow.execute_activity(
             "improve_record",
@@ -164,6 +199,7 @@ class ImproveWorkflow:
                 candidate_runs=[
                     list(ids[(k + 1) * n : (k + 2) * n]) for k in range(len(versions) - 1)
                 ],
+                case_verdicts=case_verdicts,
             ),
             result_type=list[Proposal],
             start_to_close_timeout=timedelta(minutes=2),

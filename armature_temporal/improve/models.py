@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
+from armature_temporal.improve.cases import CaseCheck, CaseSet
 from armature_temporal.spec.compiler import Plan
 
 __all__ = [
@@ -107,6 +108,18 @@ class VerificationTest(_Model):
     baseline_cost: float | None = None  # mean cost per verification run, in cost_unit
     candidate_cost: float | None = None
     cost_unit: str = ""  # "usd", or "tier units" (see activities/improve.py)
+    #: The spec's cases (self_improvement.cases): pass rates, and the cases fixed and broken
+    #: beyond their noise (improve/cases.py); None: the spec names no cases file.
+    cases: CaseCheck | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset_cases(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A decision without cases dumps as before they existed: stored proposals' MACs cover
+        # the dump (store/signed_rows.py), so older rows still check.
+        data: dict[str, Any] = handler(self)
+        if data.get("cases") is None:
+            data.pop("cases", None)
+        return data
 
 
 class Proposal(_Model):
@@ -244,6 +257,7 @@ class Prepared(_Model):
     inputs: list[dict[str, Any]] = Field(default_factory=list)  # one verification run each
     verification: Verification | None = None
     notes: list[str] = Field(default_factory=list)
+    cases: CaseSet | None = None  # the spec's cases, when it names a file (improve/cases.py)
 
 
 class RecordInput(_Model):
@@ -256,3 +270,6 @@ class RecordInput(_Model):
     spec_path: str = ""  # for classifying changes (subagent paths resolve beside it)
     baseline_runs: list[str]
     candidate_runs: list[list[str]]  # per candidate, aligned with baseline_runs
+    #: With ``prepared.cases``: each case run's verdict (True pass, False fail, None grader
+    #: error), by version (the current spec first, then each candidate), case and repeat.
+    case_verdicts: list[list[list[bool | None]]] = Field(default_factory=list)

@@ -221,6 +221,24 @@ class SelfImprovement(_Model):
         description="Most refiner proposals verified per round, at most one per stage field "
         "and distinct fields first.",
     )
+    cases: str | None = Field(
+        None,
+        min_length=1,
+        description="A cases file (`armature eval`'s format; relative to the spec's folder, "
+        "inside its tree) that every round also runs the current spec and each candidate on, "
+        "each case `repeat` times (default 3) with shared noise: a candidate that breaks a case "
+        "beyond its noise is not verified, and every proposal lists the cases it fixed and "
+        "broke. With search_runs, the cases are also what the frontier search scores.",
+    )
+    search_runs: int = Field(
+        0,
+        ge=0,
+        le=10_000,
+        description="Budget, in case runs, of a reflective frontier search (needs cases and a "
+        "refiner): the refiner is shown a frontier candidate's failing cases and proposes a "
+        "child of it, complementary frontier candidates are merged, and the search stops when "
+        "the next candidate would overspend the budget. 0: no search.",
+    )
 
 
 class FinetuneConfig(_Model):
