@@ -35,6 +35,7 @@ from activities.gates import verify_gate_decision
 from activities.improve import improve_prepare, improve_record, improve_settle
 from activities.improve_cases import improve_grade_cases
 from activities.improve_combine import improve_combine, improve_record_combined
+from activities.improve_search import improve_merge, improve_reflect
 from activities.knowledge import search_knowledge
 from activities.learn import critique, learn_prepare, learn_record
 from activities.llm import llm_call
@@ -108,6 +109,8 @@ ACTIVITIES: list[Any] = [
     improve_combine,
     improve_record_combined,
     improve_grade_cases,
+    improve_reflect,
+    improve_merge,
     finetune_prepare,
     finetune_train,
     finetune_record,

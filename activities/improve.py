@@ -403,7 +403,7 @@ def _record(inp: RecordInput) -> list[Proposal]:
                 created_at=inp.created_at,
                 base_spec_hash=plan.spec_hash,
                 candidate_spec_hash=candidate.plan.spec_hash,
-                changes=[candidate.change],
+                changes=[*candidate.ancestry, candidate.change],
                 baseline_hqs=j.baseline_hqs,
                 candidate_hqs=j.candidate_hqs,
                 delta=j.delta,

@@ -35,11 +35,13 @@ with workflow.unsafe.imports_passed_through():
         Prepared,
         Proposal,
         RecordInput,
+        SearchReport,
         Settled,
         SettleInput,
     )
     from armature_temporal.spec.compiler import Plan
 
+from workflows.improve_search import frontier_search
 from workflows.paired import paired_run
 
 __all__ = ["IMPROVE_WORKFLOW", "ImproveWorkflow"]
@@ -169,7 +171,29 @@ class ImproveWorkflow:
         versions = [("baseline", prepared.plan)] + [
             (f"candidate-{k + 1}", c.plan) for k, c in enumerate(prepared.candidates)
         ]
-        self.runs_total = len(versions) * len(prepared.inputs)
+        case_verdicts: list[list[list[bool | None]]] = []
+        search: SearchReport | None = None
+        if prepared.cases is not None and workflow.patched(CASES_PATCH):
+            self.phase = "running the spec's cases"
+            cases = prepared.cases
+            graded = list(
+                await asyncio.gather(*(self._cases(label, plan, cases) for label, plan in versions))
+            )
+            si = prepared.plan.self_improvement
+            if si is not None and si.search_runs > 0 and (inp.refiner == "only" or si.refiner_tier):
+                self.phase = "searching the frontier"
+                found, found_graded, search = await frontier_search(
+                    inp, prepared, graded, self._cases
+                )
+                k0 = len(prepared.candidates)
+                prepared = prepared.model_copy(
+                    update={"candidates": [*prepared.candidates, *found]}
+                )
+                versions += [(f"candidate-{k0 + j + 1}", c.plan) for j, c in enumerate(found)]
+                graded += found_graded
+            case_verdicts = [g.verdicts for g in graded]
+            self.phase = "verifying"
+        self.runs_total += len(versions) * len(prepared.inputs)
         ids = await asyncio.gather(
             *(
                 self._verify(label, plan, i, inputs)
@@ -178,14 +202,6 @@ class ImproveWorkflow:
             )
         )
         n = len(prepared.inputs)
-        case_verdicts: list[list[list[bool | None]]] = []
-        if prepared.cases is not None and workflow.patched(CASES_PATCH):
-            self.phase = "running the spec's cases"
-            cases = prepared.cases
-            graded = await asyncio.gather(
-                *(self._cases(label, plan, cases) for label, plan in versions)
-            )
-            case_verdicts = [g.verdicts for g in graded]
         self.phase = "recording"
         proposals: list[Proposal] = await workflow.execute_activity(
             "improve_record",
@@ -241,6 +257,11 @@ class ImproveWorkflow:
                 )
         else:
             detail = f"none of {len(proposals)} candidate changes did better on {n} paired runs"
+        if search is not None:
+            detail += (
+                f"; the frontier search spent {search.spent_runs} of {search.budget_runs} case "
+                f"runs on {search.tried} candidate(s) and stopped: {search.stop_reason}"
+            )
         return ImproveResult(
             status="proposed" if verified else "nothing_better",
             detail=detail,
@@ -250,4 +271,5 @@ class ImproveWorkflow:
             verification=prepared.verification,
             settled=settled,
             notes=prepared.notes,
+            search=search,
         )

@@ -19,11 +19,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from armature_temporal.improve.models import SpecChange
+from armature_temporal.improve.models import SearchMember as Member
+from armature_temporal.improve.models import SearchReport, SpecChange, StopReason
 
 __all__ = [
     "Member",
@@ -38,25 +36,6 @@ __all__ = [
     "solved",
     "wins",
 ]
-
-StopReason = Literal["budget", "no_candidate", "converged"]
-
-
-class Member(BaseModel):
-    """One version in the search: its changes to the current spec and its case pass rates
-    (None: not graded, counted as 0)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    id: str
-    changes: list[SpecChange] = Field(default_factory=list)
-    scores: list[float | None]
-    parents: list[str] = Field(default_factory=list)
-    origin: Literal["current", "proposed", "reflected", "merged"] = "proposed"
-
-    @property
-    def mean(self) -> float:
-        return sum(s or 0.0 for s in self.scores) / len(self.scores) if self.scores else 0.0
 
 
 def _s(value: float | None) -> float:
@@ -103,10 +82,8 @@ def frontier(members: Sequence[Member]) -> list[Member]:
 
 
 def solved(members: Sequence[Member]) -> bool:
-    """Whether every case is passed on every repeat by some member (nothing left to win)."""
-    if not members:
-        return False
-    return all(max(_s(m.scores[c]) for m in members) >= 1.0 for c in range(len(members[0].scores)))
+    """Whether one member passes every case on every repeat (nothing left to improve on)."""
+    return any(m.scores and all(_s(x) >= 1.0 for x in m.scores) for m in members)
 
 
 def sample_parent(front: Sequence[Member], rng: random.Random) -> Member:
@@ -168,18 +145,3 @@ def changes_key(changes: Sequence[SpecChange]) -> str:
     import json
 
     return json.dumps(sorted([c.surface, c.new] for c in changes), default=str)
-
-
-class SearchReport(BaseModel):
-    """What a round's frontier search did (kept in the round's result)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    budget_runs: int
-    spent_runs: int
-    tried: int  # candidates the search made and ran (reflected and merged)
-    stop_reason: StopReason
-    cases: list[str]
-    members: list[Member]  # every version scored, the current spec first
-    frontier: list[str]  # the ids of the frontier's members at the end
-    notes: list[str] = Field(default_factory=list)

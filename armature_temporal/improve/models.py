@@ -24,10 +24,13 @@ __all__ = [
     "Prepared",
     "Proposal",
     "RecordInput",
+    "SearchMember",
+    "SearchReport",
     "SettleInput",
     "Settled",
     "SpecChange",
     "StageStats",
+    "StopReason",
     "Verification",
     "VerificationTest",
 ]
@@ -190,6 +193,38 @@ class Settled(_Model):
     notes: list[str] = Field(default_factory=list)  # why something was not written
 
 
+#: Why a frontier search ended (improve/frontier.py).
+StopReason = Literal["budget", "no_candidate", "converged"]
+
+
+class SearchMember(_Model):
+    """One version in the search: its changes to the current spec and its case pass rates
+    (None: not graded, counted as 0)."""
+
+    id: str
+    changes: list[SpecChange] = Field(default_factory=list)
+    scores: list[float | None]
+    parents: list[str] = Field(default_factory=list)
+    origin: Literal["current", "proposed", "reflected", "merged"] = "proposed"
+
+    @property
+    def mean(self) -> float:
+        return sum(s or 0.0 for s in self.scores) / len(self.scores) if self.scores else 0.0
+
+
+class SearchReport(_Model):
+    """What a round's frontier search did (kept in the round's result)."""
+
+    budget_runs: int
+    spent_runs: int
+    tried: int  # candidates the search made and ran (reflected and merged)
+    stop_reason: StopReason
+    cases: list[str]
+    members: list[SearchMember]  # every version scored, the current spec first
+    frontier: list[str]  # the ids of the frontier's members at the end
+    notes: list[str] = Field(default_factory=list)
+
+
 class ImproveResult(_Model):
     status: Literal["proposed", "nothing_better", "at_target", "too_few_traces", "no_candidates"]
     detail: str
@@ -198,6 +233,7 @@ class ImproveResult(_Model):
     verification: Verification | None = None
     settled: Settled | None = None  # None: a round from before review lanes
     notes: list[str] = Field(default_factory=list)  # e.g. refiner proposals dropped, and why
+    search: SearchReport | None = None  # the frontier search (self_improvement.search_runs)
 
 
 class ImproveRound(_Model):
@@ -245,6 +281,9 @@ class Candidate(_Model):
     # The refiner's own predictions (failure codes); None: read them off the change's field.
     predicted_fixes: list[str] | None = None
     predicted_regressions: list[str] | None = None
+    #: Changes it carries before ``change`` (a frontier search's child or merge: its parent's
+    #: changes); the proposal lists them all.
+    ancestry: list[SpecChange] = Field(default_factory=list)
 
 
 class Prepared(_Model):

@@ -234,10 +234,14 @@ class SelfImprovement(_Model):
         0,
         ge=0,
         le=10_000,
-        description="Budget, in case runs, of a reflective frontier search (needs cases and a "
-        "refiner): the refiner is shown a frontier candidate's failing cases and proposes a "
-        "child of it, complementary frontier candidates are merged, and the search stops when "
-        "the next candidate would overspend the budget. 0: no search.",
+        description="Budget, in case runs, of a reflective frontier search over the cases "
+        "(needs cases; runs in `armature optimize` rounds, and in improve rounds when "
+        "refiner_tier is set): versions best on some case are kept, the refiner is shown a "
+        "frontier version's failing cases and proposes a child of it, two versions that win "
+        "different cases are merged, and the search stops when the next candidate would "
+        "overspend the budget, when one version passes every case, or when three tries in a "
+        "row make nothing new. Its candidates left on the frontier are verified with the "
+        "round's. 0: no search.",
     )
 
 

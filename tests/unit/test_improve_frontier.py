@@ -105,6 +105,7 @@ def test_merge_pair_needs_members_winning_different_cases_and_a_new_combination(
     assert merge_pair([a, c], rng, set()) is None  # both win the same case only
 
 
-def test_solved_when_every_case_is_passed_every_time_by_someone() -> None:
-    assert solved([_m("a", [1.0, 0.0]), _m("b", [0.0, 1.0])])
+def test_solved_when_one_member_passes_every_case_every_time() -> None:
+    assert not solved([_m("a", [1.0, 0.0]), _m("b", [0.0, 1.0])])  # complementary: merge them
     assert not solved([_m("a", [1.0, 0.67])])
+    assert solved([_m("a", [0.0, 0.0]), _m("b", [1.0, 1.0])])

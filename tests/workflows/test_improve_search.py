@@ -1,0 +1,157 @@
+"""A round's reflective frontier search (self_improvement.search_runs) on a real Temporal dev
+server: two independent stages, each failing its JSON on the small tier; the cases check two
+answers of one and one of the other. The frontier keeps the candidate that fixes the one
+case of the second stage though its mean is lower, the search merges the two complementary
+candidates, and a budget too small for one more candidate stops it, saying so."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+from temporalio.client import Client, WorkflowFailureError
+
+from armature_temporal.improve.models import ImproveInput, ImproveResult
+from armature_temporal.improve.models import SearchMember as Member
+from armature_temporal.spec.compiler import compile_spec
+from armature_temporal.spec.loader import load_spec_text
+from tests.fakes import start
+from worker import build_worker
+
+SPEC = """\
+name: {name}
+model_tiers:
+  small: {{provider: simulate, valid_rate: 0.1, quality: 0.5}}
+  frontier: {{provider: simulate, valid_rate: 1.0, quality: 0.95}}
+inputs:
+  type: object
+  properties: {{topic: {{type: string, default: tides}}}}
+self_improvement:
+  editable_surfaces: [draft.model_tier, title.model_tier]
+  min_traces: 8
+  target_hqs: 0.99
+  verify_runs: 6
+  refiner_tier: frontier
+  refiner_proposals: 1
+  cases: evals/two.cases.yaml
+  search_runs: {budget}
+stages:
+  - id: draft
+    role:
+      name: Drafter
+      model_tier: small
+      description: |
+        Write a headline about {{{{ inputs.topic }}}}.
+    output_mode: json
+    output_schema:
+      type: object
+      properties: {{headline: {{type: string}}}}
+      required: [headline]
+    fail_as_value: true
+  - id: title
+    role:
+      name: Titler
+      model_tier: small
+      description: |
+        Write a title about {{{{ inputs.topic }}}}.
+    output_mode: json
+    output_schema:
+      type: object
+      properties: {{title: {{type: string}}}}
+      required: [title]
+    fail_as_value: true
+"""
+
+CASES = """\
+tests:
+  - description: a draft about tides
+    vars: {topic: tides}
+    stage: draft
+    assert: [{type: not-contains, value: _failed}]
+  - description: a draft about the moon
+    vars: {topic: moon}
+    stage: draft
+    assert: [{type: not-contains, value: _failed}]
+  - description: a title about waves
+    vars: {topic: waves}
+    stage: title
+    assert: [{type: not-contains, value: _failed}]
+repeat: 3
+"""
+
+
+async def _round(
+    client: Client, task_queue: str, tmp_path: Path, name: str, budget: int
+) -> ImproveResult:
+    text = SPEC.format(name=name, budget=budget)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text)
+    (tmp_path / "evals").mkdir(exist_ok=True)
+    (tmp_path / "evals" / "two.cases.yaml").write_text(CASES)
+    plan = compile_spec(load_spec_text(text, str(path), base_dir=tmp_path))
+    async with build_worker(client, task_queue):
+        for i in range(10):
+            handle = await start(client, plan, task_queue, {"topic": f"t{i}"}, run_id=f"{name}-{i}")
+            with contextlib.suppress(WorkflowFailureError):
+                await handle.result()
+        return await client.execute_workflow(
+            "Improve",
+            ImproveInput(spec_text=text, spec_path=str(path)),
+            id=f"improve-{name}",
+            task_queue=task_queue,
+            result_type=ImproveResult,
+        )
+
+
+def _by_change(result: ImproveResult) -> dict[tuple[tuple[str, object], ...], Member]:
+    assert result.search is not None, result.detail
+    return {tuple(sorted((c.surface, c.new) for c in m.changes)): m for m in result.search.members}
+
+
+TITLE = (("title.model_tier", "frontier"),)
+DRAFT = (("draft.model_tier", "frontier"),)
+BOTH = (("draft.model_tier", "frontier"), ("title.model_tier", "frontier"))
+
+
+async def test_a_budget_too_small_for_one_candidate_stops_the_search_and_keeps_the_niche_winner(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    # 3 cases x 3 repeats = 9 runs per candidate; a budget of 8 buys none.
+    result = await _round(client, task_queue, tmp_path, "budgeted", 8)
+    search = result.search
+    assert search is not None
+    assert (search.stop_reason, search.spent_runs, search.tried) == ("budget", 0, 0)
+    assert "spent 0 of 8 case runs on 0 candidate(s) and stopped: budget" in result.detail
+    members = _by_change(result)
+    title, draft = members[TITLE], members[DRAFT]
+    # The title fix wins only the title case: its mean is lower, and the frontier keeps it.
+    assert title.scores == [0.0, 0.0, 1.0] and draft.scores == [1.0, 1.0, 0.0]
+    assert title.mean < draft.mean
+    assert set(search.frontier) == {title.id, draft.id}
+    assert "current" not in search.frontier  # dominated on every case
+
+
+async def test_the_search_merges_complementary_candidates_and_stops_when_one_passes_every_case(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    result = await _round(client, task_queue, tmp_path, "merged", 18)
+    search = result.search
+    assert search is not None
+    members = _by_change(result)
+    merged, title, draft = members[BOTH], members[TITLE], members[DRAFT]
+    # Merged from the two frontier members that win different cases (the lower-mean one too).
+    assert merged.origin == "merged" and set(merged.parents) == {title.id, draft.id}
+    assert merged.scores == [1.0, 1.0, 1.0]
+    assert search.stop_reason == "converged" and search.frontier == [merged.id]
+    assert search.spent_runs == 9 * search.tried <= search.budget_runs
+    # The merged candidate is verified like any other, and lists the cases it fixed.
+    (proposal,) = [
+        p
+        for p in result.proposals
+        if tuple(sorted((c.surface, c.new) for c in p.changes)) == BOTH
+        and p.test is not None
+        and p.test.cases is not None
+    ]
+    assert proposal.verdict == "verified", proposal.detail
+    assert proposal.test is not None and proposal.test.cases is not None
+    assert proposal.test.cases.fixed == search.cases and proposal.test.cases.broken == []
