@@ -221,7 +221,13 @@ def _prepare_round(inp: ImproveInput) -> Prepared:
         refined, refine_notes = _refined(inp, plan, diag, runs, store, current, found)
         found += refined
         notes += refine_notes
-    if not found:
+    # A frontier search may start from the current spec alone (GEPA starts from its seed).
+    searching = (
+        si.cases is not None
+        and si.search_runs > 0
+        and (inp.refiner == "only" or si.refiner_tier is not None)
+    )
+    if not found and not searching:
         return Prepared(
             stop=ImproveResult(
                 status="no_candidates",

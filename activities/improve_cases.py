@@ -30,12 +30,16 @@ def _cut(text: str) -> str:
     return text if len(text) <= SHOWN else text[:SHOWN] + "...[truncated]"
 
 
-async def _answer(inp: GradeCasesInput, store: object, run_id: str) -> str:
-    """The run's answer (the output assertions read by default), as text."""
+async def _answer(
+    inp: GradeCasesInput, store: object, run_id: str, stage: str | None
+) -> tuple[str | None, str]:
+    """The stage graded (``stage``, else the run's answer stage) and its output, as text."""
     records = await asyncio.to_thread(store.records, run_id)  # type: ignore[attr-defined]
     stages = {r.stage_id: r for r in records if r.kind == "stage" and r.stage_id is not None}
-    stage = answer_stage(inp.plan, stages)
-    return subject_text(stages[stage].output) if stage is not None else "(no answer)"
+    stage = stage or answer_stage(inp.plan, stages)
+    if stage is None or stage not in stages:
+        return stage, "(no answer)"
+    return stage, subject_text(stages[stage].output)
 
 
 async def _grade(inp: GradeCasesInput) -> GradedCases:
@@ -51,12 +55,16 @@ async def _grade(inp: GradeCasesInput) -> GradedCases:
             row.append(None if run.status == "error" else run.status == "pass")
             if run.status == "fail" and not any(f.case == case.index for f in failing):
                 first = next((v for v in run.verdicts if v.status == "fail"), None)
+                stage, answer = await _answer(
+                    inp, store, run_id, (first.stage if first is not None else None) or case.stage
+                )
                 failing.append(
                     FailingCase(
                         case=case.index,
                         description=case.description,
                         vars=dict(case.vars),
-                        output=_cut(await _answer(inp, store, run_id)),
+                        stage=stage,
+                        output=_cut(answer),
                         assertion=first.type if first is not None else "",
                         reason=_cut(run.reason),
                         run_id=run_id,

@@ -60,6 +60,9 @@ async def _reflect(inp: ReflectInput) -> Made:
             output_mode="json",
             output_schema=None,
             temperature=0.2,
+            # The simulator's refiner states a pitfall's lesson only when a failing case
+            # shows the pitfall's symptom (runtime/simulate/_refiner.py).
+            pitfalls=[p for s in inp.plan.stages if s.simulate for p in s.simulate.pitfalls],
         )
     except ProviderError as exc:
         return Made(notes=[f"the refiner (tier {inp.refiner_tier!r}) failed: {exc}"])

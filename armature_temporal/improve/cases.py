@@ -167,6 +167,7 @@ class FailingCase(BaseModel):
     case: int
     description: str
     vars: dict[str, Any]
+    stage: str | None = None  # the stage whose output was graded
     output: str = ""
     assertion: str = ""
     reason: str = ""

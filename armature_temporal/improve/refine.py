@@ -229,7 +229,8 @@ def refiner_messages(
 def _failing_block(failing: Sequence[FailingCase]) -> str:
     """The failing cases as the prompt shows them, one block each."""
     blocks = [
-        f"case {f.case} {f.description!r}: inputs {_cut(f.vars)}\n  answer: {_cut(f.output)}\n"
+        f"case {f.case} {f.description!r}: inputs {_cut(f.vars)}\n"
+        f"  answer of {f.stage or 'the run'}: {_cut(f.output)}\n"
         f"  failed {f.assertion or 'the run'}: {_cut(f.reason)}"
         for f in failing
     ]

@@ -168,7 +168,7 @@ async def _simulate(
     from armature_temporal.runtime.simulate import REFINER_MARKER, simulate_refiner
 
     if REFINER_MARKER in prompt:  # the improvement loop's refiner (improve/refine.py)
-        text = simulate_refiner(seed=seed, prompt=prompt, quality=quality)
+        text = simulate_refiner(seed=seed, prompt=prompt, quality=quality, pitfalls=pitfalls)
         return Completion(
             text=text,
             model="simulate",

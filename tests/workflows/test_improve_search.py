@@ -1,8 +1,9 @@
 """A round's reflective frontier search (self_improvement.search_runs) on a real Temporal dev
-server: two independent stages, each failing its JSON on the small tier; the cases check two
-answers of one and one of the other. The frontier keeps the candidate that fixes the one
+server. Two independent stages, each failing its JSON on the small tier, with cases on two
+answers of one and one of the other: the frontier keeps the candidate that fixes the single
 case of the second stage though its mean is lower, the search merges the two complementary
-candidates, and a budget too small for one more candidate stops it, saying so."""
+candidates, and a budget too small for one more candidate stops it, saying so. And a stage
+that always hedges: the refiner, shown the failing cases' answers, states the lesson."""
 
 from __future__ import annotations
 
@@ -155,3 +156,93 @@ async def test_the_search_merges_complementary_candidates_and_stops_when_one_pas
     assert proposal.verdict == "verified", proposal.detail
     assert proposal.test is not None and proposal.test.cases is not None
     assert proposal.test.cases.fixed == search.cases and proposal.test.cases.broken == []
+
+
+REFLECTIVE = """\
+name: reflective
+model_tiers:
+  small: {provider: simulate, quality: 0.6}
+  big: {provider: simulate, quality: 0.9}
+inputs:
+  type: object
+  properties: {topic: {type: string, default: tides}}
+self_improvement:
+  editable_surfaces: [draft.description, draft.model_tier]
+  min_traces: 8
+  target_hqs: 0.99
+  verify_runs: 6
+  refiner_tier: big
+  refiner_proposals: 1
+  cases: evals/hedge.cases.yaml
+  search_runs: 8
+stages:
+  - id: draft
+    role:
+      name: Reporter
+      model_tier: big
+      description: |
+        Report on {{ inputs.topic }}.
+    simulate:
+      pitfalls:
+        - id: hedging
+          penalty: 0.3
+          rate: 1.0
+          symptom: It is hard to say for sure.
+          lesson: State what was observed plainly, without hedging.
+  - id: review
+    depends_on: [draft]
+    role:
+      name: Editor
+      type: judge
+      model_tier: big
+      description: "Score this report from 0 to 1 for plain statement: {{ draft }}"
+"""
+
+HEDGE = """\
+tests:
+  - description: tides reported plainly
+    vars: {topic: tides}
+    stage: draft
+    assert: [{type: not-icontains, value: hard to say for sure}]
+  - description: waves reported plainly
+    vars: {topic: waves}
+    stage: draft
+    assert: [{type: not-icontains, value: hard to say for sure}]
+repeat: 2
+"""
+
+
+async def test_reflection_states_the_lesson_its_failing_cases_show(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "reflective.yaml"
+    path.write_text(REFLECTIVE)
+    (tmp_path / "evals").mkdir()
+    (tmp_path / "evals" / "hedge.cases.yaml").write_text(HEDGE)
+    plan = compile_spec(load_spec_text(REFLECTIVE, str(path), base_dir=tmp_path))
+    async with build_worker(client, task_queue):
+        for i in range(10):
+            await (await start(client, plan, task_queue, {"topic": f"t{i}"})).result()
+        result = await client.execute_workflow(
+            "Improve",
+            ImproveInput(spec_text=REFLECTIVE, spec_path=str(path)),
+            id="improve-reflective",
+            task_queue=task_queue,
+            result_type=ImproveResult,
+        )
+    # No rule or diagnosis-based proposal: the search starts from the current spec alone.
+    search = result.search
+    assert search is not None, result.detail
+    current, child = search.members
+    assert current.scores == [0.0, 0.0]  # every report hedges (rate 1.0)
+    # Shown the failing cases' answers, which carry the symptom, the refiner states the lesson.
+    assert (child.origin, child.parents) == ("reflected", ["current"])
+    (change,) = child.changes
+    assert change.surface == "draft.description"
+    assert "State what was observed plainly, without hedging." in str(change.new)
+    assert child.scores == [1.0, 1.0]
+    assert (search.stop_reason, search.spent_runs, search.frontier) == ("converged", 4, [child.id])
+    (proposal,) = result.proposals
+    assert proposal.verdict == "verified", proposal.detail  # the judge reads the quality back
+    assert proposal.test is not None and proposal.test.cases is not None
+    assert proposal.test.cases.fixed == search.cases

@@ -20,6 +20,13 @@ judged below 0.7, any truncation):
 - truncated: ``max_tokens`` doubled (4096 when unset);
 - easy (every run done at its first try, nothing failing on it): ``model_tier`` one step down.
 
+Reflection (a frontier search's prompt, whose facts carry ``failing_cases``: each case's
+``stage``, ``output`` and ``reason``): for each of the given ``pitfalls`` whose symptom the
+failing case's answer or reason shows (case and whitespace aside), ``description`` of that
+case's stage plus the pitfall's lesson, ranked first (weight 4). The same honesty rule as the
+simulated distiller and critic: a lesson is stated only when its symptom was shown; a pitfall
+whose symptom no failing case shows stays unknown to it.
+
 Options on surfaces not listed, equal to the current value or listed in ``avoid`` are left out.
 The remaining ones are ranked by how bad the evidence is (ties broken by a draw seeded from the
 prompt), and each of the ``k`` answers is, with probability ``1 - quality``, replaced by a guess:
@@ -33,9 +40,12 @@ histories of the same runs): the same seed and evidence give the same bytes.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
+from armature_temporal.runtime.simulate._pitfalls import lesson_present, normalised
 from armature_temporal.runtime.simulate._words import rng_for
+from armature_temporal.spec.simulation import Pitfall
 
 __all__ = ["FACTS_CLOSE", "FACTS_OPEN", "JSON_ONLY", "REFINER_MARKER", "simulate_refiner"]
 
@@ -64,7 +74,9 @@ def _step(ladder: list[str], tier: Any, by: int) -> str | None:
     return ladder[k] if 0 <= k < len(ladder) else None
 
 
-def _options(facts: dict[str, Any]) -> list[tuple[float, dict[str, Any]]]:
+def _options(
+    facts: dict[str, Any], pitfalls: Sequence[Pitfall] = ()
+) -> list[tuple[float, dict[str, Any]]]:
     ladder = [str(t) for t in facts.get("ladder", [])]
     surfaces: dict[str, Any] = facts.get("surfaces", {}) or {}
     failing = set(facts.get("failures", []) or [])
@@ -94,6 +106,26 @@ def _options(facts: dict[str, Any]) -> list[tuple[float, dict[str, Any]]]:
             )
         )
 
+    for case in facts.get("failing_cases", []) or []:
+        if not isinstance(case, dict) or not isinstance(case.get("stage"), str):
+            continue
+        stage = case["stage"]
+        shown = normalised(f"{case.get('output', '')} {case.get('reason', '')}")
+        text = surfaces.get(f"{stage}.description")
+        for pitfall in pitfalls:
+            if not isinstance(text, str) or normalised(pitfall.symptom) not in shown:
+                continue
+            if lesson_present(pitfall.lesson, text):
+                continue
+            add(
+                4.0,
+                stage,
+                "description",
+                text.rstrip("\n") + "\n" + pitfall.lesson + "\n",
+                f"case {case.get('description')!r} shows {pitfall.symptom!r}; say so in the "
+                "stage's instructions",
+                ("low_judge",),
+            )
     for s in facts.get("stages", []) or []:
         if not isinstance(s, dict) or not s.get("runs"):
             continue
@@ -191,14 +223,18 @@ def _drawn_from(facts: dict[str, Any]) -> str:
     return json.dumps({**facts, "stages": stages}, sort_keys=True, default=str)
 
 
-def simulate_refiner(*, seed: str, prompt: str, quality: float) -> str:
-    """The simulated refiner's reply to ``prompt`` (see the module docstring), as JSON text."""
+def simulate_refiner(
+    *, seed: str, prompt: str, quality: float, pitfalls: Sequence[Pitfall] = ()
+) -> str:
+    """The simulated refiner's reply to ``prompt`` (see the module docstring), as JSON text.
+    ``pitfalls``: the spec's declared pitfalls; it states one's lesson only when a failing
+    case in the prompt shows its symptom."""
     facts = _facts(prompt)
     rng = rng_for(f"{seed}/refiner/{_drawn_from(facts) if facts else prompt}")
     avoid = {json.dumps(a, sort_keys=True) for a in facts.get("avoid", []) or []}
     options = [
         (w, rng.random(), o)
-        for w, o in _options(facts)
+        for w, o in _options(facts, pitfalls)
         if json.dumps([o["stage"], o["surface"], o["value"]], sort_keys=True) not in avoid
     ]
     options.sort(key=lambda x: (-x[0], x[1]))
