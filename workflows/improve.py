@@ -106,7 +106,12 @@ class ImproveWorkflow:
         return graded
 
     async def _combine(
-        self, inp: ImproveInput, prepared: Prepared, proposals: list[Proposal], ids: list[str]
+        self,
+        inp: ImproveInput,
+        prepared: Prepared,
+        proposals: list[Proposal],
+        ids: list[str],
+        base_cases: list[list[bool | None]] | None = None,
     ) -> Proposal | None:
         """The second wave: the verified changes combined, run on the same inputs (pair i
         again replicate i) and decided against the baseline's and the best single's runs."""
@@ -129,6 +134,10 @@ class ImproveWorkflow:
         combined_runs = await asyncio.gather(
             *(self._verify("combined", combo.plan, i, x) for i, x in enumerate(prepared.inputs))
         )
+        case_verdicts: list[list[list[bool | None]]] = []
+        if base_cases is not None and prepared.cases is not None:
+            graded = await self._cases("combined", combo.plan, prepared.cases)
+            case_verdicts = [base_cases, graded.verdicts]
         k = [p.id for p in proposals].index(combo.best)
         by_id = {p.id: p for p in proposals}
         self.phase = "recording"
@@ -146,6 +155,7 @@ class ImproveWorkflow:
                 baseline_runs=ids[:n],
                 best_runs=ids[(k + 1) * n : (k + 2) * n],
                 combined_runs=list(combined_runs),
+                case_verdicts=case_verdicts,
             ),
             result_type=Proposal,
             start_to_close_timeout=timedelta(minutes=2),
@@ -226,7 +236,9 @@ class ImproveWorkflow:
         to_settle = verified
         combined: Proposal | None = None
         if len(verified) >= 2 and workflow.patched(COMBINE_PATCH):
-            combined = await self._combine(inp, prepared, proposals, list(ids))
+            combined = await self._combine(
+                inp, prepared, proposals, list(ids), case_verdicts[0] if case_verdicts else None
+            )
             if combined is not None:
                 if combined.verdict == "verified":
                     to_settle = [combined]

@@ -82,7 +82,7 @@ repeat: 3
 
 
 async def _round(
-    client: Client, task_queue: str, tmp_path: Path, name: str, budget: int
+    client: Client, task_queue: str, tmp_path: Path, name: str, budget: int, cached: int = 1000
 ) -> ImproveResult:
     text = SPEC.format(name=name, budget=budget)
     path = tmp_path / f"{name}.yaml"
@@ -90,7 +90,7 @@ async def _round(
     (tmp_path / "evals").mkdir(exist_ok=True)
     (tmp_path / "evals" / "two.cases.yaml").write_text(CASES)
     plan = compile_spec(load_spec_text(text, str(path), base_dir=tmp_path))
-    async with build_worker(client, task_queue):
+    async with build_worker(client, task_queue, max_cached_workflows=cached):
         for i in range(10):
             handle = await start(client, plan, task_queue, {"topic": f"t{i}"}, run_id=f"{name}-{i}")
             with contextlib.suppress(WorkflowFailureError):
@@ -135,7 +135,9 @@ async def test_a_budget_too_small_for_one_candidate_stops_the_search_and_keeps_t
 async def test_the_search_merges_complementary_candidates_and_stops_when_one_passes_every_case(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
-    result = await _round(client, task_queue, tmp_path, "merged", 18)
+    # No workflow cache: every step of the search is replayed from history, so it must be
+    # deterministic (its parent draws are seeded from the spec_hash).
+    result = await _round(client, task_queue, tmp_path, "merged", 18, cached=0)
     search = result.search
     assert search is not None
     members = _by_change(result)
@@ -145,6 +147,8 @@ async def test_the_search_merges_complementary_candidates_and_stops_when_one_pas
     assert merged.scores == [1.0, 1.0, 1.0]
     assert search.stop_reason == "converged" and search.frontier == [merged.id]
     assert search.spent_runs == 9 * search.tried <= search.budget_runs
+    # Every decision of the round, the combination wave's too, carries the case check.
+    assert all(p.test is not None and p.test.cases is not None for p in result.proposals)
     # The merged candidate is verified like any other, and lists the cases it fixed.
     (proposal,) = [
         p
