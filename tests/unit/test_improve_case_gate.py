@@ -149,3 +149,21 @@ def test_a_valid_cases_file_loads_and_leaves_other_specs_hashes_alone(tmp_path: 
     cased = compile_spec(load_spec(path))
     assert cased.self_improvement is not None and cased.self_improvement.cases == "c.yaml"
     assert plain.spec_hash != cased.spec_hash
+
+
+def test_search_runs_without_a_refiner_tier_warns_that_only_optimize_searches(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "c.yaml").write_text("tests:\n  - vars: {}\n    assert: [{type: is-json}]\n")
+    path = tmp_path / "s.yaml"
+    path.write_text(SPEC + "  cases: c.yaml\n  search_runs: 20\n")
+    warned = [w for w in load_spec(path).warnings if "search_runs" in str(w)]
+    assert len(warned) == 1 and "only `armature optimize` rounds search" in str(warned[0])
+    path.write_text(
+        SPEC.replace(
+            "  small: {provider: simulate}\n",
+            "  small: {provider: simulate}\n  big: {provider: simulate}\n",
+        )
+        + "  cases: c.yaml\n  search_runs: 20\n  refiner_tier: big\n"
+    )
+    assert not [w for w in load_spec(path).warnings if "search_runs" in str(w)]

@@ -162,11 +162,12 @@ async def test_the_search_merges_complementary_candidates_and_stops_when_one_pas
     assert proposal.test.cases.fixed == search.cases and proposal.test.cases.broken == []
 
 
-REFLECTIVE = """\
+REFLECTIVE_TEMPLATE = """\
 name: reflective
 model_tiers:
   small: {provider: simulate, quality: 0.6}
-  big: {provider: simulate, quality: 0.9}
+  editor: {provider: simulate, quality: 0.95}
+  big: {provider: simulate, quality: 0.9}  # last on the ladder: no tier above the drafter's
 inputs:
   type: object
   properties: {topic: {type: string, default: tides}}
@@ -177,7 +178,7 @@ self_improvement:
   verify_runs: 6
   refiner_tier: big
   refiner_proposals: 1
-  cases: evals/hedge.cases.yaml
+  cases: evals/{cases}
   search_runs: 8
 stages:
   - id: draft
@@ -198,7 +199,7 @@ stages:
     role:
       name: Editor
       type: judge
-      model_tier: big
+      model_tier: editor  # not the refiner's tier: the proposer does not judge
       description: "Score this report from 0 to 1 for plain statement: {{ draft }}"
 """
 
@@ -216,24 +217,35 @@ repeat: 2
 """
 
 
-async def test_reflection_states_the_lesson_its_failing_cases_show(
-    client: Client, task_queue: str, tmp_path: Path
-) -> None:
-    path = tmp_path / "reflective.yaml"
-    path.write_text(REFLECTIVE)
+async def _reflective(
+    client: Client, task_queue: str, tmp_path: Path, name: str, cases: str, budget: int = 8
+) -> ImproveResult:
+    text = (
+        REFLECTIVE_TEMPLATE.replace("{cases}", f"{name}.cases.yaml")
+        .replace("name: reflective", f"name: reflective-{name}")
+        .replace("search_runs: 8", f"search_runs: {budget}")
+    )
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text)
     (tmp_path / "evals").mkdir()
-    (tmp_path / "evals" / "hedge.cases.yaml").write_text(HEDGE)
-    plan = compile_spec(load_spec_text(REFLECTIVE, str(path), base_dir=tmp_path))
+    (tmp_path / "evals" / f"{name}.cases.yaml").write_text(cases)
+    plan = compile_spec(load_spec_text(text, str(path), base_dir=tmp_path))
     async with build_worker(client, task_queue):
         for i in range(10):
             await (await start(client, plan, task_queue, {"topic": f"t{i}"})).result()
-        result = await client.execute_workflow(
+        return await client.execute_workflow(
             "Improve",
-            ImproveInput(spec_text=REFLECTIVE, spec_path=str(path)),
-            id="improve-reflective",
+            ImproveInput(spec_text=text, spec_path=str(path)),
+            id=f"improve-reflective-{name}",
             task_queue=task_queue,
             result_type=ImproveResult,
         )
+
+
+async def test_reflection_states_the_lesson_its_failing_cases_show(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    result = await _reflective(client, task_queue, tmp_path, "hedge", HEDGE)
     # No rule or diagnosis-based proposal: the search starts from the current spec alone.
     search = result.search
     assert search is not None, result.detail
@@ -250,3 +262,33 @@ async def test_reflection_states_the_lesson_its_failing_cases_show(
     assert proposal.verdict == "verified", proposal.detail  # the judge reads the quality back
     assert proposal.test is not None and proposal.test.cases is not None
     assert proposal.test.cases.fixed == search.cases
+
+
+IMPOSSIBLE = """\
+tests:
+  - description: mentions a zebra crossing
+    vars: {topic: tides}
+    stage: draft
+    assert: [{type: icontains, value: zebra crossing}]
+  - description: mentions a zebra crossing again
+    vars: {topic: waves}
+    stage: draft
+    assert: [{type: icontains, value: zebra crossing}]
+repeat: 2
+"""
+
+
+async def test_a_search_that_makes_nothing_new_stops_with_no_candidate_and_proposes_nothing(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    # A budget for 25 candidates: what stops it is that the refiner runs out of new ideas.
+    result = await _reflective(client, task_queue, tmp_path, "impossible", IMPOSSIBLE, 100)
+    search = result.search
+    assert search is not None, result.detail
+    assert search.stop_reason == "no_candidate", search.model_dump_json()
+    assert search.spent_runs == 4 * search.tried <= search.budget_runs
+    # Nothing passes any case: the frontier is the current spec, so nothing is verified.
+    assert search.frontier == ["current"]
+    assert all(m.scores == [0.0, 0.0] for m in search.members)
+    assert result.status == "nothing_better" and result.proposals == []
+    assert "stopped: no_candidate" in result.detail
