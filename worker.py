@@ -33,7 +33,9 @@ from activities.facts import load_facts, navigate_facts, record_facts
 from activities.finetune import finetune_prepare, finetune_record, finetune_train
 from activities.gates import verify_gate_decision
 from activities.improve import improve_effort, improve_prepare, improve_record, improve_settle
+from activities.improve_cases import improve_grade_cases
 from activities.improve_combine import improve_combine, improve_record_combined
+from activities.improve_search import improve_merge, improve_reflect
 from activities.knowledge import search_knowledge
 from activities.learn import critique, learn_prepare, learn_record
 from activities.llm import llm_call
@@ -107,6 +109,9 @@ ACTIVITIES: list[Any] = [
     improve_settle,
     improve_combine,
     improve_record_combined,
+    improve_grade_cases,
+    improve_reflect,
+    improve_merge,
     finetune_prepare,
     finetune_train,
     finetune_record,

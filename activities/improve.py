@@ -17,7 +17,9 @@ from temporalio.exceptions import ApplicationError
 
 from activities.traces import store_for
 from armature_temporal.errors import ArmatureError, SpecError
-from armature_temporal.improve.decide import Scored, decide_round
+from armature_temporal.evals.cases import CasesError
+from armature_temporal.improve.cases import CaseCheck, case_check, load_case_set
+from armature_temporal.improve.decide import Scored, decide_round, gate_cases
 from armature_temporal.improve.diagnose import diagnose
 from armature_temporal.improve.edit import EditError, apply_changes, unified_diff
 from armature_temporal.improve.effort import Spent, effort_of
@@ -241,7 +243,13 @@ def _prepare_round(inp: ImproveInput, spent: Spent) -> Prepared:
         refined, refine_notes = _refined(inp, plan, diag, runs, store, current, found, spent)
         found += refined
         notes += refine_notes
-    if not found:
+    # A frontier search may start from the current spec alone (GEPA starts from its seed).
+    searching = (
+        si.cases is not None
+        and si.search_runs > 0
+        and (inp.refiner == "only" or si.refiner_tier is not None)
+    )
+    if not found and not searching:
         return Prepared(
             stop=ImproveResult(
                 status="no_candidates",
@@ -270,6 +278,14 @@ def _prepare_round(inp: ImproveInput, spent: Spent) -> Prepared:
     pool = diag.sample_inputs
     wanted = inp.verify_runs or si.verify_runs
     inputs = [pool[i % len(pool)] for i in range(wanted)]
+    try:
+        cases = load_case_set(plan, inp.spec_path)
+    except CasesError as exc:
+        raise ApplicationError(
+            f"self_improvement.cases of {plan.name!r} cannot be run: {exc}",
+            type="invalid_cases",
+            non_retryable=True,
+        ) from None
     return Prepared(
         plan=plan,
         diagnosis=diag,
@@ -277,6 +293,7 @@ def _prepare_round(inp: ImproveInput, spent: Spent) -> Prepared:
         inputs=inputs,
         verification=check,
         notes=notes,
+        cases=cases,
     )
 
 
@@ -405,6 +422,7 @@ def _record(inp: RecordInput) -> list[Proposal]:
     ladder = {t: i + 1 for i, t in enumerate(plan.tier_ladder)}
     base, *scored = _scored(inp.baseline_runs, *inp.candidate_runs, ladder=ladder)
     judged = decide_round(plan, [c.change for c in prepared.candidates], base, scored)
+    judged = gate_cases(judged, _case_checks(prepared, inp.case_verdicts))
     before = sorted(failures(prepared.diagnosis))
     proposals: list[Proposal] = []
     for k, (candidate, j) in enumerate(zip(prepared.candidates, judged, strict=True)):
@@ -422,7 +440,7 @@ def _record(inp: RecordInput) -> list[Proposal]:
                 created_at=inp.created_at,
                 base_spec_hash=plan.spec_hash,
                 candidate_spec_hash=candidate.plan.spec_hash,
-                changes=[candidate.change],
+                changes=[*candidate.ancestry, candidate.change],
                 baseline_hqs=j.baseline_hqs,
                 candidate_hqs=j.candidate_hqs,
                 delta=j.delta,
@@ -447,6 +465,17 @@ def _record(inp: RecordInput) -> list[Proposal]:
     verified = any(p.verdict == "verified" for p in proposals)
     store.set_round_status(inp.improve_run_id, "proposed" if verified else "nothing_better")
     return proposals
+
+
+def _case_checks(
+    prepared: Prepared, verdicts: list[list[list[bool | None]]]
+) -> list[CaseCheck | None]:
+    """Each candidate's cases against the current spec's (None each: no cases were run)."""
+    cases = prepared.cases
+    if cases is None or len(verdicts) != len(prepared.candidates) + 1:
+        return [None] * len(prepared.candidates)
+    base, *rest = verdicts
+    return [case_check(cases.path, cases.descriptions, base, mine) for mine in rest]
 
 
 @activity.defn(name="improve_record")

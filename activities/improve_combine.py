@@ -15,6 +15,7 @@ from temporalio import activity
 
 from activities.improve import _scored
 from activities.traces import store_for
+from armature_temporal.improve.cases import case_check
 from armature_temporal.improve.combine import (
     CombineInput,
     CombineRecordInput,
@@ -23,6 +24,7 @@ from armature_temporal.improve.combine import (
     combined_proposal,
     decide_combined,
 )
+from armature_temporal.improve.decide import gate_cases
 from armature_temporal.improve.models import Proposal
 from armature_temporal.store.engine import database_url
 
@@ -52,6 +54,10 @@ def _record_combined(inp: CombineRecordInput) -> Proposal:
         inp.baseline_runs, inp.best_runs, inp.combined_runs, ladder=ladder
     )
     judged = decide_combined(plan, inp.members, inp.m, base, best, combined)
+    cases = inp.prepared.cases
+    if cases is not None and len(inp.case_verdicts) == 2:
+        check = case_check(cases.path, cases.descriptions, *inp.case_verdicts)
+        judged = gate_cases([judged], [check])[0]
     proposal = combined_proposal(inp, judged)
     store_for(database_url()).save_proposals([proposal])
     return proposal

@@ -27,6 +27,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
+    from armature_temporal.improve.cases import CaseSet, GradeCasesInput, GradedCases
     from armature_temporal.improve.combine import (
         CombineInput,
         CombineRecordInput,
@@ -40,11 +41,13 @@ with workflow.unsafe.imports_passed_through():
         Proposal,
         RecordInput,
         RoundEffort,
+        SearchReport,
         Settled,
         SettleInput,
     )
     from armature_temporal.spec.compiler import Plan
 
+from workflows.improve_search import frontier_search
 from workflows.paired import paired_run
 
 __all__ = ["IMPROVE_WORKFLOW", "ImproveWorkflow"]
@@ -56,6 +59,8 @@ LANES_PATCH = "improve-review-lanes"
 COMBINE_PATCH = "improve-combine"
 #: workflow.patched id: a round ends by counting its effort (runs, tokens) from the store.
 EFFORT_PATCH = "improve-effort"
+#: workflow.patched id: every version also runs the spec's cases (self_improvement.cases).
+CASES_PATCH = "improve-cases"
 STORE_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=2))
 
 
@@ -84,8 +89,37 @@ class ImproveWorkflow:
         self.runs_done += 1
         return run_id
 
+    async def _cases(self, label: str, plan: Plan, cases: CaseSet) -> GradedCases:
+        """Version ``label`` on every case × repeat (repeat r with replicate r, so every
+        version draws the same noise for it), graded as ``armature eval`` grades."""
+        self.runs_total += cases.runs
+        flat = await asyncio.gather(
+            *(
+                self._verify(f"{label}/case-{c}", plan, r, inputs)
+                for c, inputs in enumerate(cases.inputs)
+                for r in range(cases.repeat)
+            )
+        )
+        ids = [
+            list(flat[c * cases.repeat : (c + 1) * cases.repeat]) for c in range(len(cases.inputs))
+        ]
+        graded: GradedCases = await workflow.execute_activity(
+            "improve_grade_cases",
+            GradeCasesInput(plan=plan, cases=cases, run_ids=ids),
+            result_type=GradedCases,
+            start_to_close_timeout=timedelta(minutes=5),
+            retry_policy=STORE_RETRY,
+            summary=f"grade {label}'s runs of the spec's cases",
+        )
+        return graded
+
     async def _combine(
-        self, inp: ImproveInput, prepared: Prepared, proposals: list[Proposal], ids: list[str]
+        self,
+        inp: ImproveInput,
+        prepared: Prepared,
+        proposals: list[Proposal],
+        ids: list[str],
+        base_cases: list[list[bool | None]] | None = None,
     ) -> Proposal | None:
         """The second wave: the verified changes combined, run on the same inputs (pair i
         again replicate i) and decided against the baseline's and the best single's runs."""
@@ -108,6 +142,10 @@ class ImproveWorkflow:
         combined_runs = await asyncio.gather(
             *(self._verify("combined", combo.plan, i, x) for i, x in enumerate(prepared.inputs))
         )
+        case_verdicts: list[list[list[bool | None]]] = []
+        if base_cases is not None and prepared.cases is not None:
+            graded = await self._cases("combined", combo.plan, prepared.cases)
+            case_verdicts = [base_cases, graded.verdicts]
         k = [p.id for p in proposals].index(combo.best)
         by_id = {p.id: p for p in proposals}
         self.phase = "recording"
@@ -125,6 +163,7 @@ class ImproveWorkflow:
                 baseline_runs=ids[:n],
                 best_runs=ids[(k + 1) * n : (k + 2) * n],
                 combined_runs=list(combined_runs),
+                case_verdicts=case_verdicts,
             ),
             result_type=Proposal,
             start_to_close_timeout=timedelta(minutes=2),
@@ -150,7 +189,29 @@ class ImproveWorkflow:
         versions = [("baseline", prepared.plan)] + [
             (f"candidate-{k + 1}", c.plan) for k, c in enumerate(prepared.candidates)
         ]
-        self.runs_total = len(versions) * len(prepared.inputs)
+        case_verdicts: list[list[list[bool | None]]] = []
+        search: SearchReport | None = None
+        if prepared.cases is not None and workflow.patched(CASES_PATCH):
+            self.phase = "running the spec's cases"
+            cases = prepared.cases
+            graded = list(
+                await asyncio.gather(*(self._cases(label, plan, cases) for label, plan in versions))
+            )
+            si = prepared.plan.self_improvement
+            if si is not None and si.search_runs > 0 and (inp.refiner == "only" or si.refiner_tier):
+                self.phase = "searching the frontier"
+                found, found_graded, search = await frontier_search(
+                    inp, prepared, graded, self._cases
+                )
+                k0 = len(prepared.candidates)
+                prepared = prepared.model_copy(
+                    update={"candidates": [*prepared.candidates, *found]}
+                )
+                versions += [(f"candidate-{k0 + j + 1}", c.plan) for j, c in enumerate(found)]
+                graded += found_graded
+            case_verdicts = [g.verdicts for g in graded]
+            self.phase = "verifying"
+        self.runs_total += len(versions) * len(prepared.inputs)
         ids = await asyncio.gather(
             *(
                 self._verify(label, plan, i, inputs)
@@ -172,6 +233,7 @@ class ImproveWorkflow:
                 candidate_runs=[
                     list(ids[(k + 1) * n : (k + 2) * n]) for k in range(len(versions) - 1)
                 ],
+                case_verdicts=case_verdicts,
             ),
             result_type=list[Proposal],
             start_to_close_timeout=timedelta(minutes=2),
@@ -182,7 +244,9 @@ class ImproveWorkflow:
         to_settle = verified
         combined: Proposal | None = None
         if len(verified) >= 2 and workflow.patched(COMBINE_PATCH):
-            combined = await self._combine(inp, prepared, proposals, list(ids))
+            combined = await self._combine(
+                inp, prepared, proposals, list(ids), case_verdicts[0] if case_verdicts else None
+            )
             if combined is not None:
                 if combined.verdict == "verified":
                     to_settle = [combined]
@@ -227,6 +291,11 @@ class ImproveWorkflow:
                 )
         else:
             detail = f"none of {len(proposals)} candidate changes did better on {n} paired runs"
+        if search is not None:
+            detail += (
+                f"; the frontier search spent {search.spent_runs} of {search.budget_runs} case "
+                f"runs on {search.tried} candidate(s) and stopped: {search.stop_reason}"
+            )
         return ImproveResult(
             status="proposed" if verified else "nothing_better",
             detail=detail,
@@ -237,4 +306,5 @@ class ImproveWorkflow:
             settled=settled,
             notes=prepared.notes,
             effort=effort,
+            search=search,
         )

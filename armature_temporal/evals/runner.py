@@ -26,6 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
+
 from armature_temporal.evals.assertions import GradeContext, Verdict, grade, subject_text
 from armature_temporal.evals.cases import CasesError, CasesFile
 from armature_temporal.evals.models import CaseResult, CaseRun, EvalResult
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
     from armature_temporal.runtime.models import StageResult
     from armature_temporal.spec.compiler import Plan
 
-__all__ = ["answer_stage", "check_cases", "run_eval"]
+__all__ = ["answer_stage", "check_cases", "grade_recorded", "run_eval"]
 
 Progress = Callable[[int, int, int], None]
 
@@ -135,6 +137,20 @@ class _Grader:
         self, case: Any, repeat: int, inputs: dict[str, Any], client: Client, queue: str
     ) -> CaseRun:
         run_id, state, reason, stages = await _run_once(client, self.plan, inputs, repeat, queue)
+        return await self.graded(case, repeat, inputs, run_id, state, reason, stages)
+
+    async def graded(
+        self,
+        case: Any,
+        repeat: int,
+        inputs: dict[str, Any],
+        run_id: str,
+        state: str,
+        reason: str,
+        stages: dict[str, Any],
+    ) -> CaseRun:
+        """Grade one finished run of ``case`` (``stages``: each stage's result, with
+        ``status``, ``output`` and ``error``)."""
         if state != "completed":
             return CaseRun(
                 case=case.index,
@@ -303,3 +319,37 @@ async def run_eval(
             )
         )
     return results
+
+
+class _Recorded(BaseModel):
+    """A stage's result as its trace record keeps it (what grading reads of a StageResult)."""
+
+    status: str
+    output: Any = None
+    error: str | None = None
+
+
+async def grade_recorded(
+    plan: Plan,
+    case: Any,
+    repeat: int,
+    inputs: dict[str, Any],
+    run_id: str,
+    store: Any,
+    base_dir: Path,
+) -> CaseRun:
+    """Grade a run that someone else started (the improvement loop's case runs, children of
+    its workflow) from its records in ``store``: each stage's last record, and the run's end.
+    A run without a ``run_end`` record did not finish: it fails the case."""
+    records = await asyncio.to_thread(store.records, run_id)
+    stages: dict[str, Any] = {}
+    state, reason = "unfinished", "no run_end record: the run did not finish"
+    for r in records:
+        if r.kind == "stage" and r.stage_id is not None:
+            stages[r.stage_id] = _Recorded(status=r.status or "", output=r.output, error=r.error)
+        elif r.kind == "run_end":
+            state = "completed" if r.status in (None, "completed") else str(r.status)
+            reason = r.error or ""
+    return await _Grader(plan, base_dir, store).graded(
+        case, repeat, inputs, run_id, state, reason, stages
+    )

@@ -27,7 +27,7 @@ import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from armature_temporal.errors import SpecError
 from armature_temporal.improve.decide import Judged, Scored
@@ -95,6 +95,9 @@ class CombineRecordInput(_Model):
     baseline_runs: list[str]
     best_runs: list[str]  # the best member's runs, aligned with baseline_runs
     combined_runs: list[str]
+    #: With the spec's cases: the current spec's and the combination's case verdicts (by case,
+    #: by repeat), so the combination is gated by the cases like any candidate.
+    case_verdicts: list[list[list[bool | None]]] = Field(default_factory=list)
 
 
 def _surfaces(p: Proposal) -> set[tuple[str, str]]:

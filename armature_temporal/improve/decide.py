@@ -17,12 +17,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from armature_temporal.improve.cases import CaseCheck
 from armature_temporal.improve.models import SpecChange, VerificationTest
 from armature_temporal.improve.propose import MIN_GAIN, cost_saving, paired_verdict
 from armature_temporal.improve.stats import holm
 from armature_temporal.spec.compiler import Plan
 
-__all__ = ["Judged", "Scored", "decide_round"]
+__all__ = ["Judged", "Scored", "decide_round", "gate_cases"]
 
 
 class Scored(BaseModel):
@@ -158,3 +159,32 @@ def _verdict(
         f"{test}{interval} reaches −{t.margin:g} or below: may lose more than the margin{held}; "
         f"{cost}{missing}"
     )
+
+
+def gate_cases(judged: Sequence[Judged], checks: Sequence[CaseCheck | None]) -> list[Judged]:
+    """The spec's cases on each decision (aligned; None: no cases): a verified change that
+    broke a case beyond its noise (improve/cases.py) is not verified; every decision keeps
+    the check, and its sentence names the cases fixed and broken."""
+    out: list[Judged] = []
+    for j, check in zip(judged, checks, strict=True):
+        if check is None:
+            out.append(j)
+            continue
+        listed = f"cases fixed {check.fixed or 'none'}, broken {check.broken or 'none'}"
+        verdict, detail = j.verdict, f"{j.detail}; {listed}"
+        if j.verdict == "verified" and check.broken:
+            verdict = "not_better"
+            detail = (
+                f"{j.detail}, but it breaks {len(check.broken)} of the spec's cases beyond "
+                f"their noise ({check.broken}), so it is not verified; {listed}"
+            )
+        out.append(
+            j.model_copy(
+                update={
+                    "verdict": verdict,
+                    "detail": detail,
+                    "test": j.test.model_copy(update={"cases": check}),
+                }
+            )
+        )
+    return out

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
+from armature_temporal.improve.cases import CaseCheck, CaseSet
 from armature_temporal.spec.compiler import Plan
 
 __all__ = [
@@ -25,6 +26,8 @@ __all__ = [
     "Proposal",
     "RecordInput",
     "RoundEffort",
+    "SearchMember",
+    "SearchReport",
     "SettleInput",
     "Settled",
     "SpecChange",
@@ -110,6 +113,18 @@ class VerificationTest(_Model):
     baseline_cost: float | None = None  # mean cost per verification run, in cost_unit
     candidate_cost: float | None = None
     cost_unit: str = ""  # "usd", or "tier units" (see activities/improve.py)
+    #: The spec's cases (self_improvement.cases): pass rates, and the cases fixed and broken
+    #: beyond their noise (improve/cases.py); None: the spec names no cases file.
+    cases: CaseCheck | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset_cases(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A decision without cases dumps as before they existed: stored proposals' MACs cover
+        # the dump (store/signed_rows.py), so older rows still check.
+        data: dict[str, Any] = handler(self)
+        if data.get("cases") is None:
+            data.pop("cases", None)
+        return data
 
 
 class Proposal(_Model):
@@ -218,6 +233,38 @@ class RoundEffort(_Model):
     judge_note: str = ""  # what verification did about it (it cannot swap the spec's judges)
 
 
+#: Why a frontier search ended (improve/frontier.py).
+SearchStopReason = Literal["budget", "no_candidate", "converged"]
+
+
+class SearchMember(_Model):
+    """One version in the search: its changes to the current spec and its case pass rates
+    (None: not graded, counted as 0)."""
+
+    id: str
+    changes: list[SpecChange] = Field(default_factory=list)
+    scores: list[float | None]
+    parents: list[str] = Field(default_factory=list)
+    origin: Literal["current", "proposed", "reflected", "merged"] = "proposed"
+
+    @property
+    def mean(self) -> float:
+        return sum(s or 0.0 for s in self.scores) / len(self.scores) if self.scores else 0.0
+
+
+class SearchReport(_Model):
+    """What a round's frontier search did (kept in the round's result)."""
+
+    budget_runs: int
+    spent_runs: int
+    tried: int  # candidates the search made and ran (reflected and merged)
+    stop_reason: SearchStopReason
+    cases: list[str]
+    members: list[SearchMember]  # every version scored, the current spec first
+    frontier: list[str]  # the ids of the frontier's members at the end
+    notes: list[str] = Field(default_factory=list)
+
+
 class ImproveResult(_Model):
     status: Literal["proposed", "nothing_better", "at_target", "too_few_traces", "no_candidates"]
     detail: str
@@ -227,6 +274,7 @@ class ImproveResult(_Model):
     settled: Settled | None = None  # None: a round from before review lanes
     notes: list[str] = Field(default_factory=list)  # e.g. refiner proposals dropped, and why
     effort: RoundEffort | None = None  # None: a round from before effort reports
+    search: SearchReport | None = None  # the frontier search (self_improvement.search_runs)
 
 
 class ImproveRound(_Model):
@@ -275,6 +323,9 @@ class Candidate(_Model):
     # The refiner's own predictions (failure codes); None: read them off the change's field.
     predicted_fixes: list[str] | None = None
     predicted_regressions: list[str] | None = None
+    #: Changes it carries before ``change`` (a frontier search's child or merge: its parent's
+    #: changes); the proposal lists them all.
+    ancestry: list[SpecChange] = Field(default_factory=list)
 
 
 class Prepared(_Model):
@@ -288,6 +339,7 @@ class Prepared(_Model):
     verification: Verification | None = None
     notes: list[str] = Field(default_factory=list)
     effort: RoundEffort | None = None  # so far: the refiner's call, proposals, the judge check
+    cases: CaseSet | None = None  # the spec's cases, when it names a file (improve/cases.py)
 
 
 class EffortInput(_Model):
@@ -308,3 +360,6 @@ class RecordInput(_Model):
     spec_path: str = ""  # for classifying changes (subagent paths resolve beside it)
     baseline_runs: list[str]
     candidate_runs: list[list[str]]  # per candidate, aligned with baseline_runs
+    #: With ``prepared.cases``: each case run's verdict (True pass, False fail, None grader
+    #: error), by version (the current spec first, then each candidate), case and repeat.
+    case_verdicts: list[list[list[bool | None]]] = Field(default_factory=list)

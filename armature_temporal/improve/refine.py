@@ -33,6 +33,7 @@ from pydantic import (
 )
 
 from armature_temporal.errors import SpecError
+from armature_temporal.improve.cases import FailingCase
 from armature_temporal.improve.edit import EditError, apply_changes, unified_diff
 from armature_temporal.improve.models import (
     Candidate,
@@ -188,8 +189,12 @@ def refiner_messages(
     history: RefinerHistory,
     taken: Sequence[SpecChange],
     k: int,
+    failing: Sequence[FailingCase] = (),
 ) -> list[dict[str, str]]:
-    """The refiner's prompt (system + user). ``taken``: the round's rule-based candidates."""
+    """The refiner's prompt (system + user). ``taken``: the round's rule-based candidates
+    (or, in a frontier search, every change tried so far). ``failing``: the spec's cases that
+    ``plan`` failed, as GEPA's reflection is shown them: each case's inputs, the answer it gave
+    and the failing assertion's reason (a judge's rationale for an llm-rubric)."""
     modes = {s.id: s.output_mode for s in plan.stages}
     facts = {
         "k": k,
@@ -203,11 +208,14 @@ def refiner_messages(
         # The newest rejections (the screen checks them all), and the rules' candidates.
         "avoid": [[c.stage, c.field, c.new] for c in [*history.rejected[:AVOID_SHOWN], *taken]],
     }
+    if failing:
+        facts["failing_cases"] = [f.model_dump(mode="json", exclude={"run_id"}) for f in failing]
     user = "\n\n".join(
         [
             f"Spec {plan.name!r}, {diagnosis.runs} runs, mean HQS {diagnosis.mean_hqs}. K = {k}.",
             f"Diagnosis and surfaces:\n{FACTS_OPEN}{json.dumps(facts, default=str)}{FACTS_CLOSE}",
             f"Worst runs:\n{transcripts(plan, runs)}",
+            *([_failing_block(failing)] if failing else []),
             "History: verified fixes "
             + json.dumps(history.verified_fixes)
             + "; missed predictions "
@@ -216,6 +224,17 @@ def refiner_messages(
         ]
     )
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+
+
+def _failing_block(failing: Sequence[FailingCase]) -> str:
+    """The failing cases as the prompt shows them, one block each."""
+    blocks = [
+        f"case {f.case} {f.description!r}: inputs {_cut(f.vars)}\n"
+        f"  answer of {f.stage or 'the run'}: {_cut(f.output)}\n"
+        f"  failed {f.assertion or 'the run'}: {_cut(f.reason)}"
+        for f in failing
+    ]
+    return "Failing cases (propose a change that makes these pass):\n" + "\n".join(blocks)
 
 
 def parse_reply(text: str) -> tuple[list[RefinerProposal], list[str]]:

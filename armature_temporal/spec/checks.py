@@ -340,6 +340,13 @@ def _check_top_level_refs(spec: Spec) -> Iterator[Problem]:
                 f"unknown tier {si.refiner_tier!r}; defined tiers: {tiers}"
                 + did_you_mean(si.refiner_tier, tiers),
             )
+        if si.search_runs > 0 and si.cases is None:
+            yield (
+                ("self_improvement", "search_runs"),
+                f"search_runs {si.search_runs} is a budget of case runs, but the spec names no "
+                "cases file to score candidates on; set self_improvement.cases: "
+                "evals/<name>.cases.yaml, or search_runs: 0",
+            )
         for k, surface in enumerate(si.editable_surfaces):
             sid, _, field = surface.partition(".")
             path = ("self_improvement", "editable_surfaces", k)

@@ -100,6 +100,16 @@ _NEWER_ROLE_FIELDS = ("context", "max_tokens_total", "max_cost_usd", "deadline")
 _NEWER_TIER_FIELDS = ("context_window",)
 
 
+def _unused_si_fields(si: Any) -> dict[str, Any]:
+    """self_improvement's fields newer than most specs, left at their defaults."""
+    left: dict[str, Any] = {}
+    if si.cases is None:
+        left["cases"] = True
+    if si.search_runs == 0:
+        left["search_runs"] = True
+    return left
+
+
 def _unused_newer_fields(spec: Spec) -> dict[str, Any]:
     """The ``exclude`` of ``spec.model_dump`` for the hashes: fields newer than most specs
     that this one leaves unset, so that a spec which does not use them keeps its spec_hash."""
@@ -108,6 +118,9 @@ def _unused_newer_fields(spec: Spec) -> dict[str, Any]:
         unused["context"] = True
     if spec.knowledge is None:
         unused["knowledge"] = True
+    si = spec.self_improvement
+    if si is not None and (left_si := _unused_si_fields(si)):
+        unused["self_improvement"] = left_si
 
     stages: dict[int, Any] = {}
     for i, stage in enumerate(spec.stages):

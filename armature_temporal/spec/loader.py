@@ -176,6 +176,9 @@ def _load_text(
     warnings = (
         [] if issues else early_warnings + [locate.issue(p, m) for p, m in spec_warnings(spec)]
     )
+    named = spec.self_improvement.cases if spec.self_improvement is not None else None
+    if named is not None and (problem := _cases_problem(named, base_dir, roots)) is not None:
+        issues.append(locate.issue(("self_improvement", "cases"), problem))
     children: dict[str, LoadedSpec] = {}
     for i, stage in enumerate(spec.stages):
         if stage.subagent_spec is None:
@@ -220,6 +223,22 @@ def _load_text(
         warnings=warnings,
         locate=locate.issue,
     )
+
+
+def _cases_problem(relative: str, base_dir: Path, roots: SpecRoots) -> str | None:
+    """Why ``self_improvement.cases`` cannot be used (None: it can): a cases file in the
+    spec's folder tree that loads (what the cases ask of the spec is checked by a round)."""
+    from armature_temporal.evals.cases import CasesError, load_cases
+
+    try:
+        resolved = spec_file_path(roots, base_dir, relative)
+    except SpecFileRefused as exc:
+        return f"cases file {relative!r}: {exc}"
+    try:
+        load_cases(resolved)
+    except CasesError as exc:
+        return f"cases file {relative!r} is not a valid cases file: {exc}"
+    return None
 
 
 def _render_load_time(data: dict[str, Any]) -> list[tuple[tuple[str | int, ...], str]]:

@@ -221,6 +221,28 @@ class SelfImprovement(_Model):
         description="Most refiner proposals verified per round, at most one per stage field "
         "and distinct fields first.",
     )
+    cases: str | None = Field(
+        None,
+        min_length=1,
+        description="A cases file (`armature eval`'s format; relative to the spec's folder, "
+        "inside its tree) that every round also runs the current spec and each candidate on, "
+        "each case `repeat` times (default 3) with shared noise: a candidate that breaks a case "
+        "beyond its noise is not verified, and every proposal lists the cases it fixed and "
+        "broke. With search_runs, the cases are also what the frontier search scores.",
+    )
+    search_runs: int = Field(
+        0,
+        ge=0,
+        le=10_000,
+        description="Budget, in case runs, of a reflective frontier search over the cases "
+        "(needs cases; runs in `armature optimize` rounds, and in improve rounds when "
+        "refiner_tier is set): versions best on some case are kept, the refiner is shown a "
+        "frontier version's failing cases and proposes a child of it, two versions that win "
+        "different cases are merged, and the search stops when the next candidate would "
+        "overspend the budget, when one version passes every case, or when three tries in a "
+        "row make nothing new. Its candidates left on the frontier are verified with the "
+        "round's. 0: no search.",
+    )
 
 
 class FinetuneConfig(_Model):

@@ -249,6 +249,15 @@ def spec_warnings(spec: Spec) -> list[Problem]:
                         "descriptions and model_tiers (and stage.temperature / stage.max_tokens)",
                     )
                 )
+        if si.search_runs > 0 and si.refiner_tier is None:
+            warnings.append(
+                (
+                    ("self_improvement", "search_runs"),
+                    "the frontier search needs a refiner: with no refiner_tier only `armature "
+                    "optimize` rounds search (on the highest tier); set refiner_tier for "
+                    "`armature improve` and scheduled rounds to search too",
+                )
+            )
     for key, skill in spec.skill_library.items():
         if skill.adapter is not None:
             warnings.append(

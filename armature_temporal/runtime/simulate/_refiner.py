@@ -33,6 +33,13 @@ judged below 0.7, any truncation):
   weak output but not its cause. It carries no lesson, so in this world it changes no latent
   quality, and verification on paired runs rejects it (weight 0.8: below every other option).
 
+Reflection (a frontier search's prompt, whose facts carry ``failing_cases``: each case's
+``stage``, ``output`` and ``reason``): for each of the given ``pitfalls`` whose symptom the
+failing case's answer or reason shows (case and whitespace aside), ``description`` of that
+case's stage plus the pitfall's lesson, ranked first (weight 4). The same honesty rule as the
+simulated distiller and critic: a lesson is stated only when its symptom was shown; a pitfall
+whose symptom no failing case shows stays unknown to it.
+
 Options on surfaces not listed, equal to the current value or listed in ``avoid`` are left out.
 The remaining ones are ranked by how bad the evidence is (ties broken by a draw seeded from the
 prompt), and each of the ``k`` answers is, with probability ``1 - quality``, replaced by a guess:
@@ -140,6 +147,10 @@ def _options(
         surface = f"{stage}.{field}"
         if surface not in surfaces or value is None or surfaces[surface] == value:
             return
+        if any(
+            o["stage"] == stage and o["surface"] == field and o["value"] == value for _, o in found
+        ):
+            return  # the same edit, found by a failing case and by the transcripts
         fixes = sorted(c for k in kinds if (c := f"{k}:{stage}") in failing)
         risks = [f"low_judge:{stage}"] if field in ("temperature", "description") else []
         if field == "model_tier" and not kinds:
@@ -158,6 +169,26 @@ def _options(
             )
         )
 
+    for case in facts.get("failing_cases", []) or []:
+        if not isinstance(case, dict) or not isinstance(case.get("stage"), str):
+            continue
+        stage = case["stage"]
+        shown = normalised(f"{case.get('output', '')} {case.get('reason', '')}")
+        text = surfaces.get(f"{stage}.description")
+        for pitfall in pitfalls:
+            if not isinstance(text, str) or normalised(pitfall.symptom) not in shown:
+                continue
+            if lesson_present(pitfall.lesson, text):
+                continue
+            add(
+                4.0,
+                stage,
+                "description",
+                text.rstrip("\n") + "\n" + pitfall.lesson + "\n",
+                f"case {case.get('description')!r} shows {pitfall.symptom!r}; say so in the "
+                "stage's instructions",
+                ("low_judge",),
+            )
     for s in facts.get("stages", []) or []:
         if not isinstance(s, dict) or not s.get("runs"):
             continue
@@ -285,7 +316,8 @@ def simulate_refiner(
 ) -> str:
     """The simulated refiner's reply to ``prompt`` (see the module docstring), as JSON text.
     ``pitfalls``: the declared pitfalls of the spec's stages (the world's lessons), stated
-    only for a stage whose transcript lines in ``prompt`` show the pitfall's symptom."""
+    only for a stage whose transcript lines in ``prompt``, or a failing case it is shown,
+    show the pitfall's symptom."""
     facts = _facts(prompt)
     drawn = _drawn_from(facts) if facts else prompt
     rng = rng_for(f"{seed}/refiner/{drawn}")
