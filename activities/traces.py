@@ -67,7 +67,12 @@ def _count(store: TraceStore, new: list[TraceRecord]) -> dict[str, float | None]
         if r.kind == "run_end":
             row = store.run(r.run_id)
             hqs[r.run_id] = row.hqs if row is not None else None
-    observe_records(new, hqs)
+    try:
+        observe_records(new, hqs)
+    except Exception:  # a view of the record never fails the write (it has landed)
+        activity.logger.warning(
+            "metrics not updated for %d trace record(s)", len(new), exc_info=True
+        )
     return hqs
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from prometheus_client import REGISTRY
 
 from armature_temporal.runtime.traces import TraceChain
@@ -58,3 +59,35 @@ def test_a_retried_batch_counts_nothing_twice(tmp_path: Path) -> None:
     assert value("armature_tool_calls_total", stage="t", outcome="ok") == 1
     assert value("armature_runs_total", status="completed") == 1
     assert value("armature_run_hqs_sum") == 0.8
+
+
+def test_a_metrics_failure_never_fails_the_trace_write(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The records have landed: counting them raising is logged, and the runs' HQS still
+    comes back for their spans."""
+    import activities.traces as traces
+
+    def broken(*_: object) -> None:
+        raise RuntimeError("a label the registry refuses")
+
+    warned: list[tuple[object, ...]] = []
+
+    class Logger:
+        def warning(self, *args: object, **_: object) -> None:
+            warned.append(args)
+
+    monkeypatch.setattr(traces, "observe_records", broken)
+    monkeypatch.setattr(traces.activity, "logger", Logger())
+    chain = TraceChain("run-metrics-broken", "metrics-broken-probe", "h", "p")
+    chain.add("run_start", AT)
+    chain.add("run_end", LATER, status="completed", latency_ms=2500.0)
+    store = TraceStore(f"sqlite:///{tmp_path / 'traces.db'}")
+    try:
+        new = store.write_new(chain.take())
+        row = store.run("run-metrics-broken")
+        assert row is not None and len(new) == 2
+        assert traces._count(store, new) == {"run-metrics-broken": row.hqs}
+    finally:
+        store.close()
+    assert warned == [("metrics not updated for %d trace record(s)", 2)]
