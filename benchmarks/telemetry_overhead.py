@@ -28,7 +28,6 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -44,13 +43,6 @@ sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
 TARGET_RATIO = 1.10
 ENGINES = ("off", "on", "dead")
 READY_S = 60.0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port if port not in (7233, 8233, 9090) else _free_port()
 
 
 def _cpu_s(pid: int) -> float:
@@ -132,6 +124,7 @@ def _scrape(port: int) -> dict[str, int]:
 
 
 async def bench(runs: int, rounds: int, concurrency: int) -> dict[str, Any]:
+    from _local import free_port
     from engine_overhead import SPEC_TEXT, _start_server
 
     from armature_temporal.service.client import connect, prepare_inputs, start_run
@@ -142,8 +135,8 @@ async def bench(runs: int, rounds: int, concurrency: int) -> dict[str, Any]:
 
     plan = compile_spec(load_spec_text(SPEC_TEXT, "bench-dag.yaml"))
     inputs = prepare_inputs(plan, {})
-    dead_port = _free_port()  # nothing listens there
-    metrics_ports = {"on": _free_port(), "dead": _free_port()}
+    dead_port = free_port()  # nothing listens there
+    metrics_ports = {"on": free_port(), "dead": free_port()}
     with otlp_receiver() as received, tempfile.TemporaryDirectory(prefix="armature-tel-") as tmp:
         os.environ["ARMATURE_HOME"] = tmp
         os.environ["ARMATURE_DB_URL"] = f"sqlite:///{tmp}/armature.db"

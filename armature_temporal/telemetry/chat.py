@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Span, SpanKind
 
 from armature_temporal.telemetry import genai, tracing
 
@@ -62,8 +62,7 @@ def chat_span(inp: LLMCallInput, temperature: Any, max_tokens: Any) -> Iterator[
 
 def failed(span: Span, kind: str | None, exc: BaseException) -> None:
     """A call that failed: ``error.type`` is ``provider_error.<kind>`` or the exception's type."""
-    span.set_status(Status(StatusCode.ERROR, str(exc)[:500]))
-    span.set_attribute("error.type", f"provider_error.{kind}" if kind else type(exc).__name__)
+    genai.failed(span, f"provider_error.{kind}" if kind else type(exc).__name__, str(exc))
 
 
 def completed(span: Span, completion: Completion, messages: list[dict[str, Any]]) -> None:

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
 
 __all__ = [
     "SPAN_KIND",
@@ -21,6 +24,8 @@ __all__ = [
     "agent_attributes",
     "chat_attributes",
     "clean",
+    "failed",
+    "finish_reasons",
     "provider_name",
     "tool_attributes",
     "usage_attributes",
@@ -189,3 +194,12 @@ def tool_attributes(
 def finish_reasons(reasons: Iterable[str | None]) -> list[str]:
     """``gen_ai.response.finish_reasons``: the known ones."""
     return [r for r in reasons if r]
+
+
+def failed(span: Span, error_type: str, message: str) -> None:
+    """Mark ``span`` failed: status ERROR (the message, cut to 500 characters) and
+    ``error.type``."""
+    from opentelemetry.trace import Status, StatusCode
+
+    span.set_status(Status(StatusCode.ERROR, message[:500]))
+    span.set_attribute("error.type", error_type)

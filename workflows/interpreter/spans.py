@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Span, SpanKind
 from temporalio import workflow
 
 from armature_temporal.runtime.models import StageResult
@@ -45,19 +45,13 @@ def _span(name: str, attributes: dict[str, Any], kind: SpanKind) -> Iterator[Spa
             yield span
         except BaseException as exc:
             if isinstance(exc, asyncio.CancelledError) or workflow.is_failure_exception(exc):
-                failed(span, type(exc).__name__, str(exc) or type(exc).__name__)
+                genai.failed(span, type(exc).__name__, str(exc) or type(exc).__name__)
             else:
                 # Evicted (GeneratorExit) or a workflow task that failed and will be retried:
                 # the run goes on from its history elsewhere, and ends the span there. A
                 # recorded exception tells the replay-safe span not to end here.
                 span.record_exception(exc)
             raise
-
-
-def failed(span: Span, error_type: str, message: str) -> None:
-    """Mark ``span`` failed: status ERROR and ``error.type``."""
-    span.set_status(Status(StatusCode.ERROR, message[:500]))
-    span.set_attribute("error.type", error_type)
 
 
 def note(attributes: dict[str, Any]) -> None:
@@ -118,7 +112,7 @@ def finish_stage(span: Span, result: StageResult, arm: tuple[str | None, str | N
         )
     )
     if result.status in ("failed", "rejected"):
-        failed(span, result.error_type or result.status, result.error or result.status)
+        genai.failed(span, result.error_type or result.status, result.error or result.status)
 
 
 @contextmanager
@@ -140,4 +134,4 @@ def tool_outcome(span: Span, ok: bool, error_type: str | None, error: str | None
         return
     span.set_attribute("armature.tool.outcome", "ok" if ok else (error_type or "error"))
     if not ok:
-        failed(span, error_type or "tool_error", error or "tool call failed")
+        genai.failed(span, error_type or "tool_error", error or "tool call failed")
