@@ -45,6 +45,18 @@ async def start(
     )
 
 
+async def run_history(client: Client, task_queue: str, text: str, prefix: str, runs: int) -> None:
+    """``runs`` completed runs of the spec ``text``, one after another, with input ``topic``
+    ``topic 0``, ``topic 1``, ... and ids ``<prefix>-hist-<i>``: the history an improvement
+    round diagnoses."""
+    plan = plan_from(text)
+    for i in range(runs):
+        handle = await start(
+            client, plan, task_queue, {"topic": f"topic {i}"}, run_id=f"{prefix}-hist-{i}"
+        )
+        await handle.result()
+
+
 @activity.defn(name="llm_call")
 async def fake_llm_call_counting(inp: LLMCallInput) -> LLMCallResult:
     """The real llm_call, plus one line per execution in $ARMATURE_CALL_LOG.

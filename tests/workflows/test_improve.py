@@ -17,7 +17,7 @@ from armature_temporal.spec.compiler import compile_spec
 from armature_temporal.spec.loader import load_spec
 from armature_temporal.store import TraceStore
 from armature_temporal.store.engine import database_url
-from tests.fakes import SPECS, plan_from, run_armature, start
+from tests.fakes import SPECS, plan_from, run_armature, run_history, start
 from worker import build_worker
 
 # The verification is statistical: a pair's difference is 0 when the small tier happens to be
@@ -56,15 +56,6 @@ stages:
 """
 
 
-async def _history(client: Client, task_queue: str, text: str, runs: int) -> None:
-    plan = plan_from(text)
-    for i in range(runs):
-        handle = await start(
-            client, plan, task_queue, {"topic": f"topic {i}"}, run_id=f"drafty-hist-{i}"
-        )
-        await handle.result()
-
-
 async def _improve(
     client: Client, task_queue: str, text: str, path: Path, wid: str
 ) -> ImproveResult:
@@ -83,11 +74,11 @@ async def test_a_round_waits_for_traces_then_verifies_a_tier_change_that_helps(
     path = tmp_path / "drafty.yaml"
     path.write_text(SPEC)
     async with build_worker(client, task_queue):
-        await _history(client, task_queue, SPEC, 3)
+        await run_history(client, task_queue, SPEC, "drafty", 3)
         early = await _improve(client, task_queue, SPEC, path, "improve-drafty-early")
         assert early.status == "too_few_traces"
         assert "3 finished runs" in early.detail and "min_traces = 8" in early.detail
-        await _history(client, task_queue, SPEC, 10)
+        await run_history(client, task_queue, SPEC, "drafty", 10)
         # This round through the CLI, as a user runs it.
         addr = str(client.service_client.config.target_host)
         done = await run_armature(

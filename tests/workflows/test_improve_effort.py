@@ -15,7 +15,7 @@ from armature_temporal.improve.models import ImproveInput, ImproveResult
 from armature_temporal.store import TraceStore
 from armature_temporal.store.engine import database_url
 from armature_temporal.store.rounds import CALL_KINDS
-from tests.fakes import plan_from, run_armature, start
+from tests.fakes import run_armature, run_history
 from worker import build_worker
 
 # Two struggling stages (six rule-based candidates, three verified: the limit leaves three
@@ -55,15 +55,6 @@ stages:
 """
 
 
-async def _history(client: Client, task_queue: str, text: str, prefix: str) -> None:
-    plan = plan_from(text)
-    for i in range(8):
-        handle = await start(
-            client, plan, task_queue, {"topic": f"topic {i}"}, run_id=f"{prefix}-hist-{i}"
-        )
-        await handle.result()
-
-
 async def test_a_round_reports_the_runs_and_tokens_it_spent_and_flags_a_refiner_on_the_judge_tier(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
@@ -71,7 +62,7 @@ async def test_a_round_reports_the_runs_and_tokens_it_spent_and_flags_a_refiner_
     path.write_text(SPEC)
     addr = str(client.service_client.config.target_host)
     async with build_worker(client, task_queue):
-        await _history(client, task_queue, SPEC, "effortful")
+        await run_history(client, task_queue, SPEC, "effortful", 8)
         done = await run_armature(
             "improve", str(path), "--json", "--address", addr, "--task-queue", task_queue
         )
@@ -134,7 +125,7 @@ async def test_a_round_at_target_reports_it_converged_having_spent_nothing(
     path = tmp_path / "settled.yaml"
     path.write_text(text)
     async with build_worker(client, task_queue):
-        await _history(client, task_queue, text, "settled")
+        await run_history(client, task_queue, text, "settled", 8)
         result = await client.execute_workflow(
             "Improve",
             ImproveInput(spec_text=text, spec_path=str(path)),

@@ -13,7 +13,7 @@ from temporalio.client import Client
 from armature_temporal.improve.models import ImproveInput, ImproveResult
 from armature_temporal.store import TraceStore
 from armature_temporal.store.engine import database_url
-from tests.fakes import plan_from, run_armature, start
+from tests.fakes import run_armature, run_history
 from worker import build_worker
 
 # As tests/workflows/test_improve.py's drafty spec (valid_rate 0.1: the tier change verifies
@@ -51,22 +51,13 @@ stages:
 """
 
 
-async def _history(client: Client, task_queue: str, text: str, prefix: str, runs: int) -> None:
-    plan = plan_from(text)
-    for i in range(runs):
-        handle = await start(
-            client, plan, task_queue, {"topic": f"topic {i}"}, run_id=f"{prefix}-hist-{i}"
-        )
-        await handle.result()
-
-
 async def test_a_round_verifies_refiner_proposals_beside_the_rules_in_one_family(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
     path = tmp_path / "refined.yaml"
     path.write_text(SPEC)
     async with build_worker(client, task_queue):
-        await _history(client, task_queue, SPEC, "refined", 10)
+        await run_history(client, task_queue, SPEC, "refined", 10)
         result = await client.execute_workflow(
             "Improve",
             ImproveInput(spec_text=SPEC, spec_path=str(path)),
@@ -125,7 +116,7 @@ async def test_optimize_runs_one_verified_refiner_round_recorded_in_the_history(
     path.write_text(text)
     addr = str(client.service_client.config.target_host)
     async with build_worker(client, task_queue):
-        await _history(client, task_queue, text, "optimized", 10)
+        await run_history(client, task_queue, text, "optimized", 10)
         done = await run_armature(
             "optimize", str(path), "--json", "--address", addr, "--task-queue", task_queue
         )
