@@ -12,8 +12,8 @@ from temporalio.client import Client
 from armature_temporal.improve.pending import pending_path, read_pending
 from armature_temporal.store import TraceStore
 from armature_temporal.store.engine import database_url
-from tests.fakes import run_armature
-from tests.workflows.test_improve import SPEC, _history, _improve
+from tests.fakes import run_armature, run_history
+from tests.workflows.test_improve import SPEC, _improve
 from worker import build_worker
 
 # The better tier is served from another endpoint, so switching to it sends the stage's data
@@ -34,7 +34,7 @@ async def test_a_verified_review_lane_change_is_pending_never_auto_applied(
     path = tmp_path / "drafty.yaml"
     path.write_text(LANES_SPEC)
     async with build_worker(client, task_queue):
-        await _history(client, task_queue, LANES_SPEC, 10)
+        await run_history(client, task_queue, LANES_SPEC, "drafty", 10)
         result = await _improve(client, task_queue, LANES_SPEC, path, "improve-drafty-lanes")
     assert result.status == "proposed", result.detail
     (tier,) = result.proposals
