@@ -94,6 +94,11 @@ commands.knowledge.knowledge_app.command("gaps")(_gaps)
 _facts = importlib.import_module("armature_temporal.commands.facts").facts_app
 commands.knowledge.knowledge_app.add_typer(_facts, name="facts")
 
+# `armature bandit status|evolve` live in their own module (the ladder, evolution); mounted here.
+_bandit_status = importlib.import_module("armature_temporal.commands.bandit_status")
+commands.bandits.bandit_app.command("status")(_bandit_status.bandit_status)
+commands.bandits.bandit_app.command("evolve")(_bandit_status.bandit_evolve)
+
 # `armature cache eval` lives in its own module (the semantic rule's scoring); mounted here.
 try:
     _eval = importlib.import_module("armature_temporal.commands.cache_eval").cache_eval

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from datetime import UTC, datetime
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -18,6 +19,8 @@ from armature_temporal.bandit import (
     RewardError,
     UnknownBanditError,
 )
+from armature_temporal.bandit.ladder import record_unlocks
+from armature_temporal.bandit.spec_arms import ARM_KEY, bucket_of
 from armature_temporal.runtime.models import (
     BanditMaintenanceInput,
     BanditRewardInput,
@@ -51,14 +54,40 @@ def runtime_for(name: str, arms: list[dict[str, object]] | None = None) -> Bandi
         return runtime
 
 
+def embed_text(text: str) -> tuple[str, list[float]]:
+    """The embedder's name and the unit vector of ``text`` (the local model when installed,
+    else the lexical one): what an embedding context feature is bucketed from."""
+    from armature_temporal.experience.embeddings import get_embedder
+
+    embedder = get_embedder(None)
+    name = "local" if embedder.name != "lexical" else "lexical"
+    return name, embedder.embed([text])[0]
+
+
+def _context(inp: BanditSelectInput) -> dict[str, object] | None:
+    if inp.embed_text is None or not inp.buckets:
+        return inp.context
+    model, vector = embed_text(inp.embed_text)
+    key = f"{inp.context_embed or 'task'}~{model}"
+    return {**(inp.context or {}), key: f"{bucket_of(vector, inp.buckets)}/{inp.buckets}"}
+
+
 @activity.defn(name="bandit_select")
 async def bandit_select(inp: BanditSelectInput) -> BanditSelectResult:
-    """Thompson-sample an arm; the same decision id always gets the same answer."""
+    """Thompson-sample an arm in the run's context; the same decision id always gets the same
+    answer. A bred arm comes back with its tier, prompt and params."""
     runtime = await asyncio.to_thread(runtime_for, inp.name, inp.arms)
+    context = await asyncio.to_thread(_context, inp)
     selection = await asyncio.to_thread(
-        runtime.select, decision_id=inp.decision_id, context=inp.context
+        runtime.select, decision_id=inp.decision_id, context=context
     )
-    return BanditSelectResult(arm_id=selection.arm_id, decision_id=selection.decision_id)
+    bred = selection.params.get(ARM_KEY)
+    return BanditSelectResult(
+        arm_id=selection.arm_id,
+        decision_id=selection.decision_id,
+        arm=dict(bred) if isinstance(bred, dict) else None,
+        context=selection.context,
+    )
 
 
 @activity.defn(name="bandit_reward")
@@ -71,18 +100,37 @@ async def bandit_reward(inp: BanditRewardInput) -> str:
         return "already rewarded"
     except (RewardError, UnknownBanditError) as exc:
         raise ApplicationError(str(exc), type="bandit_reward", non_retryable=True) from exc
+    try:
+        await asyncio.to_thread(
+            record_unlocks, runtime, inp.policy, receipt.context, datetime.now(UTC).isoformat()
+        )
+    except Exception as exc:  # the ladder's record never costs a reward
+        activity.logger.warning("bandit %s: unlock events not recorded: %s", inp.name, exc)
     return "change detected" if receipt.change_detected else "rewarded"
 
 
 @activity.defn(name="bandit_maintenance")
 async def bandit_maintenance(inp: BanditMaintenanceInput) -> list[str]:
     """Evolution, retirement and a posterior snapshot for each named bandit."""
+    from activities.bandit_evolve import evolve_stage
+
     done = []
     for name in inp.names:
         try:
             runtime = await asyncio.to_thread(runtime_for, name)
         except UnknownBanditError:
             continue  # no run has selected an arm yet
+        spec_arms = inp.spec_arms.get(name)
+        if spec_arms is not None and spec_arms.policy.evolve is not None:
+            evo = await asyncio.to_thread(evolve_stage, runtime, spec_arms)
+            refused = "; ".join(f"{a} refused: {why}" for a, why in evo.refused)
+            done.append(
+                f"{name}: evolution {'on' if evo.unlocked else 'locked'} ({evo.decisions} "
+                f"rewarded decisions), retired {evo.retired or 'none'}, bred "
+                f"{evo.bred or 'none'}"
+                + (f"; {refused}" if refused else "")
+                + (f" ({evo.note})" if evo.note else "")
+            )
         report = await asyncio.to_thread(runtime.maintenance)
         done.append(f"{name}: retired {len(report.retired)}, bred {len(report.bred)}")
     return done

@@ -339,6 +339,10 @@ class MemoryBackend:
 
     # --- reading and logging -------------------------------------------------------------
 
+    def contexts(self, name: str) -> list[str]:
+        """The context keys this bandit has decided in ('' left out), sorted."""
+        return sorted({c for (c, _) in self._bandit(name).pulls() if c})
+
     def stats(self, name: str, context: str) -> dict[str, ArmStats]:
         bandit = self._bandit(name)
         pulls = bandit.pulls()

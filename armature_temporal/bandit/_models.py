@@ -110,7 +110,9 @@ EventKind = Literal[
     "arm_params_changed",
     "arm_retired",
     "arm_bred",
+    "arm_refused",
     "change_detected",
+    "unlocked",
 ]
 
 

@@ -399,6 +399,18 @@ class SqlBackend:
 
     # --- reading and logging -------------------------------------------------------------
 
+    def contexts(self, name: str) -> list[str]:
+        """The context keys this bandit has decided in ('' left out), sorted."""
+        with self.engine.begin() as conn:
+            rows = conn.execute(
+                text(
+                    "SELECT DISTINCT context FROM bandit_decisions WHERE name = :n "
+                    "AND context <> '' ORDER BY context"
+                ),
+                {"n": name},
+            )
+            return [r[0] for r in rows]
+
     def stats(self, name: str, context: str) -> dict[str, ArmStats]:
         with self.engine.begin() as conn:
             arms = [

@@ -10,6 +10,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
+from armature_temporal.runtime.bandit_models import (
+    BanditMaintenanceInput as BanditMaintenanceInput,
+)
+from armature_temporal.runtime.bandit_models import BanditRewardInput as BanditRewardInput
+from armature_temporal.runtime.bandit_models import BanditSelectInput as BanditSelectInput
+from armature_temporal.runtime.bandit_models import BanditSelectResult as BanditSelectResult
 from armature_temporal.runtime.confidence._models import Confidence
 from armature_temporal.spec.compiler import Plan, PlanAdapter, PlanStage, ResolvedTier
 from armature_temporal.spec.mcp import PlanMcpServer, PlanMcpTool
@@ -550,25 +556,3 @@ class PriorRunQuery(_Model):
 class PriorRunResult(_Model):
     run_id: str | None = None
     values: dict[str, Any] = Field(default_factory=dict)
-
-
-class BanditSelectInput(_Model):
-    name: str
-    arms: list[dict[str, Any]]
-    decision_id: str
-    context: dict[str, Any] | None = None
-
-
-class BanditSelectResult(_Model):
-    arm_id: str
-    decision_id: str
-
-
-class BanditRewardInput(_Model):
-    name: str
-    decision_id: str
-    reward: float
-
-
-class BanditMaintenanceInput(_Model):
-    names: list[str]

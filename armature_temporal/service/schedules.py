@@ -10,6 +10,7 @@ going (overlap SKIP).
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -28,6 +29,7 @@ from temporalio.client import (
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
+from armature_temporal.runtime.bandit_models import SpecArms
 from armature_temporal.runtime.models import BanditMaintenanceInput, RunInput
 from armature_temporal.runtime.search_attributes import SPEC_HASH, SPEC_NAME, WAITING_GATE
 from armature_temporal.service.client import WORKFLOW_NAME, prepare_inputs
@@ -92,8 +94,27 @@ def bandit_names(plan: Plan) -> list[str]:
     return [f"{plan.name}:{s.id}" for s in plan.stages if s.arms]
 
 
+def maintenance_input(plan: Plan, spec_path: str | None = None) -> BanditMaintenanceInput:
+    """The maintenance round of a spec's bandits; stages with ``bandit.evolve`` carry their
+    arms and policy (and the spec's path, to validate a bred arm as part of it)."""
+    spec_arms = {}
+    for s in plan.stages:
+        if s.arms and s.bandit is not None and s.bandit.evolve is not None:
+            refiner = s.bandit.evolve.refiner_tier if s.bandit.evolve.mutate_prompt else None
+            spec_arms[f"{plan.name}:{s.id}"] = SpecArms(
+                spec_path=str(Path(spec_path).resolve())
+                if spec_path and Path(spec_path).is_file()
+                else None,
+                stage=s.id,
+                arms=[a.model_dump(mode="json") for a in s.arms],
+                policy=s.bandit,
+                refiner={"name": refiner} if refiner else None,
+            )
+    return BanditMaintenanceInput(names=bandit_names(plan), spec_arms=spec_arms)
+
+
 async def _apply_maintenance(
-    client: Client, plan: Plan, task_queue: str, *, delete: bool
+    client: Client, plan: Plan, task_queue: str, *, delete: bool, spec_path: str | None = None
 ) -> list[ScheduleChange]:
     sid = f"{plan.name}-bandit-maintenance"
     names = [] if delete else bandit_names(plan)
@@ -102,7 +123,7 @@ async def _apply_maintenance(
     schedule = Schedule(
         action=ScheduleActionStartWorkflow(
             "BanditMaintenance",
-            BanditMaintenanceInput(names=names),
+            maintenance_input(plan, spec_path),
             id=f"{plan.name}-bandit-maintenance",
             task_queue=task_queue,
             static_summary=f"bandit maintenance for {', '.join(names)}",
@@ -228,7 +249,9 @@ async def apply_triggers(
             plan, index, trigger.schedule, prepare_inputs(plan, dict(trigger.inputs)), task_queue
         )
         changes.append(await _upsert(client, sid, schedule, trigger.schedule))
-    changes += await _apply_maintenance(client, plan, task_queue, delete=delete)
+    changes += await _apply_maintenance(
+        client, plan, task_queue, delete=delete, spec_path=spec_path
+    )
     changes += await _apply_loops(client, plan, task_queue, spec_text, spec_path, delete=delete)
     prefix = f"{plan.name}-cron-"
     # Visibility lists schedules eventually; also try the next ids directly, so a trigger

@@ -206,6 +206,9 @@ def _check_tiers(spec: Spec) -> Iterator[Problem]:
         for k, arm_id in enumerate(arm_ids):
             if arm_id in arm_ids[:k]:
                 yield ("stages", i, "arms", k, "arm_id"), f"duplicate arm_id {arm_id!r}"
+        evolve = stage.bandit.evolve if stage.bandit is not None else None
+        if evolve is not None and (msg := bad(evolve.refiner_tier)):
+            yield ("stages", i, "bandit", "evolve", "refiner_tier"), msg
 
 
 # --- JSON Schemas ------------------------------------------------------------------------------
@@ -245,6 +248,17 @@ def _check_schemas(spec: Spec) -> Iterator[Problem]:
 def _check_loops_and_fanout(spec: Spec) -> Iterator[Problem]:
     ups = ancestors(spec)
     for i, stage in enumerate(spec.stages):
+        context = stage.bandit.context if stage.bandit is not None else None
+        if context is not None and _declares_inputs(spec):
+            inputs = _input_names(spec)
+            named = [*context.inputs, *([context.embedding.input] if context.embedding else [])]
+            for name in named:
+                if name not in inputs:
+                    yield (
+                        ("stages", i, "bandit", "context"),
+                        f"context input {name!r} is not one of the spec's inputs {inputs}"
+                        f"{did_you_mean(name, inputs)}; name a declared input",
+                    )
         if stage.partition_key is not None and stage.partition_source is None:
             root = stage.partition_key.split(".", 1)[0]
             inputs = _input_names(spec)

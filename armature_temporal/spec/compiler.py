@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from jinja2 import TemplateSyntaxError
 
+from armature_temporal.spec.arm_policy import ArmPolicy
 from armature_temporal.spec.checks import tier_names
 from armature_temporal.spec.confidence import stage_min_confidence
 from armature_temporal.spec.context_window import compile_context
@@ -428,6 +429,20 @@ def _compile_stage(
         if stage.retrieve is not None
         else None,
         network=_network(spec, stage),
+        bandit=_bandit(spec, stage, ladder),
+    )
+
+
+def _bandit(spec: Spec, stage: Stage, tier_ladder: list[str]) -> ArmPolicy | None:
+    """The stage's ``bandit:`` with the refiner tier of prompt mutation resolved."""
+    policy = stage.bandit
+    if policy is None or policy.evolve is None or not policy.evolve.mutate_prompt:
+        return policy
+    si = spec.self_improvement
+    tier = policy.evolve.refiner_tier or (si.refiner_tier if si is not None else None)
+    tier = tier or (tier_ladder[-1] if tier_ladder else None)
+    return policy.model_copy(
+        update={"evolve": policy.evolve.model_copy(update={"refiner_tier": tier})}
     )
 
 

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 
+from armature_temporal.spec.arm_policy import BANDIT_DESCRIPTION, ArmPolicy
 from armature_temporal.spec.caching import CACHE_DESCRIPTION, StageCache
 from armature_temporal.spec.confidence import (
     CONFIDENCE_DESCRIPTION,
@@ -275,6 +276,7 @@ class Stage(_Model):
         "else its gate decision, else output quality) or external (armature reward / "
         "runtime_update).",
     )
+    bandit: ArmPolicy | None = Field(None, description=BANDIT_DESCRIPTION)
     simulate: StageSimulation | None = Field(None, description=SIMULATE_DESCRIPTION)
     cache: StageCache | None = Field(None, description=CACHE_DESCRIPTION)
     retrieve: StageRetrieve | None = Field(None, description=RETRIEVE_DESCRIPTION)
@@ -333,6 +335,10 @@ class Stage(_Model):
         if "reward" in self.model_fields_set and not self.arms:
             raise FieldValueError(
                 "reward", "reward says how arms are rewarded; this stage has no arms"
+            )
+        if self.bandit is not None and not self.arms:
+            raise FieldValueError(
+                "bandit", "bandit says how this stage's arms learn; this stage has no arms"
             )
         if self.arms and self.role is None:
             raise FieldValueError(

@@ -19,6 +19,7 @@ from pydantic import (
     model_serializer,
 )
 
+from armature_temporal.spec.arm_policy import ArmPolicy
 from armature_temporal.spec.caching import StageCache
 from armature_temporal.spec.context_window import PlanContext
 from armature_temporal.spec.experience import ExperienceConfig
@@ -207,8 +208,10 @@ class PlanStage(_Sparse):
     #: sandbox.allow_network. Plans from before it existed: False, as they ran; left out of
     #: the canonical JSON when False.
     network: bool = False
+    #: bandit: (context features, evolution) of the stage's arms; left out when None.
+    bandit: ArmPolicy | None = None
 
-    sparse_fields = ("network", "retrieve")
+    sparse_fields = ("network", "retrieve", "bandit")
 
 
 class Plan(_Sparse):

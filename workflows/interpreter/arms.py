@@ -33,18 +33,38 @@ class Arms:
         """Thompson-sample the stage's arm (a local activity; retries get the same answer)."""
         name = self.bandit_name(stage.id)
         decision_id = f"{name}@{self.run.run_id}"
+        context = stage.bandit.context if stage.bandit is not None else None
+        embedding = context.embedding if context is not None else None
         selected = await workflow.execute_local_activity(
             "bandit_select",
             BanditSelectInput(
                 name=name,
                 decision_id=decision_id,
                 arms=[{"arm_id": a.arm_id, "params": a.params} for a in stage.arms],
+                context=context.features(self.run.inputs) if context is not None else None,
+                embed_text=str(self.run.inputs.get(embedding.input, "") or "")
+                if embedding is not None
+                else None,
+                context_embed=embedding.input if embedding is not None else None,
+                buckets=embedding.buckets if embedding is not None else 0,
             ),
             result_type=BanditSelectResult,
             start_to_close_timeout=timedelta(seconds=30),
         )
         self.run.arm_choice[stage.id] = (selected.arm_id, selected.decision_id)
-        return next(a for a in stage.arms if a.arm_id == selected.arm_id)
+        declared = next((a for a in stage.arms if a.arm_id == selected.arm_id), None)
+        if declared is not None:
+            return declared
+        if selected.arm is None:
+            raise ApplicationError(
+                f"stage {stage.id!r}: the bandit chose arm {selected.arm_id!r}, which the spec "
+                "does not declare and which was not bred by evolution; reset the bandit or add "
+                "the arm to the spec",
+                type="unknown_arm",
+                non_retryable=True,
+            )
+        # Bred by evolution (bandit.evolve): its definition came with the selection.
+        return PlanArm(arm_id=selected.arm_id, **selected.arm)
 
     async def reward(self, stage_id: str, reward: float, source: str) -> None:
         """Reward the stage's chosen arm once (never in a verification run)."""
@@ -60,6 +80,10 @@ class Arms:
                     name=self.bandit_name(stage_id),
                     decision_id=choice[1],
                     reward=max(0.0, min(1.0, reward)),
+                    policy=next(
+                        (s.bandit for s in run.plan.stages if s.id == stage_id and s.bandit),
+                        None,
+                    ),
                 ),
                 start_to_close_timeout=timedelta(seconds=30),
             )
