@@ -108,7 +108,9 @@ def crossover_arms(
         hi_v = high if b is None else float(b)
         point = lo_v + rng.random() * (hi_v - lo_v)
         value = min(max(point, low), high)
-        is_int = all(isinstance(x, int) for x in (bounds["low"], bounds["high"]))
+        # Whole numbers stay whole when the bounds and the parents' values all are.
+        known = [x for x in (bounds["low"], bounds["high"], a, b) if x is not None]
+        is_int = all(isinstance(x, int) and not isinstance(x, bool) for x in known)
         params[name] = round(value) if is_int else round(value, 4)
     return {
         "model_tier": take_tier.get("model_tier"),

@@ -115,7 +115,8 @@ class ArmEvolution(_Model):
     max_arms: int = Field(6, ge=2, description="Active arms at most; breeding stops there.")
     params: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
-        description="Declared space for numeric crossover and mutation: name -> {low, high} or "
+        description="Declared space for crossover: name -> {low, high} (a child takes a random "
+        "point between its parents' values) or "
         "{choices: [...]} (e.g. temperature: {low: 0, high: 1}). Undeclared params are "
         "inherited from one parent unchanged.",
     )

@@ -15,6 +15,7 @@ from typing import Any, get_args, get_origin
 from pydantic import BaseModel
 
 from armature_temporal.spec import models as spec_module
+from armature_temporal.spec.arm_policy import ArmContext, ArmEmbedding, ArmEvolution
 from armature_temporal.spec.confidence import ConfidenceConfig
 from armature_temporal.spec.mcp import McpServer
 from armature_temporal.spec.safety import SandboxSettings
@@ -35,6 +36,9 @@ _SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("stages[].gate", spec_module.Gate),
     ("stages[].tool", spec_module.ToolCall),
     ("stages[].arms[]", spec_module.Arm),
+    ("stages[].bandit.context", ArmContext),
+    ("stages[].bandit.context.embedding", ArmEmbedding),
+    ("stages[].bandit.evolve", ArmEvolution),
     ("stages[].simulate", StageSimulation),
     ("stages[].simulate.pitfalls[]", Pitfall),
     ("stages[].cache", spec_module.StageCache),

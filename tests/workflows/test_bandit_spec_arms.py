@@ -1,0 +1,198 @@
+"""A stage's ``bandit:`` block on a real Temporal dev server: decisions filed per context (run
+inputs, an embedding bucket), the ladder shown by ``armature bandit status``, and an arm bred
+by ``armature bandit evolve`` that later runs execute from its stored definition."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+from temporalio.client import Client
+
+from activities.bandit import runtime_for
+from armature_temporal.store import TraceStore
+from tests.fakes import plan_from, start
+from worker import build_worker
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+ARMATURE = str(Path(sys.executable).parent / "armature")
+REPO = Path(__file__).resolve().parents[2]
+
+CONTEXT_SPEC = """\
+name: ctx_arms
+inputs:
+  type: object
+  properties:
+    audience: {type: string, default: expert}
+    question: {type: string, default: how do tides work}
+model_tiers:
+  small: {provider: simulate, quality: 0.55}
+  large: {provider: simulate, quality: 0.8}
+  frontier: {provider: simulate, quality: 0.95}
+stages:
+  - id: answer
+    role: {description: "Answer for a {{ inputs.audience }} reader: {{ inputs.question }}"}
+    arms:
+      - {arm_id: fast, model_tier: small}
+      - {arm_id: thorough, model_tier: large}
+    bandit:
+      context: {inputs: [audience], embedding: {input: question, buckets: 4}}
+  - id: judge
+    depends_on: [answer]
+    role: {type: judge, model_tier: frontier, description: "Score: {{ answer.content }}"}
+"""
+
+EVOLVE_SPEC = """\
+name: evo_arms
+inputs:
+  type: object
+  properties:
+    question: {type: string, default: how do tides work}
+model_tiers:
+  small: {provider: simulate, quality: 0.5}
+  large: {provider: simulate, quality: 0.6}
+  frontier: {provider: simulate, quality: 0.95}
+stages:
+  - id: answer
+    role: {description: "Answer: {{ inputs.question }}"}
+    arms:
+      - {arm_id: plain, model_tier: large}
+      - arm_id: careful
+        model_tier: small
+        description: "Answer: {{ inputs.question }}. Check every figure against its source."
+    bandit:
+      evolve: {after: 6, min_pulls: 2, budget: 3, max_arms: 4}
+  - id: judge
+    depends_on: [answer]
+    role: {type: judge, model_tier: frontier, description: "Score: {{ answer.content }}"}
+"""
+
+
+async def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "250"}
+    return await asyncio.to_thread(
+        subprocess.run, [ARMATURE, *args], capture_output=True, text=True, env=env
+    )
+
+
+def _decision_contexts(name: str) -> dict[str, str]:
+    runtime = runtime_for(name)
+    with runtime.backend.engine.begin() as conn:  # type: ignore[attr-defined]
+        rows = conn.execute(
+            text("SELECT decision_id, context FROM bandit_decisions WHERE name = :n"), {"n": name}
+        )
+        return {r[0]: r[1] for r in rows}
+
+
+async def test_decisions_are_filed_per_context_and_the_ladder_shows_each_unlock(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    plan = plan_from(CONTEXT_SPEC)
+    audiences = ["novice" if i % 2 else "expert" for i in range(20)]
+    async with build_worker(client, task_queue):
+        for batch in range(2):
+            handles = [
+                await start(
+                    client,
+                    plan,
+                    task_queue,
+                    {"audience": audiences[i], "question": "how do tides work"},
+                    run_id=f"ctx-{i}",
+                )
+                for i in range(batch * 10, batch * 10 + 10)
+            ]
+            await asyncio.gather(*(h.result() for h in handles))
+    contexts = _decision_contexts("ctx_arms:answer")
+    assert len(contexts) == 20
+    keys = set()
+    for i, audience in enumerate(audiences):
+        key = contexts[f"ctx_arms:answer@ctx-{i}"]
+        fields = dict(part.split("=", 1) for part in key.split(";"))
+        assert fields["audience"] == audience
+        (bucket_field,) = [f for f in fields if f.startswith("question~")]
+        keys.add(key)
+    # One question: one embedding bucket; so one key per audience.
+    assert len(keys) == 2, keys
+    assert bucket_field in ("question~local", "question~lexical")
+    store = TraceStore()
+    for i in range(20):
+        (stage,) = [r for r in store.records(f"ctx-{i}") if r.kind == "stage" and r.arm_id]
+        assert stage.tier == {"fast": "small", "thorough": "large"}[stage.arm_id]
+    spec = tmp_path / "ctx.yaml"
+    spec.write_text(CONTEXT_SPEC)
+    shown = await _cli("bandit", "status", str(spec), "--json")
+    assert shown.returncode == 0, shown.stderr
+    (entry,) = json.loads(shown.stdout)["stages"]
+    rungs: dict[tuple[str, Any], dict[str, Any]] = {
+        (r["rung"], r.get("context")): r for r in entry["ladder"]
+    }
+    assert rungs[("thompson", None)]["status"] == "unlocked"
+    assert rungs[("thompson", None)]["unlocked_at"]
+    for key in keys:  # 10 rewarded decisions each: unlock_after's default
+        assert rungs[("context", key)]["status"] == "unlocked", entry["ladder"]
+        assert rungs[("context", key)]["unlocked_at"] >= rungs[("thompson", None)]["unlocked_at"]
+    assert rungs[("evolution", None)]["status"] == "off"
+    assert rungs[("fine-tune", None)]["status"] == "off"
+    assert sum(a["pulls"] for a in entry["arms"]) == 20
+    table = await _cli("bandit", "status", str(spec))
+    assert table.returncode == 0 and "ladder" in table.stdout and "audience=novice" in table.stdout
+
+
+async def test_an_arm_bred_by_evolve_is_run_from_its_stored_definition(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    spec = tmp_path / "evo.yaml"
+    spec.write_text(EVOLVE_SPEC)
+    plan = plan_from(EVOLVE_SPEC)
+    async with build_worker(client, task_queue):
+        handles = [
+            await start(client, plan, task_queue, {"question": f"q {i}"}, run_id=f"evo-{i}")
+            for i in range(10)
+        ]
+        await asyncio.gather(*(h.result() for h in handles))
+        bred = await _cli("bandit", "evolve", str(spec), "--json")
+        assert bred.returncode == 0, bred.stderr
+        (line, *_) = json.loads(bred.stdout)["done"]
+        assert "evolution on" in line and "bred ['evo.g1." in line, line
+        runtime = runtime_for("evo_arms:answer")
+        (child,) = [r for r in runtime.backend.arm_records(runtime.name) if r.origin == "evolved"]
+        definition = child.params["_arm"]
+        store = TraceStore()
+        seen: list[Any] = []
+        for batch in range(6):  # until Thompson sampling tries the new arm
+            handles = [
+                await start(
+                    client,
+                    plan,
+                    task_queue,
+                    {"question": f"r {batch}-{i}"},
+                    run_id=f"evo-{batch}-{i}",
+                )
+                for i in range(10)
+            ]
+            await asyncio.gather(*(h.result() for h in handles))
+            seen = [
+                r
+                for b in range(batch + 1)
+                for i in range(10)
+                for r in store.records(f"evo-{b}-{i}")
+                if r.kind == "stage" and r.arm_id == child.arm_id
+            ]
+            if seen:
+                break
+    assert seen, "the bred arm was never chosen in 60 runs"
+    assert seen[0].tier == definition["model_tier"]
+    assert seen[0].status == "completed"
+    status = await _cli("bandit", "status", str(spec), "--json")
+    (entry,) = json.loads(status.stdout)["stages"]
+    arms = {a["arm_id"]: a for a in entry["arms"]}
+    assert arms[child.arm_id]["origin"] == "evolved" and arms[child.arm_id]["pulls"] >= 1
+    evolution = next(r for r in entry["ladder"] if r["rung"] == "evolution")
+    assert evolution["status"] == "unlocked" and evolution["unlocked_at"]
