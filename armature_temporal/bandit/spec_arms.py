@@ -16,7 +16,8 @@ config arms are the spec's ``arms``. A stage's ``bandit:`` block (:mod:`armature
   arms leave only when the spec drops them) and breed one child of
   the two best arms (by posterior mean, ``min_pulls`` each): its tier, prompt and each declared
   param come from either parent (numeric params blended within bounds), or — with
-  ``mutate_prompt`` — its prompt is the refiner tier's rewrite of the best arm's. A child is
+  ``mutate_prompt``, for every other child, the first included — it is the best arm with its
+  prompt rewritten by the refiner tier (a crossover when the refiner proposes nothing). A child is
   stored only after the prompt-input scanner finds nothing in its prompt and the spec validator
   accepts the spec with the child added; a refused child counts against ``budget`` and is
   logged (``arm_refused``) with the reason. A bred arm's tier, prompt and params are kept in
@@ -218,7 +219,7 @@ def evolve(
         existing += [arm_definition(r, declared) for r in every if r.status == "retired"]
         child: dict[str, Any] | None = None
         how = "crossover"
-        if policy.mutate_prompt and propose_prompt is not None and rng.random() < 0.5:
+        if policy.mutate_prompt and propose_prompt is not None and spent % 2 == 0:
             rewrite = propose_prompt(defs[0])
             if rewrite:
                 child, how = {**defs[0], "prompt": rewrite}, "prompt rewritten by the refiner"

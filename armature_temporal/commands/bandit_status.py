@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from armature_temporal.spec.compiler import Plan, PlanStage
     from armature_temporal.views.report import RunTrace
 
-__all__ = ["bandit_evolve", "bandit_status", "stage_status"]
+__all__ = ["bandit_evolve", "bandit_status", "stage_status", "with_ladder"]
 
 
 def _runtime(name: str) -> Any:
@@ -102,6 +102,58 @@ def stage_status(plan: Plan, runs: list[RunTrace]) -> list[dict[str, Any]]:
     return stages
 
 
+def _tables(stages: list[dict[str, Any]]) -> Any:
+    """The ladder and arms tables of ``stage_status``'s entries, as one renderable."""
+    from rich.console import Group
+    from rich.table import Table
+
+    parts: list[Any] = []
+    for entry in stages:
+        table = Table(title=f"bandit {entry['bandit']} · ladder", show_edge=False, pad_edge=False)
+        for col in ("rung", "status", "threshold", "progress", "unlocked at"):
+            table.add_column(col)
+        for rung in entry["ladder"]:
+            label = rung["rung"] + (f" [{rung['context']}]" if rung.get("context") else "")
+            table.add_row(
+                Text(label),
+                rung["status"],
+                Text(rung["threshold"]),
+                Text(rung["progress"]),
+                (rung["unlocked_at"] or "")[:19],
+            )
+        parts.append(table)
+        if not entry["arms"]:
+            parts.append(Text("no run has chosen an arm yet"))
+            continue
+        arms = Table(title=f"bandit {entry['bandit']} · arms", show_edge=False, pad_edge=False)
+        for col in ("arm", "origin", "status", "pulls", "mean", "P(best)"):
+            arms.add_column(col)
+        for arm in entry["arms"]:
+            arms.add_row(
+                Text(arm["arm_id"]),
+                arm["origin"],
+                arm["status"],
+                str(arm["pulls"]),
+                f"{arm['mean']:.3f}",
+                f"{arm['p_best']:.2f}",
+            )
+        parts.append(arms)
+    return Group(*parts)
+
+
+def with_ladder(plan: Plan, runs: list[RunTrace], data: Any, shown: Any) -> tuple[Any, Any]:
+    """``armature dashboard SPEC_FILE``'s ``(data, shown)`` with each arm stage's ladder and
+    arms added (``data["bandits"]``); unchanged for a spec without arms."""
+    from rich.console import Group
+
+    stages = stage_status(plan, runs)
+    if not stages:
+        return data, shown
+    if isinstance(data, dict):
+        data = {**data, "bandits": stages}
+    return data, Group(shown, _tables(stages))
+
+
 def bandit_status(spec: SpecArg, as_json: JsonFlag = False) -> None:
     """Each arm stage's learning ladder — Thompson sampling, context, evolution, fine-tune,
     SAO — with its threshold, progress and when it unlocked, then its arms (bred and retired
@@ -117,38 +169,7 @@ def bandit_status(spec: SpecArg, as_json: JsonFlag = False) -> None:
         return
     if not stages:
         raise fail(f"error: spec {plan.name!r} has no stage with arms; add arms to a stage", 2)
-    from rich.table import Table
-
-    for entry in stages:
-        table = Table(title=f"bandit {entry['bandit']} · ladder", show_edge=False, pad_edge=False)
-        for col in ("rung", "status", "threshold", "progress", "unlocked at"):
-            table.add_column(col)
-        for rung in entry["ladder"]:
-            label = rung["rung"] + (f" [{rung['context']}]" if rung.get("context") else "")
-            table.add_row(
-                Text(label),
-                rung["status"],
-                Text(rung["threshold"]),
-                Text(rung["progress"]),
-                (rung["unlocked_at"] or "")[:19],
-            )
-        out.print(table)
-        arms = Table(title=f"bandit {entry['bandit']} · arms", show_edge=False, pad_edge=False)
-        for col in ("arm", "origin", "status", "pulls", "mean", "P(best)"):
-            arms.add_column(col)
-        for arm in entry["arms"]:
-            arms.add_row(
-                Text(arm["arm_id"]),
-                arm["origin"],
-                arm["status"],
-                str(arm["pulls"]),
-                f"{arm['mean']:.3f}",
-                f"{arm['p_best']:.2f}",
-            )
-        if entry["arms"]:
-            out.print(arms)
-        else:
-            out.print("no run has chosen an arm yet", markup=False)
+    out.print(_tables(stages))
 
 
 def bandit_evolve(spec: SpecArg, as_json: JsonFlag = False) -> None:

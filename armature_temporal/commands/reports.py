@@ -268,6 +268,11 @@ def dashboard(
 
     board, shown = snapshot()
     data, shown = with_kept_evals(board, shown)
+    if name is not None and target is None and not watch and _is_spec_file(spec):
+        from armature_temporal.commands.bandit_status import with_ladder  # the bandits' ladder
+
+        plan = _plan_of(Path(str(spec)))
+        data, shown = with_ladder(plan, load_runs(store, spec=name, limit=limit), data, shown)
     # A spec file names a spec that exists, runs or not: its page says it has none.
     spec_exists = target is not None and _is_spec_file(spec)
     if (

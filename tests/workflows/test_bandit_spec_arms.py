@@ -141,6 +141,10 @@ async def test_decisions_are_filed_per_context_and_the_ladder_shows_each_unlock(
     assert rungs[("evolution", None)]["status"] == "off"
     assert rungs[("fine-tune", None)]["status"] == "off"
     assert sum(a["pulls"] for a in entry["arms"]) == 20
+    board = await _cli("dashboard", str(spec), "--json")
+    assert board.returncode == 0, board.stderr
+    (on_board,) = json.loads(board.stdout)["bandits"]
+    assert on_board["ladder"] == entry["ladder"]  # the dashboard shows the same ladder
     table = await _cli("bandit", "status", str(spec))
     assert table.returncode == 0 and "ladder" in table.stdout and "audience=novice" in table.stdout
 
@@ -196,3 +200,39 @@ async def test_an_arm_bred_by_evolve_is_run_from_its_stored_definition(
     assert arms[child.arm_id]["origin"] == "evolved" and arms[child.arm_id]["pulls"] >= 1
     evolution = next(r for r in entry["ladder"] if r["rung"] == "evolution")
     assert evolution["status"] == "unlocked" and evolution["unlocked_at"]
+
+
+REWRITE_SPEC = EVOLVE_SPEC.replace(
+    "      evolve: {after: 6, min_pulls: 2, budget: 3, max_arms: 4}\n",
+    "      evolve: {after: 6, min_pulls: 2, budget: 3, max_arms: 4, mutate_prompt: true}\n"
+    "    simulate:\n"
+    "      pitfalls:\n"
+    "        - {id: unchecked, penalty: 0.3, rate: 0.9, symptom: a figure nobody checked,\n"
+    "           lesson: check every figure against its source}\n",
+).replace("name: evo_arms", "name: rewrite_arms")
+
+
+async def test_the_refiner_rewrites_the_best_arms_prompt_from_the_worst_runs(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    assert "mutate_prompt: true" in REWRITE_SPEC
+    spec = tmp_path / "rewrite.yaml"
+    spec.write_text(REWRITE_SPEC)
+    plan = plan_from(REWRITE_SPEC)
+    async with build_worker(client, task_queue):
+        handles = [
+            await start(client, plan, task_queue, {"question": f"q {i}"}, run_id=f"rw-{i}")
+            for i in range(12)
+        ]
+        await asyncio.gather(*(h.result() for h in handles))
+    done = await _cli("bandit", "evolve", str(spec), "--json")
+    assert done.returncode == 0, done.stderr
+    runtime = runtime_for("rewrite_arms:answer")
+    (event,) = [e for e in runtime.events() if e.kind in ("arm_bred", "arm_refused")]
+    assert event.kind == "arm_bred", event.detail
+    assert event.detail["how"] == "prompt rewritten by the refiner"
+    child = event.detail["arm"]
+    # The simulated refiner read the symptom in the worst runs and stated the pitfall's lesson.
+    assert "check every figure against its source" in child["prompt"].lower()
+    best = max(runtime.arms(), key=lambda a: a.mean if a.origin == "config" else -1)
+    assert child["model_tier"] == {"plain": "large", "careful": "small"}[best.arm_id]
