@@ -9,7 +9,7 @@ from armature_temporal.runtime.outputs import judge_score
 from armature_temporal.spec.compiler import PlanStage
 from workflows.interpreter.state import RunContext
 
-__all__ = ["stage_evidence"]
+__all__ = ["cost_penalty", "stage_evidence"]
 
 
 def stage_evidence(run: RunContext, stage: PlanStage) -> list[tuple[str, float, str]]:
@@ -43,3 +43,10 @@ def stage_evidence(run: RunContext, stage: PlanStage) -> list[tuple[str, float, 
     elif result.status in ("failed", "rejected"):
         found.append((stage.id, 0.0, result.error_type or result.status))
     return found
+
+
+def cost_penalty(run: RunContext, stage_id: str) -> float:
+    """What the stage's ``reward_cost_per_1k_tokens`` takes off its arm's auto reward: that
+    much per 1,000 tokens its model calls spent in this run (0 when it declares none)."""
+    per_1k = run.plan.stage(stage_id).reward_cost_per_1k_tokens
+    return per_1k * run.spent_tokens.get(stage_id, 0) / 1000 if per_1k else 0.0
