@@ -97,3 +97,38 @@ async def test_reason_first_reasoning_is_private_costed_and_raises_quality(
         r for r in TraceStore().records("rlp-on") if r.kind == "stage" and r.stage_id == "think"
     )
     assert text not in json.dumps(stage.output) and stage.arm_id == "reasoned"
+
+
+async def test_the_bandit_prefers_reasoning_only_where_it_pays_for_its_tokens(
+    client: Client, task_queue: str
+) -> None:
+    """benchmarks/rlp.py's two tasks, 40 runs each: where reasoning raises latent quality by
+    0.25 its arm ends with the higher posterior mean and most of the picks; where it raises
+    nothing, the cost (reward_cost_per_1k_tokens) ranks it below the plain arm."""
+    from activities.bandit import runtime_for
+    from benchmarks.rlp import spec_text
+
+    means: dict[str, dict[str, float]] = {}
+    picks: dict[str, int] = {}
+    async with build_worker(client, task_queue):
+        for task in ("multistep", "lookup"):
+            plan = plan_from(spec_text(task, "bandit"))
+            for batch in range(8):
+                handles = [
+                    await start(
+                        client,
+                        plan,
+                        task_queue,
+                        {"problem": f"case {i}"},
+                        run_id=f"rlp-{task}-{i}",
+                    )
+                    for i in range(batch * 5, batch * 5 + 5)
+                ]
+                for h in handles:
+                    await h.result()
+            arms = runtime_for(f"{plan.name}:solve").arms()
+            means[task] = {a.arm_id: a.mean for a in arms}
+            picks[task] = next(a.pulls for a in arms if a.arm_id == "reason")
+    assert means["multistep"]["reason"] > means["multistep"]["plain"], means
+    assert means["lookup"]["plain"] > means["lookup"]["reason"], means
+    assert picks["multistep"] > picks["lookup"], picks
