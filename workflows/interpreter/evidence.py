@@ -1,7 +1,9 @@
 """The evidence a finished stage brings for the choices made for it (bandit arms, lessons):
 a judge's score for the stages it judged, else the stage's own gate decision, else its output
 quality (simulated, or validity: 1 on the first try, 0.5 after retries); 0 when it failed or
-was rejected. Stages with ``reward: external`` are rewarded from outside, never here."""
+was rejected. Stages with ``reward: external`` are rewarded from outside, never here. An arm's
+reward is this evidence less the stage's token cost (:func:`cost_penalty`, with
+``reward_cost_per_1k_tokens``); a lesson's is the evidence alone."""
 
 from __future__ import annotations
 
