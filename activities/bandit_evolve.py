@@ -42,14 +42,19 @@ def _with_arm(spec_text: str, stage: str, arm: dict[str, Any]) -> str:
     doc = yaml.load(spec_text)
     for item in doc.get("stages") or []:
         if item.get("id") == stage:
-            item.setdefault("arms", []).append(
-                {
-                    "arm_id": _CHECK_ID,
-                    "model_tier": arm.get("model_tier"),
-                    "params": dict(arm.get("params") or {}),
-                    "description": arm.get("prompt"),
-                }
-            )
+            entry = {
+                "arm_id": _CHECK_ID,
+                "model_tier": arm.get("model_tier"),
+                "params": dict(arm.get("params") or {}),
+                "description": arm.get("prompt"),
+            }
+            reasoning = arm.get("reasoning")
+            if reasoning:
+                entry["reason_first"] = True
+                entry["reasoning_prompt"] = reasoning.get("prompt")
+                if reasoning.get("tier"):
+                    entry["reasoning_tier"] = reasoning["tier"]
+            item.setdefault("arms", []).append(entry)
             break
     else:
         raise ValueError(f"the spec has no stage {stage!r} any more")
@@ -66,7 +71,8 @@ def admit_arm(spec_arms: SpecArms, arm: dict[str, Any]) -> str | None:
     and compile (its tier must exist, its template may read only what the stage may). Without
     the spec file, its template may read only names the spec's own arms read."""
     prompt = str(arm.get("prompt") or "")
-    found = scan(prompt)
+    reasoning = arm.get("reasoning") or {}
+    found = scan(f"{prompt}\n{reasoning.get('prompt') or ''}")
     if found.flagged:
         kinds = ", ".join(sorted(str(c) for c in found.categories()))
         return f"the prompt-input scanner flagged its prompt ({kinds})"

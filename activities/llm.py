@@ -186,6 +186,9 @@ async def _llm_call(inp: LLMCallInput) -> LLMCallResult:
                     judged_quality=inp.judged_quality,
                     pitfalls=stage.simulate.pitfalls if stage.simulate is not None else (),
                     facts=stage.simulate.facts if stage.simulate is not None else (),
+                    reasoning_gain=stage.simulate.reasoning_gain
+                    if stage.simulate is not None and inp.reasoning
+                    else 0.0,
                 )
                 completed(span, completion, messages)
     except ProviderError as exc:

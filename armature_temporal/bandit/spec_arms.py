@@ -77,11 +77,15 @@ def arm_definition(record: ArmRecord, declared: Mapping[str, Mapping[str, Any]])
 
 
 def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    return (a.get("model_tier"), a.get("prompt"), a.get("params") or {}) == (
-        b.get("model_tier"),
-        b.get("prompt"),
-        b.get("params") or {},
-    )
+    def key(arm: Mapping[str, Any]) -> tuple[Any, ...]:
+        return (
+            arm.get("model_tier"),
+            arm.get("prompt"),
+            arm.get("params") or {},
+            arm.get("reasoning"),
+        )
+
+    return key(a) == key(b)
 
 
 def crossover_arms(
@@ -90,7 +94,8 @@ def crossover_arms(
     space: Mapping[str, Mapping[str, Any]],
     rng: np.random.Generator,
 ) -> dict[str, Any]:
-    """A child of two arm definitions: tier and prompt each from either parent; a declared
+    """A child of two arm definitions: tier, prompt and reasoning (``reason_first``) each from
+    either parent; a declared
     numeric param a random point between the parents' values (from its bounds when neither has
     it), a declared choice either parent's; undeclared params from the parent whose prompt the
     child took."""
@@ -113,11 +118,16 @@ def crossover_arms(
         known = [x for x in (bounds["low"], bounds["high"], a, b) if x is not None]
         is_int = all(isinstance(x, int) and not isinstance(x, bool) for x in known)
         params[name] = round(value) if is_int else round(value, 4)
-    return {
+    child: dict[str, Any] = {
         "model_tier": take_tier.get("model_tier"),
         "prompt": take_prompt.get("prompt"),
         "params": params,
     }
+    # Reasoning before acting (reason_first) is one more gene: either parent's.
+    take_reasoning = first if rng.random() < 0.5 else second
+    if take_reasoning.get("reasoning"):
+        child["reasoning"] = dict(take_reasoning["reasoning"])
+    return child
 
 
 @dataclass

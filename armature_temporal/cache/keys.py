@@ -17,6 +17,7 @@ from typing import Any
 
 from armature_temporal.runtime.models import LLMCallInput
 from armature_temporal.runtime.prompts import build_messages
+from armature_temporal.runtime.reasoning import with_reasoning
 
 __all__ = ["effective_temperature", "exact_key", "partition_key", "render_messages", "task_of"]
 
@@ -28,10 +29,11 @@ def _digest(value: Any) -> str:
 
 def call_messages(inp: LLMCallInput) -> list[dict[str, Any]]:
     """The system and user messages ``llm_call`` sends for ``inp``, before any transcript
-    (raises jinja2 errors on template problems)."""
+    (raises jinja2 errors on template problems); a reason_first call's reasoning request, or
+    the private reasoning its answer carries, follows the task."""
     stage = inp.stage
     assert stage.role is not None
-    return build_messages(
+    messages = build_messages(
         role_type=stage.role.type,
         role_name=stage.role.name,
         prompt_template=inp.prompt_template,
@@ -47,6 +49,7 @@ def call_messages(inp: LLMCallInput) -> list[dict[str, Any]]:
         cite=stage.retrieve is not None and stage.retrieve.cite,
         facts=inp.facts,
     )
+    return with_reasoning(messages, reasoning=inp.reasoning, request=inp.reasoning_request)
 
 
 def render_messages(inp: LLMCallInput) -> list[dict[str, Any]]:

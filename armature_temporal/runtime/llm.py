@@ -95,6 +95,7 @@ async def complete(
     judged_quality: float | None = None,
     pitfalls: Sequence[Pitfall] = (),
     facts: Sequence[NeededFact] = (),
+    reasoning_gain: float = 0.0,
 ) -> Completion:
     """Call the tier's model once. Raises ProviderError on provider failure.
 
@@ -104,7 +105,9 @@ async def complete(
     ``seed`` names the conversation (run/stage/attempt/tier) for the simulate provider; each
     turn of a tool loop is seeded from it and ``turn``. ``judged_quality`` (judges),
     ``pitfalls`` and ``facts`` (the stage's ``simulate:``) are the simulator's;
-    ``params.quality`` overrides a simulate tier's quality (an arm's params).
+    ``params.quality`` overrides a simulate tier's quality (an arm's params);
+    ``reasoning_gain`` (the stage's ``simulate.reasoning_gain``, for an answer whose prompt
+    carries a reason_first call's reasoning) raises its latent quality.
     """
     if tier.provider == "simulate":
         return await _simulate(
@@ -121,6 +124,7 @@ async def complete(
             judged_quality=judged_quality,
             pitfalls=pitfalls,
             facts=facts,
+            reasoning_gain=reasoning_gain,
         )
     if tier.provider == "local":
         if tools:
@@ -152,11 +156,16 @@ async def _simulate(
     judged_quality: float | None,
     pitfalls: Sequence[Pitfall],
     facts: Sequence[NeededFact] = (),
+    reasoning_gain: float = 0.0,
 ) -> Completion:
+    from armature_temporal.runtime.reasoning import without_reasoning
     from armature_temporal.runtime.simulate import simulate_completion, simulate_tool_turn
 
     if tier.latency_ms:
         await asyncio.sleep(tier.latency_ms / 1000)
+    tokens = max(1, len("\n".join(str(m.get("content", "")) for m in messages)) // 4)
+    # Private reasoning acts through reasoning_gain only: it carries no lesson and no fact.
+    messages = [{**m, "content": without_reasoning(str(m.get("content", "")))} for m in messages]
     prompt = "\n".join(str(m.get("content", "")) for m in messages)
     from armature_temporal.knowledge.citing import without_knowledge
 
@@ -201,11 +210,12 @@ async def _simulate(
         asked=asked,
         hedge_rate=tier.hedge_rate,
         logprobs=tier.logprobs is True,
+        reasoning_gain=reasoning_gain,
     )
     return Completion(
         text=sim.text,
         model="simulate",
-        prompt_tokens=sim.prompt_tokens,
+        prompt_tokens=tokens,
         completion_tokens=sim.completion_tokens,
         latency_ms=tier.latency_ms,
         simulated_quality=sim.quality,

@@ -108,6 +108,8 @@ class LoopState(_Model):
     context: dict[str, Any] = Field(default_factory=dict)
     sim_seed: str | None = None
     judged_quality: float | None = None
+    #: reason_first: the attempt's private reasoning, which every turn's prompt carries.
+    reasoning: str = ""
     #: Tool-calling turns taken so far.
     turn: int = 0
     #: A hook's approval of the model call was given (the next call goes ahead).

@@ -345,6 +345,12 @@ class LLMCallInput(_Model):
     #: Count the tokens of the prompt and of each transcript message (a context policy's
     #: window), and report the model's context window.
     count_tokens: bool = False
+    #: reason_first, the answer call: the private reasoning its prompt carries (after the
+    #: task, marked private); "": none.
+    reasoning: str = ""
+    #: reason_first, the reasoning call itself: what it is asked after the task; "": this is
+    #: not a reasoning call.
+    reasoning_request: str = ""
 
 
 class LLMCallResult(_Model):
@@ -381,6 +387,10 @@ class LLMCallResult(_Model):
     context_window: int | None = None
     base_tokens: int | None = None
     message_tokens: list[int] = Field(default_factory=list)
+    #: reason_first: the private reasoning call before this answer (``text``, ``tier``,
+    #: ``model`` and its own tokens, cost and latency, which the fields above include); for
+    #: the stage's trace only, never its output.
+    reasoning: dict[str, Any] | None = None
 
 
 class ToolCallInput(_Model):

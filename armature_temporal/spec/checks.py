@@ -197,9 +197,13 @@ def _check_tiers(spec: Spec) -> Iterator[Problem]:
     for i, stage in enumerate(spec.stages):
         if stage.role is not None and (msg := bad(stage.role.model_tier)):
             yield ("stages", i, "role", "model_tier"), msg
+        if stage.role is not None and (msg := bad(stage.role.reasoning_tier)):
+            yield ("stages", i, "role", "reasoning_tier"), msg
         for k, arm in enumerate(stage.arms):
             if msg := bad(arm.model_tier):
                 yield ("stages", i, "arms", k, "model_tier"), msg
+            if msg := bad(arm.reasoning_tier):
+                yield ("stages", i, "arms", k, "reasoning_tier"), msg
         if stage.cache is not None and (msg := bad(stage.cache.verify_tier)):
             yield ("stages", i, "cache", "verify_tier"), msg
         arm_ids = [a.arm_id for a in stage.arms]

@@ -37,11 +37,13 @@ from armature_temporal.spec.plan import (
     PlanArm,
     PlanGate,
     PlanLoop,
+    PlanReasoning,
     PlanRole,
     PlanStage,
     ResolvedTier,
     canonical_json,
 )
+from armature_temporal.spec.roles import DEFAULT_REASONING_PROMPT
 from armature_temporal.spec.templating import referenced_names, split_template_command
 
 __all__ = [
@@ -341,6 +343,12 @@ def _compile_stage(
                 "max_tokens_total": stage.role.max_tokens_total,
                 "max_cost_usd": stage.role.max_cost_usd,
                 "deadline_s": stage.role.deadline,
+                "reasoning": _reasoning(
+                    stage.role.reason_first,
+                    stage.role.reasoning_tier,
+                    stage.role.reasoning_prompt,
+                    None,
+                ),
             }
         )
         if stage.role.type == "judge" and output_schema is None:
@@ -404,6 +412,7 @@ def _compile_stage(
         timeout_s=stage.timeout_s,
         arms=[_compile_arm(arm, role) for arm in stage.arms] if role is not None else [],
         reward=stage.reward,
+        reward_cost_per_1k_tokens=stage.reward_cost_per_1k_tokens,
         retry_until=retry.until if retry else None,
         adapter=_compile_adapter(stage.adapter, spec.adapters[stage.adapter])
         if stage.adapter is not None
@@ -537,9 +546,32 @@ def _compile_loop(stage: Stage) -> PlanLoop | None:
 
 
 def _compile_arm(arm: Arm, role: PlanRole) -> PlanArm:
+    tier = arm.model_tier or role.model_tier
     return PlanArm(
         arm_id=arm.arm_id,
-        model_tier=arm.model_tier or role.model_tier,
+        model_tier=tier,
         params=dict(arm.params),
         prompt=arm.description or role.prompt,
+        reasoning=_reasoning(
+            arm.reason_first, arm.reasoning_tier, arm.reasoning_prompt, role.reasoning
+        ),
+    )
+
+
+def _reasoning(
+    on: bool | None,
+    tier: str | None,
+    prompt: str | None,
+    inherited: PlanReasoning | None,
+) -> PlanReasoning | None:
+    """The private reasoning call of a ``reason_first`` role or arm: an arm's unset
+    ``reason_first`` inherits the role's, and its unset tier and prompt the role's (then the
+    attempt's tier and :data:`DEFAULT_REASONING_PROMPT`)."""
+    if on is None:
+        on = inherited is not None
+    if not on:
+        return None
+    return PlanReasoning(
+        tier=tier or (inherited.tier if inherited is not None else None),
+        prompt=prompt or (inherited.prompt if inherited is not None else DEFAULT_REASONING_PROMPT),
     )

@@ -277,6 +277,15 @@ class Stage(_Model):
         "runtime_update).",
     )
     bandit: ArmPolicy | None = Field(None, description=BANDIT_DESCRIPTION)
+    reward_cost_per_1k_tokens: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="With reward: auto, subtracted from a chosen arm's reward per 1,000 tokens "
+        "the stage spent (prompt and completion of every model call of the execution: "
+        "reason_first's reasoning, the answers, tool turns, retries), before clipping to "
+        "[0, 1], so an arm that costs more must win by more; 0 (default): quality only.",
+    )
     simulate: StageSimulation | None = Field(None, description=SIMULATE_DESCRIPTION)
     cache: StageCache | None = Field(None, description=CACHE_DESCRIPTION)
     retrieve: StageRetrieve | None = Field(None, description=RETRIEVE_DESCRIPTION)
@@ -331,6 +340,12 @@ class Stage(_Model):
         if self.block_below is not None and (self.role is None or self.role.type != "judge"):
             raise FieldValueError(
                 "block_below", "block_below applies to judge stages (role type: judge)"
+            )
+        if self.reward_cost_per_1k_tokens and (not self.arms or self.reward != "auto"):
+            raise FieldValueError(
+                "reward_cost_per_1k_tokens",
+                "reward_cost_per_1k_tokens lowers the auto reward of a stage's arms; this stage "
+                "has no arms or reward: external",
             )
         if "reward" in self.model_fields_set and not self.arms:
             raise FieldValueError(

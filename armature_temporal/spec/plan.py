@@ -45,6 +45,7 @@ __all__ = [
     "PlanArm",
     "PlanGate",
     "PlanLoop",
+    "PlanReasoning",
     "PlanRole",
     "PlanStage",
     "ResolvedTier",
@@ -98,6 +99,14 @@ class ResolvedTier(_Sparse):
     sparse_fields = ("context_window",)
 
 
+class PlanReasoning(_Frozen):
+    """A ``reason_first`` stage's private reasoning call: its tier (None: the attempt's) and
+    what it is asked."""
+
+    tier: str | None = None
+    prompt: str
+
+
 class PlanRole(_Sparse):
     name: str
     type: Literal["worker", "orchestrator", "judge", "researcher"]
@@ -116,8 +125,10 @@ class PlanRole(_Sparse):
     max_tokens_total: int | None = None
     max_cost_usd: float | None = None
     deadline_s: float | None = None
+    #: ``reason_first``: the private reasoning call before each attempt's answer (None: none).
+    reasoning: PlanReasoning | None = None
 
-    sparse_fields = ("context", "max_tokens_total", "max_cost_usd", "deadline_s")
+    sparse_fields = ("context", "max_tokens_total", "max_cost_usd", "deadline_s", "reasoning")
 
 
 class PlanGate(_Frozen):
@@ -151,11 +162,15 @@ class PlanAdapter(_Frozen):
     parse: Literal["json"] | None = None
 
 
-class PlanArm(_Frozen):
+class PlanArm(_Sparse):
     arm_id: str
     model_tier: str
     params: dict[str, Any] = Field(default_factory=dict)
     prompt: str
+    #: ``reason_first`` on this arm (or inherited from the role): its private reasoning call.
+    reasoning: PlanReasoning | None = None
+
+    sparse_fields = ("reasoning",)
 
 
 class PlanStage(_Sparse):
@@ -186,6 +201,8 @@ class PlanStage(_Sparse):
     timeout_s: float | None = None
     arms: list[PlanArm] = Field(default_factory=list)
     reward: Literal["auto", "external"] = "auto"
+    #: Subtracted from an arm's auto reward per 1,000 tokens the stage spent (0: none).
+    reward_cost_per_1k_tokens: float = 0.0
     retry_until: str | None = None
     adapter: PlanAdapter | None = None
     partition_source: str | None = None
@@ -211,7 +228,7 @@ class PlanStage(_Sparse):
     #: bandit: (context features, evolution) of the stage's arms; left out when None.
     bandit: ArmPolicy | None = None
 
-    sparse_fields = ("network", "retrieve", "bandit")
+    sparse_fields = ("network", "retrieve", "bandit", "reward_cost_per_1k_tokens")
 
 
 class Plan(_Sparse):

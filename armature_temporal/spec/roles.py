@@ -5,12 +5,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from armature_temporal.spec.context_window import ContextField
 from armature_temporal.spec.fields import RoleType, Seconds, StrList, _Model
 
-__all__ = ["Arm", "Role"]
+__all__ = ["DEFAULT_REASONING_PROMPT", "REASONING_DESCRIPTION", "Arm", "Role"]
+
+#: What a ``reason_first`` stage's private reasoning call is asked, after the stage's own prompt.
+DEFAULT_REASONING_PROMPT = (
+    "Before answering, think the task through: what exactly is asked, what could go wrong, "
+    "and how you will check the answer. Write only your reasoning, not the answer; it is "
+    "private: no one but you will read it."
+)
+#: The description of ``reason_first`` (on a role and on an arm).
+REASONING_DESCRIPTION = (
+    "Reason before acting: each attempt first makes a private reasoning call (the stage's "
+    "prompt plus reasoning_prompt, text out, no tools) and then the answer call with that "
+    "reasoning in its prompt. The reasoning is recorded in the stage's trace (data.reasoning, "
+    "marked private) and counted in its tokens, cost and latency; it is never in the stage's "
+    "output, so no later stage, template or run context sees it."
+)
 
 
 class Role(_Model):
@@ -70,6 +85,23 @@ class Role(_Model):
         description="Wall-clock budget of the stage's tool loop from its first model call "
         "(seconds, or e.g. '30m'), as max_tokens_total.",
     )
+    reason_first: bool = Field(False, description=REASONING_DESCRIPTION)
+    reasoning_tier: str | None = Field(
+        None,
+        description="With reason_first: the tier of the reasoning call (default: the stage's "
+        "tier for that attempt).",
+    )
+    reasoning_prompt: str | None = Field(
+        None,
+        min_length=1,
+        description="With reason_first: plain text (not a template) asking for the reasoning, "
+        f"added after the stage's prompt (default: '{DEFAULT_REASONING_PROMPT}').",
+    )
+
+    @model_validator(mode="after")
+    def _reasoning_needs_reason_first(self) -> Role:
+        _check_reasoning(self.reason_first, self.reasoning_tier, self.reasoning_prompt)
+        return self
 
 
 class Arm(_Model):
@@ -81,3 +113,32 @@ class Arm(_Model):
         default_factory=dict, description="temperature, max_tokens or provider params."
     )
     description: str | None = Field(None, description="Prompt template this arm uses.")
+    reason_first: bool | None = Field(
+        None,
+        description="This arm reasons before acting (true) or not (false); unset: as the "
+        "stage's role. " + REASONING_DESCRIPTION,
+    )
+    reasoning_tier: str | None = Field(
+        None,
+        description="With reason_first: the reasoning call's tier (default: the role's "
+        "reasoning_tier, else the arm's tier).",
+    )
+    reasoning_prompt: str | None = Field(
+        None,
+        min_length=1,
+        description="With reason_first: the reasoning request (default: the role's).",
+    )
+
+    @model_validator(mode="after")
+    def _reasoning_needs_reason_first(self) -> Arm:
+        _check_reasoning(self.reason_first, self.reasoning_tier, self.reasoning_prompt)
+        return self
+
+
+def _check_reasoning(on: bool | None, tier: str | None, prompt: str | None) -> None:
+    set_ = [n for n, v in (("reasoning_tier", tier), ("reasoning_prompt", prompt)) if v]
+    if set_ and not on:
+        raise ValueError(
+            f"{' and '.join(set_)} shape the private reasoning call of reason_first, which is "
+            f"{on!r} here; add reason_first: true or remove {' and '.join(set_)}"
+        )

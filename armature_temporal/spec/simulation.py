@@ -25,8 +25,9 @@ __all__ = ["SIMULATE_DESCRIPTION", "NeededFact", "Pitfall", "StageSimulation"]
 SIMULATE_DESCRIPTION = (
     "simulate provider only (real providers ignore it): the pitfalls a simulated model falls "
     "into on this stage unless the prompt carries their lesson; each hit lowers the output's "
-    "latent quality and shows its symptom in the output; and the facts a good answer needs, "
-    "which cost quality when the prompt lacks them."
+    "latent quality and shows its symptom in the output; the facts a good answer needs, "
+    "which cost quality when the prompt lacks them; and how much reasoning before acting "
+    "(reason_first) raises it."
 )
 
 
@@ -109,13 +110,23 @@ class StageSimulation(_Model):
         description="Facts a good answer needs (retrieval puts them in the prompt); each one "
         "needed and missing costs its penalty and shows its symptom.",
     )
+    reasoning_gain: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="How much reasoning before acting helps here: an answer whose prompt "
+        "carries the private reasoning of a reason_first call has its latent quality raised by "
+        "this much (clipped to 1), before pitfall and fact penalties; 0 (default): reasoning "
+        "only costs (its call's tokens and latency).",
+    )
 
     @model_serializer(mode="wrap")
     def _without_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # a stage without facts keeps its spec and plan hashes
+        # a stage without facts or reasoning_gain keeps its spec and plan hashes
         data: dict[str, Any] = handler(self)
-        if not data.get("facts"):
-            data.pop("facts", None)
+        for unused in ("facts", "reasoning_gain"):
+            if not data.get(unused):
+                data.pop(unused, None)
         return data
 
     @model_validator(mode="after")

@@ -13,7 +13,7 @@ from armature_temporal.runtime.models import (
     BanditSelectResult,
 )
 from armature_temporal.spec.compiler import PlanArm, PlanStage
-from workflows.interpreter.evidence import stage_evidence
+from workflows.interpreter.evidence import cost_penalty, stage_evidence
 from workflows.interpreter.state import RunContext
 
 __all__ = ["Arms"]
@@ -101,4 +101,4 @@ class Arms:
         for stage_id, reward, why in stage_evidence(self.run, stage):
             if stage_id == stage.id and not stage.arms:
                 continue  # nothing was chosen for the stage itself
-            await self.reward(stage_id, reward, why)
+            await self.reward(stage_id, reward - cost_penalty(self.run, stage_id), why)

@@ -1,7 +1,9 @@
 """The evidence a finished stage brings for the choices made for it (bandit arms, lessons):
 a judge's score for the stages it judged, else the stage's own gate decision, else its output
 quality (simulated, or validity: 1 on the first try, 0.5 after retries); 0 when it failed or
-was rejected. Stages with ``reward: external`` are rewarded from outside, never here."""
+was rejected. Stages with ``reward: external`` are rewarded from outside, never here. An arm's
+reward is this evidence less the stage's token cost (:func:`cost_penalty`, with
+``reward_cost_per_1k_tokens``); a lesson's is the evidence alone."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from armature_temporal.runtime.outputs import judge_score
 from armature_temporal.spec.compiler import PlanStage
 from workflows.interpreter.state import RunContext
 
-__all__ = ["stage_evidence"]
+__all__ = ["cost_penalty", "stage_evidence"]
 
 
 def stage_evidence(run: RunContext, stage: PlanStage) -> list[tuple[str, float, str]]:
@@ -43,3 +45,10 @@ def stage_evidence(run: RunContext, stage: PlanStage) -> list[tuple[str, float, 
     elif result.status in ("failed", "rejected"):
         found.append((stage.id, 0.0, result.error_type or result.status))
     return found
+
+
+def cost_penalty(run: RunContext, stage_id: str) -> float:
+    """What the stage's ``reward_cost_per_1k_tokens`` takes off its arm's auto reward: that
+    much per 1,000 tokens its model calls spent in this run (0 when it declares none)."""
+    per_1k = run.plan.stage(stage_id).reward_cost_per_1k_tokens
+    return per_1k * run.spent_tokens.get(stage_id, 0) / 1000 if per_1k else 0.0

@@ -13,6 +13,7 @@ from armature_temporal.runtime.loop_state import LoopState
 from armature_temporal.runtime.models import Lessons, LLMCallInput, LLMCallResult
 from armature_temporal.runtime.prompts import needed_variables, stage_context
 from armature_temporal.spec.compiler import PlanStage, canonical_json
+from armature_temporal.spec.plan import PlanReasoning
 from armature_temporal.spec.templating import evaluate, truth
 from workflows.interpreter.arms import Arms
 from workflows.interpreter.cache import AnswerCache
@@ -22,6 +23,7 @@ from workflows.interpreter.facts import Facts
 from workflows.interpreter.failures import StageFailure
 from workflows.interpreter.gates import Gates
 from workflows.interpreter.lessons import LessonMemory
+from workflows.interpreter.reasoning import counted, reason
 from workflows.interpreter.retries import ProviderFailure, call_llm
 from workflows.interpreter.retrieval import Retrieval
 from workflows.interpreter.state import RunContext
@@ -68,9 +70,11 @@ class LLMStages:
     async def stage(self, stage: PlanStage, variables: dict[str, Any]) -> Any:
         assert stage.role is not None
         tier, prompt, params = stage.role.model_tier, stage.role.prompt, {}
+        reasoning = stage.role.reasoning
         if stage.arms:
             arm = await self.arms.select(stage)
             tier, prompt, params = arm.model_tier, arm.prompt, dict(arm.params)
+            reasoning = arm.reasoning
         # Loaded once per execution of the stage: every attempt and iteration carries them.
         lessons = (
             await self.lessons.load(stage, prompt, variables)
@@ -83,7 +87,9 @@ class LLMStages:
             tiers = self.run.plan.tier_ladder
             ladder += tiers[tiers.index(tier) + 1 :]
         if stage.loop is None:
-            return await self.attempts(stage, ladder, prompt, params, variables, lessons, knowledge)
+            return await self.attempts(
+                stage, ladder, prompt, params, variables, lessons, knowledge, reasoning
+            )
         loop = stage.loop
         carried: dict[str, Any] = {}
         output: Any = None
@@ -103,7 +109,7 @@ class LLMStages:
             # Carried fields are also variables by name (as in armature-agents 0.7.0).
             iter_vars = {**variables, **carried, loop.iteration_var: iteration}
             output = await self.attempts(
-                stage, ladder, prompt, params, iter_vars, lessons, knowledge
+                stage, ladder, prompt, params, iter_vars, lessons, knowledge, reasoning
             )
             self.run.results[stage.id].iterations = num
             if loop.carry_forward is None:
@@ -125,6 +131,7 @@ class LLMStages:
         variables: dict[str, Any],
         lessons: Lessons | None = None,
         knowledge: list[dict[str, Any]] | None = None,
+        reasoning: PlanReasoning | None = None,
     ) -> Any:
         """Attempts on each tier of the ladder in turn, with the stage's backoff between them;
         each retry sees the previous attempt's error. The first valid output wins: valid by
@@ -158,7 +165,15 @@ class LLMStages:
                 }
                 try:
                     llm = await self.call_model(
-                        stage, tier, prompt, params, call_vars, result.attempts, lessons, knowledge
+                        stage,
+                        tier,
+                        prompt,
+                        params,
+                        call_vars,
+                        result.attempts,
+                        lessons,
+                        knowledge,
+                        reasoning,
                     )
                 except ProviderFailure as exc:
                     # The provider's budget for this call is spent: one failed attempt, which
@@ -166,6 +181,7 @@ class LLMStages:
                     last_error, last_text, provider_failed = str(exc), None, True
                     continue
                 provider_failed = False
+                self.run.spend_tokens(stage.id, llm.prompt_tokens + llm.completion_tokens)
                 llm = cited(stage, llm, self.retrieval.shown(stage, knowledge or []))
                 unsure = confidence_shortfall(stage, llm)
                 self.tracer.attempt(
@@ -224,10 +240,13 @@ class LLMStages:
         attempt: int,
         lessons: Lessons | None = None,
         knowledge: list[dict[str, Any]] | None = None,
+        reasoning: PlanReasoning | None = None,
     ) -> LLMCallResult:
         """One attempt: the model call, and for a role with tools the turns of its tool loop
         (each tool call its own activity) until it answers or ``max_turns`` is spent
-        (workflows/interpreter/tool_loop.py)."""
+        (workflows/interpreter/tool_loop.py); with ``reasoning`` (reason_first), a private
+        reasoning call first, whose text the answer's prompt carries and whose cost it counts
+        (workflows/interpreter/reasoning.py)."""
         assert stage.role is not None
         names, upstream = self.run.context_keys.get(stage.id, ([], []))
         if stage.context_keys is not None:  # signature.input
@@ -247,7 +266,11 @@ class LLMStages:
             sim_seed=self.sim_seed(),
             judged_quality=self.judged_quality(stage),
         )
-        return await self.loop.attempt(stage, state)
+        if reasoning is None:
+            return await self.loop.attempt(stage, state)
+        reasoned = await reason(self, stage, reasoning, state)
+        state.reasoning = reasoned.text
+        return counted(await self.loop.attempt(stage, state), reasoned)
 
     async def cached_call(
         self, inp: LLMCallInput, *, start_to_close: timedelta, summary: str, what: str

@@ -59,6 +59,13 @@ class RunContext:
         self.memory: dict[str, Any] | None = None
         self.llm_calls = 0
         self.executions = 0
+        #: Stage id -> tokens its model calls spent (prompt and completion; every attempt,
+        #: turn and reason_first reasoning): reward_cost_per_1k_tokens reads it.
+        self.spent_tokens: dict[str, int] = {}
+
+    def spend_tokens(self, stage_id: str, tokens: int) -> None:
+        """Count ``tokens`` more spent by the stage's model calls."""
+        self.spent_tokens[stage_id] = self.spent_tokens.get(stage_id, 0) + tokens
 
     def count_llm_call(self, stage_id: str) -> None:
         """One more model call; past ``contracts.max_llm_calls`` the stage (and run) fails."""

@@ -183,6 +183,7 @@ class ToolLoop:
                     )
                     + (pinned if has_tools else []),
                     count_tokens=has_tools and keeper is not None and keeper.policy.enabled,
+                    reasoning=state.reasoning,
                 ),
                 start_to_close=timeout,
                 summary=summary,

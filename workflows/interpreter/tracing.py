@@ -221,6 +221,8 @@ class Tracer:
                 **({"pitfalls_hit": llm.pitfalls_hit} if llm.pitfalls_hit else {}),
                 **({"facts_missing": llm.facts_missing} if llm.facts_missing else {}),
                 **({"finish_reason": llm.finish_reason} if llm.finish_reason else {}),
+                # reason_first: the private reasoning call (text, tier, its own usage).
+                **({"reasoning": {"private": True, **llm.reasoning}} if llm.reasoning else {}),
                 **(llm.cache or {}),  # a cache hit: cache, cache_entry, similarity, ...
                 **_confidence(llm),
                 # The raw reply of an invalid attempt (its output may be None): DPO's "rejected".

@@ -41,6 +41,15 @@ Its declared world, the ground truth that Armature's learning loops are proved a
   and carries a hedging sentence. A ``confidence``/``certainty`` number in the schema states
   ``clip(latent + N(0, 0.1))``; a ``logprobs: true`` tier returns token logprobs whose
   geometric-mean probability is ``clip(0.5 + 0.45 * latent + N(0, 0.05), 0.02, 0.995)``.
+- **Reasoning before acting** (``reason_first``): an answer whose prompt carries the private
+  reasoning of a reasoning call has ``simulate.reasoning_gain`` (the stage's, declared in the
+  spec; default 0) added to its quality draw, clipped to 1, before the pitfall, fact and hedge
+  penalties. Nothing else about the reasoning matters: its text is taken out of the prompt the
+  pitfalls, facts and output words read (reasoning carries no lesson and no fact), so with the
+  same seed the answer with reasoning differs from the one without by exactly the gain (less
+  where it clips). The reasoning call itself is an ordinary simulated text completion: its
+  tokens (and its tier's ``latency_ms``) are its cost, and its words are the answer prompt's
+  extra tokens. With a gain of 0, reasoning only costs.
 - **Seeds**: everything is deterministic in ``seed`` (the caller passes e.g.
   ``f"{sim_seed}/{stage}/{attempt}/{tier}"``, where a run's ``sim_seed`` comes from its inputs
   and replicate number): the same arguments give the same bytes. The validity coin, the

@@ -87,6 +87,7 @@ def simulate_completion(
     asked: str | None = None,
     hedge_rate: float = 0.0,
     logprobs: bool = False,
+    reasoning_gain: float = 0.0,
 ) -> SimulatedCompletion:
     """Simulate one completion, deterministically in ``seed``.
 
@@ -111,15 +112,23 @@ def simulate_completion(
         hedge_rate: Probability in [0, 1] that the output hedges: it loses
             :data:`HEDGE_PENALTY` of quality and carries a hedging sentence.
         logprobs: Also return per-token logprobs, declared from the latent quality.
+        reasoning_gain: For an answer whose prompt carries a reason_first call's private
+            reasoning: added to the quality draw (clipped to 1) before the penalties.
 
     Returns:
         The text, whether it was meant to be valid, its latent quality, the pitfalls hit and
         rough token counts.
 
     Raises:
-        ValueError: ``valid_rate``, ``quality`` or ``judged_quality`` is outside [0, 1].
+        ValueError: ``valid_rate``, ``quality``, ``judged_quality`` or ``reasoning_gain`` is
+            outside [0, 1].
     """
-    knobs = [("valid_rate", valid_rate), ("quality", quality), ("hedge_rate", hedge_rate)]
+    knobs = [
+        ("valid_rate", valid_rate),
+        ("quality", quality),
+        ("hedge_rate", hedge_rate),
+        ("reasoning_gain", reasoning_gain),
+    ]
     if judged_quality is not None:
         knobs.append(("judged_quality", judged_quality))
     for name, knob in knobs:
@@ -132,6 +141,7 @@ def simulate_completion(
     dress = rng.random()
     content = random.Random(rng.getrandbits(64))
     drawn = _draw_quality(random.Random(rng.getrandbits(64)), quality)
+    drawn = min(1.0, drawn + reasoning_gain)
     hit = falls_into(seed, prompt, pitfalls)
     missed = missing_facts(prompt, facts, asked)
     hedged = hedges(seed, hedge_rate)
