@@ -18,6 +18,7 @@ from temporalio.client import Client
 
 from activities.bandit import runtime_for
 from armature_temporal.store import TraceStore
+from armature_temporal.views import load_runs
 from tests.fakes import plan_from, start
 from worker import build_worker
 
@@ -139,7 +140,21 @@ async def test_decisions_are_filed_per_context_and_the_ladder_shows_each_unlock(
         assert rungs[("context", key)]["status"] == "unlocked", entry["ladder"]
         assert rungs[("context", key)]["unlocked_at"] >= rungs[("thompson", None)]["unlocked_at"]
     assert rungs[("evolution", None)]["status"] == "off"
-    assert rungs[("fine-tune", None)]["status"] == "off"
+    assert rungs[("fine-tune", None)]["status"] == "off"  # no finetune block
+    # With one, the fine-tune and SAO rungs count the store as those loops count it.
+    (tmp_path / "model").mkdir()
+    tuned = tmp_path / "ctx-ft.yaml"
+    tuned.write_text(CONTEXT_SPEC + "finetune: {base_model: ./model, min_examples: 3}\n")
+    ft = await _cli("bandit", "status", str(tuned), "--json")
+    assert ft.returncode == 0, ft.stderr
+    ladder = {r["rung"]: r for r in json.loads(ft.stdout)["stages"][0]["ladder"]}
+    replies, need = (int(x) for x in ladder["fine-tune"]["progress"].split("/"))
+    # One question, two audiences, two arms: 4 distinct prompts, so 4 distinct replies.
+    assert need == 3 and replies == 4 and ladder["fine-tune"]["status"] == "unlocked"
+    finished = {r.finished_at for r in load_runs(store, spec="ctx_arms", limit=100)}
+    assert ladder["fine-tune"]["unlocked_at"] in finished
+    pairs = int(ladder["sao"]["progress"].split("/")[0])
+    assert ladder["sao"]["status"] == ("unlocked" if pairs >= 3 else "locked")
     assert sum(a["pulls"] for a in entry["arms"]) == 20
     board = await _cli("dashboard", str(spec), "--json")
     assert board.returncode == 0, board.stderr
