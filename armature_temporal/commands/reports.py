@@ -286,7 +286,13 @@ def dashboard(
     if target is not None:
         from armature_temporal.views.html import dashboard_html
 
-        _write_html(target, dashboard_html(board), as_json)
+        bandits: list[Any] = []
+        if _is_spec_file(spec):
+            from armature_temporal.commands.bandit_status import stage_status
+
+            runs = load_runs(store, spec=name, limit=limit)
+            bandits = stage_status(_plan_of(Path(str(spec))), runs)
+        _write_html(target, dashboard_html(board, bandits=bandits), as_json)
         return
     if not watch:
         if as_json:

@@ -327,11 +327,34 @@ def _recent(history: SpecHistory, run_href: Callable[[str], str] | None) -> str:
     )
 
 
+def _ladder(bandits: Sequence[dict[str, Any]]) -> str:
+    """Each arm stage's unlocking ladder (``armature bandit status``'s entries)."""
+    parts = []
+    for entry in bandits:
+        rows = [
+            [
+                esc(r["rung"] + (f" [{r['context']}]" if r.get("context") else "")),
+                esc(r["status"]),
+                esc(r["threshold"]),
+                esc(r["progress"]),
+                esc((r.get("unlocked_at") or "")[:19]),
+            ]
+            for r in entry["ladder"]
+        ]
+        parts.append(f"<h2>Ladder: {esc(entry['bandit'])}</h2>")
+        parts.append(_table(["rung", "status", "threshold", "progress", "unlocked at"], rows))
+    return _json_block("bandit-ladder", bandits) + "".join(parts) if parts else ""
+
+
 def dashboard_html(
-    board: SpecDashboard, nav: str = "", run_href: Callable[[str], str] | None = None
+    board: SpecDashboard,
+    nav: str = "",
+    run_href: Callable[[str], str] | None = None,
+    bandits: Sequence[dict[str, Any]] = (),
 ) -> str:
     """The dashboard of one spec as a page; a spec without runs gets a page that says so.
-    ``run_href`` links each listed run (to its report)."""
+    ``run_href`` links each listed run (to its report); ``bandits`` (from a spec file) adds
+    each arm stage's unlocking ladder."""
     history = board.history
     if not board.runs or history is None or not history.runs:
         return empty_dashboard_html(board.spec_name, nav)
@@ -370,6 +393,7 @@ def dashboard_html(
         ),
         _run_charts(history),
         _arm_charts(history),
+        _ladder(bandits),
         _learning(board, history),
         _calibration(board),
         "<h2>Failures</h2>",

@@ -160,6 +160,13 @@ async def test_decisions_are_filed_per_context_and_the_ladder_shows_each_unlock(
     assert board.returncode == 0, board.stderr
     (on_board,) = json.loads(board.stdout)["bandits"]
     assert on_board["ladder"] == entry["ladder"]  # the dashboard shows the same ladder
+    page = tmp_path / "board.html"
+    drawn = await _cli("dashboard", str(spec), "--html", str(page))
+    assert drawn.returncode == 0, drawn.stderr
+    html = page.read_text()
+    block = html.split('id="bandit-ladder">')[1].split("</script>")[0]
+    assert json.loads(block)[0]["ladder"] == entry["ladder"]
+    assert "Ladder: ctx_arms:answer" in html and "audience=novice" in html
     table = await _cli("bandit", "status", str(spec))
     assert table.returncode == 0 and "ladder" in table.stdout and "audience=novice" in table.stdout
 
