@@ -46,6 +46,14 @@ class StageCache(_Model):
         description="Cosine similarity a semantic hit needs (default: the cache's "
         "precision-tuned DEFAULT_THRESHOLD; `armature cache eval` scores a threshold).",
     )
+    decider: Literal["rule", "classifier"] = Field(
+        "rule",
+        description="What decides a semantic hit once the nearest earlier task is found: rule "
+        "(the default: cosine at least threshold and no lexical veto) or classifier (the pair "
+        "model trained on the Quora pairs, armature_temporal/cache/pair_model.json: cosine at "
+        "least its floor, no veto, its probability at least its threshold; threshold is "
+        "ignored). benchmarks/cache.py measures both on the same folds.",
+    )
     ttl: Seconds = Field(
         "7d",  # validated: 604800 seconds
         gt=0,

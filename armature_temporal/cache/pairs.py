@@ -1,0 +1,208 @@
+"""The semantic cache's pair classifier: whether a stored answer to one question may serve
+another, from the pair's cosine and what its words say.
+
+A logistic regression over :data:`FEATURES` of a ``(query, source)`` pair — the
+all-MiniLM-L6-v2 cosine and lexical features that do not depend on the topic (word and
+content-word overlap, the share of each text's content words the other lacks, length ratio,
+question word, and the lexical guard's parts as features: numbers, negation and capitalised
+names that disagree). Its weights, feature list, training data hash, cross-validated figures
+and operating threshold live in ``pair_model.json`` beside this module, written by
+``python -m armature_temporal.cache.train_pairs`` from the Quora pairs in the shared data
+(the only labelled data it is tuned on).
+
+Some vetoes stay rules, not weights (:func:`veto`): numbers that differ and a negation in
+one text only (a cheap, near-certain "different question"), and two that the training pairs
+hardly contain, so a weight would not learn them:
+
+- **word order**: the two texts use (nearly) the same words with two content words (or the
+  ends of a ``from … to …``/``… than …`` relation) swapped — ``flights from Paris to Rome`` /
+  ``flights from Rome to Paris``: one bag of words, which is most of what an embedding sees,
+  in different roles. Quora has three such pairs.
+- **a cosine floor** (``floor`` in the model file): pairs below it are never hits. The
+  model is fitted only on the training pairs at or above it (and not vetoed), the region
+  where its decision matters; there it learns, for instance, that at a given cosine a pair
+  sharing fewer words is more often a true paraphrase (near-identical non-duplicates, one
+  word apart, are Quora's hard negatives).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from armature_temporal.cache.semantic import _tokens, order_veto
+from armature_temporal.errors import ArmatureError
+
+__all__ = [
+    "FEATURES",
+    "MODEL_FILE",
+    "PairModel",
+    "PairModelError",
+    "load_pair_model",
+    "order_veto",
+    "pair_features",
+]
+
+#: The model file shipped in this package.
+MODEL_FILE = "pair_model.json"
+_RETRAIN = "python -m armature_temporal.cache.train_pairs"
+
+#: The classifier's inputs, in the order of its weights.
+FEATURES: tuple[str, ...] = (
+    "cosine",
+    "cosine_sq",
+    "word_jaccard",
+    "content_jaccard",
+    "content_only_max",
+    "content_only_min",
+    "length_log_ratio",
+    "same_question_word",
+    "numbers_differ",
+    "negation_differs",
+    "names_differ",
+    "shared_inversions",
+)
+
+_QUESTION_WORDS = ("what", "how", "why", "which", "who", "when", "where", "is", "can", "do")
+
+
+class PairModelError(ArmatureError):
+    """The pair model file is missing, unreadable or does not fit this code."""
+
+
+def _question_word(tokens: list[str]) -> str:
+    for word in tokens[:3]:
+        if word in _QUESTION_WORDS:
+            return word
+    return ""
+
+
+def veto(a: str, b: str) -> str | None:
+    """Why the pair may never be a hit whatever the model says, or None: a word-order veto
+    (:func:`order_veto`), numbers that differ, or one text negated and the other not."""
+    from armature_temporal.cache.semantic import _negated, _numbers
+
+    na, nb = _numbers(a), _numbers(b)
+    if na != nb:
+        return f"numbers differ ({', '.join(sorted(na ^ nb))})"
+    if _negated(a) != _negated(b):
+        return "one is negated, the other not"
+    return order_veto(a, b)
+
+
+def pair_features(a: str, b: str, cosine: float) -> list[float]:
+    """The :data:`FEATURES` of the pair ``(a, b)`` whose embeddings' cosine is ``cosine``;
+    symmetric in ``a`` and ``b``."""
+    from armature_temporal.cache.semantic import (
+        _WORD,
+        _content,
+        _inversions,
+        _names,
+        _negated,
+        _numbers,
+        _stem,
+    )
+
+    ta, tb = _tokens(a), _tokens(b)
+    sa, sb = set(ta), set(tb)
+    ca, cb = set(_content(a)), set(_content(b))
+    only_a = len(ca - cb) / len(ca) if ca else 0.0
+    only_b = len(cb - ca) / len(cb) if cb else 0.0
+    stems_a = {_stem(w) for w in _WORD.findall(a)}
+    stems_b = {_stem(w) for w in _WORD.findall(b)}
+    shared = [w for w in dict.fromkeys(_content(a)) if w in cb]
+    pairs = len(shared) * (len(shared) - 1) / 2
+    inversions = len(_inversions(_content(a), _content(b))) / pairs if pairs else 0.0
+    c = round(float(cosine), 4)
+    return [
+        c,
+        round(c * c, 4),
+        round(len(sa & sb) / len(sa | sb), 4) if sa | sb else 1.0,
+        round(len(ca & cb) / len(ca | cb), 4) if ca | cb else 1.0,
+        round(max(only_a, only_b), 4),
+        round(min(only_a, only_b), 4),
+        round(abs(math.log((len(ta) + 1) / (len(tb) + 1))), 4),
+        float(_question_word(ta) == _question_word(tb)),
+        float(_numbers(a) != _numbers(b)),
+        float(_negated(a) != _negated(b)),
+        float(bool((_names(a) - stems_b) | (_names(b) - stems_a))),
+        round(inversions, 4),
+    ]
+
+
+class PairModel:
+    """The shipped logistic regression: standardised :data:`FEATURES`, weights, bias, the
+    probability threshold for a hit and the cosine floor (see the module docstring)."""
+
+    def __init__(self, data: dict[str, Any], source: str) -> None:
+        self.source = source
+        try:
+            names = tuple(data["features"])
+            self.weights = [float(w) for w in data["weights"]]
+            self.bias = float(data["bias"])
+            self.mean = [float(x) for x in data["mean"]]
+            self.scale = [float(x) for x in data["scale"]]
+            self.threshold = float(data["threshold"])
+            self.floor = float(data["floor"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PairModelError(
+                f"{source}: not a pair model file ({type(exc).__name__}: {exc}); rebuild it "
+                f"with `{_RETRAIN}`"
+            ) from None
+        if names != FEATURES or not (
+            len(self.weights) == len(self.mean) == len(self.scale) == len(FEATURES)
+        ):
+            raise PairModelError(
+                f"{source}: its features {list(names)} do not match this code's "
+                f"{list(FEATURES)}; rebuild it with `{_RETRAIN}`"
+            )
+        self.meta = data
+
+    def probability(self, features: list[float]) -> float:
+        """The model's probability that the pair asks the same thing."""
+        z = self.bias + sum(
+            w * (x - m) / s
+            for w, x, m, s in zip(self.weights, features, self.mean, self.scale, strict=True)
+        )
+        return 1.0 / (1.0 + math.exp(-max(-40.0, min(40.0, z))))
+
+    def decide(self, a: str, b: str, cosine: float) -> tuple[bool, float, str | None]:
+        """``(hit, probability, veto)`` for the pair: a hit needs the cosine at or above the
+        floor, no :func:`veto` and the probability at or above the threshold."""
+        if cosine < self.floor:
+            return False, 0.0, f"cosine {cosine:.3f} below the floor {self.floor}"
+        why = veto(a, b)
+        if why is not None:
+            return False, 0.0, why
+        p = self.probability(pair_features(a, b, cosine))
+        return p >= self.threshold, p, None
+
+
+def read_pair_model(path: Path) -> PairModel:
+    """The pair model in ``path``; errors name the file and the fix."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PairModelError(
+            f"{path}: no such pair model file; rebuild it with `{_RETRAIN}` (it ships in the "
+            "armature_temporal.cache package)"
+        ) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PairModelError(
+            f"{path}: not valid JSON ({exc}); rebuild it with `{_RETRAIN}`"
+        ) from None
+    if not isinstance(data, dict):
+        raise PairModelError(f"{path}: not a pair model file; rebuild it with `{_RETRAIN}`")
+    return PairModel(data, str(path))
+
+
+@lru_cache(maxsize=1)
+def load_pair_model() -> PairModel:
+    """The shipped pair model (read once per process)."""
+    return read_pair_model(Path(str(resources.files("armature_temporal.cache") / MODEL_FILE)))
