@@ -16,6 +16,7 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowFailureError
 
 from activities.llm import llm_call
+from armature_temporal.experience.embeddings import local_available
 from armature_temporal.runtime.hooks import HookRegistry
 from armature_temporal.runtime.models import LLMCallInput, LLMCallResult, RunInput, RunResult
 from armature_temporal.runtime.traces import TraceRecord
@@ -157,6 +158,24 @@ async def test_a_paraphrase_is_a_semantic_hit_and_a_different_task_is_not(
     hits = TraceStore().cache_hits("cache-sem")
     assert [(h["kind"], h["source_run"]) for h in hits] == [("semantic", "cache-sem-1")]
     assert "How can I" in hits[0]["task"] and "How do I" in hits[0]["source_task"]
+
+
+@pytest.mark.skipif(not local_available(), reason="the cosines below are all-MiniLM-L6-v2's")
+async def test_the_classifier_decider_serves_a_paraphrase_the_rule_does_not(
+    client: Client, task_queue: str
+) -> None:
+    # Cosine 0.908 under the local model: below the rule's threshold (0.9576), above the pair
+    # model's floor (0.80), and its probability (0.95) above the model's threshold.
+    first, again = "How can I stop procrastinating?", "What are ways to overcome procrastination?"
+    for decider in ("rule", "classifier"):
+        cache = SEMANTIC.replace("}", f", decider: {decider}}}")
+        plan = plan_from(spec(f"cache-{decider}", cache=cache))
+        await run(client, task_queue, plan, f"cache-{decider}-1", **ask(first))
+        await run(client, task_queue, plan, f"cache-{decider}-2", **ask(again))
+    assert "cache" not in attempts("cache-rule-2")[0].data
+    (hit,) = attempts("cache-classifier-2")
+    assert hit.data["cache"] == "semantic" and hit.data["source_run"] == "cache-classifier-1"
+    assert 0.8 < hit.data["similarity"] < 0.9576
 
 
 async def test_a_verify_tier_that_does_not_confirm_sends_the_call_to_the_model(
