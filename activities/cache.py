@@ -124,7 +124,7 @@ def _lookup(query: CacheLookup, adapter: str | None, started: float) -> CachePro
 
         vector, model = embed_task(probe.task)
         threshold = query.config.threshold or DEFAULT_THRESHOLD
-        decider = query.config.decider
+        decider = query.config.semantic_decider
         min_score = threshold
         if decider == "classifier":  # the nearest entry above the model's floor is asked
             from armature_temporal.cache.pairs import load_pair_model

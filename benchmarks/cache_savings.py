@@ -126,6 +126,7 @@ def run_stream(
     store = store_for(database_url())
     full = spent = 0.0
     hits = wrong = semantic_hits = 0
+    examples: list[tuple[str, str]] = []
     lookup_ms: list[float] = []
     for n, (text, topic) in enumerate(stream):
         cost = (len(text) / 4 * args.input_price + args.answer_tokens * args.output_price) / 1e6
@@ -152,7 +153,10 @@ def run_stream(
             hits += 1
             semantic_hits += probe.hit.kind == "semantic"
             source = probe.hit.source_task
-            wrong += source != text and frozenset((source, text)) not in duplicates
+            if source != text and frozenset((source, text)) not in duplicates:
+                wrong += 1
+                if (text, source) not in examples:
+                    examples.append((text, source))
             continue
         spent += cost
         keep = CacheKeep(
@@ -189,6 +193,7 @@ def run_stream(
         "wrong_per_semantic_hit": wrong / semantic_hits if semantic_hits else 0.0,
         "wrong_per_semantic_hit_ci": wilson(wrong, semantic_hits),
         "lookup_median_ms": round(lookup_ms[len(lookup_ms) // 2], 2) if lookup_ms else None,
+        "wrong_examples": [{"asked": a, "served_from": b} for a, b in examples[:20]],
     }
 
 

@@ -45,10 +45,11 @@ __all__ = ["embed_texts", "fit", "fold_of", "main", "nested_cv", "train"]
 
 #: L2 penalty on the standardised weights (not the bias).
 LAMBDA = 1.0
-#: Out-of-fold precision the threshold must reach on the training pairs. Quora's labels are
-#: noisy (README: about a third of the false hits at the top read as mislabelled), and its
-#: best out-of-fold precision over 100+ hits is about 0.95, so 0.97 cannot be asked of it.
-TRAIN_TARGET = 0.92
+#: Out-of-fold precision the threshold must reach on the training pairs: the rule's own
+#: target. Quora's labels are noisy (README: most false hits at the top read as mislabelled)
+#: and no decider here holds 0.97 over 100+ hits on them, so 0.97 cannot be asked of them;
+#: the held-out 0.97 the issue asks is unverified here.
+TRAIN_TARGET = 0.95
 MIN_HITS = 100
 #: The cosine below which no pair is a hit; the model is fitted on the pairs at or above it.
 FLOOR = 0.80
