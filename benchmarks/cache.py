@@ -5,9 +5,10 @@ Data: ``paraphrase/qqp-train.csv`` in the shared data folder (``--data``,
 labelled duplicate and 2,000 not (sources and licence in its README). Quora's labels are
 noisy, so no rule is perfectly precise on them.
 
-* **Rule** — :func:`armature_temporal.cache.semantic.is_hit`, the one the cache runs: the
-  cosine of the two texts' all-MiniLM-L6-v2 embeddings at or above a threshold, and no veto
-  from the lexical guard (numbers, negation, capitalised names, word order must agree).
+* **Rule** — :func:`armature_temporal.cache.semantic.is_hit` (``decider="rule"``, what a
+  stage that sets ``threshold`` runs): the cosine of the two texts' all-MiniLM-L6-v2
+  embeddings at or above a threshold, and no veto from the lexical guard (numbers,
+  negation, capitalised names, word order must agree).
 * **Cross-validation** — 5 folds by a hash of the pair. On the training folds
   :func:`~armature_temporal.cache.evaluate.tune_threshold` picks the lowest threshold whose
   precision (and that of every higher threshold with 20+ hits) reaches 0.95; the held-out
@@ -23,7 +24,7 @@ noisy, so no rule is perfectly precise on them.
   lower-casing and collapsing spaces and trailing punctuation), a TF-IDF cosine (word 1–2
   grams, sublinear tf, fitted on the training folds' texts; threshold tuned the same way)
   and MiniLM cosine without the guard.
-* **Pair classifier, same folds** — ``decider: classifier``
+* **Pair classifier, same folds** — ``decider: classifier``, the cache's default
   (:mod:`armature_temporal.cache.pairs`): its whole training procedure
   (:func:`~armature_temporal.cache.train_pairs.nested_cv`: fit on the training folds, its
   probability threshold chosen by an inner cross-validation on them) scored on each held-out

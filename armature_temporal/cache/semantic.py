@@ -1,4 +1,5 @@
-"""The semantic cache's decision rule: when a stored answer may be reused for a new task.
+"""The semantic cache's decision rule: when a stored answer may be reused for a new task
+(the rule, and the entry point to the pair classifier that is the cache's default).
 
 One rule, shared by the run path (``armature_temporal.cache``), ``armature cache eval`` and
 ``benchmarks/cache.py``: a hit needs
@@ -19,9 +20,10 @@ of the five fold thresholds with the guard's first word-order part. With today's
 (:func:`order_veto`) the fold thresholds are 0.957–0.977 (median 0.9652) and the
 cross-validated figures precision 95.8%, recall 12.4%, false hits 0.5% of the non-duplicate
 pairs; the constant was left at 0.9576, where all pairs score precision 95.8% and the
-untouched development quarter 95.1% (README, "Semantic cache: how the threshold was
+untouched development quarter 95.1% (README, "Semantic cache: how the decision was
 chosen"). ``decider="classifier"`` asks the pair model instead
-(:mod:`armature_temporal.cache.pairs`).
+(:mod:`armature_temporal.cache.pairs`): the cache's default unless a stage sets
+``threshold``.
 The threshold is for the local model; another embedder's cosines are on another scale, so a
 stage that uses one should set its own ``threshold``.
 """
