@@ -79,67 +79,6 @@ _NEGATIONS = frozenset(
         "hadnt",
     ]
 )
-_STOP = frozenset(
-    [
-        "the",
-        "and",
-        "for",
-        "are",
-        "was",
-        "were",
-        "been",
-        "does",
-        "did",
-        "how",
-        "what",
-        "why",
-        "which",
-        "who",
-        "whom",
-        "when",
-        "where",
-        "can",
-        "could",
-        "should",
-        "would",
-        "will",
-        "you",
-        "your",
-        "our",
-        "its",
-        "this",
-        "that",
-        "these",
-        "those",
-        "with",
-        "from",
-        "into",
-        "than",
-        "then",
-        "there",
-        "their",
-        "they",
-        "his",
-        "her",
-        "him",
-        "some",
-        "any",
-        "most",
-        "more",
-        "best",
-        "good",
-        "way",
-        "ways",
-        "get",
-        "make",
-        "much",
-        "many",
-        "have",
-        "has",
-        "had",
-        "not",
-    ]
-)
 
 
 def _numbers(text: str) -> set[str]:
@@ -169,18 +108,6 @@ def _names(text: str) -> set[str]:
             if word[0].isupper() and word.lower() != "i":
                 names.add(_stem(word))
     return names
-
-
-def _content(text: str) -> list[str]:
-    """The stems of the words that carry content, in order (no stop words, no short words)."""
-    return [_stem(w) for w in _WORD.findall(text) if len(w) > 2 and w.lower() not in _STOP]
-
-
-def _inversions(a: list[str], b: list[str]) -> list[tuple[str, str]]:
-    """Pairs of words both texts share that come in the opposite order in ``b``."""
-    shared = [w for w in dict.fromkeys(a) if w in b]
-    where = {w: b.index(w) for w in shared}
-    return [(x, y) for i, x in enumerate(shared) for y in shared[i + 1 :] if where[x] > where[y]]
 
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
