@@ -127,6 +127,12 @@ def test_a_fixed_paraphrase_is_a_hit_and_a_near_miss_is_not() -> None:
     assert not is_hit(
         0.99, query="Fill address line 1?", source="Fill address line 2?", decider="classifier"
     )
+    # a name in one text missing from the other: the model never reaches its threshold
+    utah, arizona = (
+        "What do people in Utah think of guns?",
+        "What do people in Arizona think of guns?",
+    )
+    assert not is_hit(0.999, query=utah, source=arizona, decider="classifier")
     with pytest.raises(ValueError, match="needs query= and source="):
         is_hit(0.99, decider="classifier")
 
