@@ -124,13 +124,19 @@ def _lookup(query: CacheLookup, adapter: str | None, started: float) -> CachePro
 
         vector, model = embed_task(probe.task)
         threshold = query.config.threshold or DEFAULT_THRESHOLD
-        entry_id, similarity = _nearest(store, probe.partition, vector, model, threshold)
+        decider = query.config.semantic_decider
+        min_score = threshold
+        if decider == "classifier":  # the nearest entry above the model's floor is asked
+            from armature_temporal.cache.pairs import load_pair_model
+
+            min_score = load_pair_model().floor
+        entry_id, similarity = _nearest(store, probe.partition, vector, model, min_score)
         entry = store.cache_entry(entry_id) if entry_id else None
         if (
             entry is not None
             and entry.status == "servable"
             and entry.expires_at > datetime.now(UTC).isoformat()  # the index may predate it
-            and is_hit(similarity, threshold, query=probe.task, source=entry.task)
+            and is_hit(similarity, threshold, query=probe.task, source=entry.task, decider=decider)
         ):
             hit = _hit(entry, "semantic", round(float(similarity), 6))
     if hit is not None:

@@ -5,9 +5,10 @@ Data: ``paraphrase/qqp-train.csv`` in the shared data folder (``--data``,
 labelled duplicate and 2,000 not (sources and licence in its README). Quora's labels are
 noisy, so no rule is perfectly precise on them.
 
-* **Rule** — :func:`armature_temporal.cache.semantic.is_hit`, the one the cache runs: the
-  cosine of the two texts' all-MiniLM-L6-v2 embeddings at or above a threshold, and no veto
-  from the lexical guard (numbers, negation, capitalised names, word order must agree).
+* **Rule** — :func:`armature_temporal.cache.semantic.is_hit` (``decider="rule"``, what a
+  stage that sets ``threshold`` runs): the cosine of the two texts' all-MiniLM-L6-v2
+  embeddings at or above a threshold, and no veto from the lexical guard (numbers,
+  negation, capitalised names, word order must agree).
 * **Cross-validation** — 5 folds by a hash of the pair. On the training folds
   :func:`~armature_temporal.cache.evaluate.tune_threshold` picks the lowest threshold whose
   precision (and that of every higher threshold with 20+ hits) reaches 0.95; the held-out
@@ -23,6 +24,17 @@ noisy, so no rule is perfectly precise on them.
   lower-casing and collapsing spaces and trailing punctuation), a TF-IDF cosine (word 1–2
   grams, sublinear tf, fitted on the training folds' texts; threshold tuned the same way)
   and MiniLM cosine without the guard.
+* **Pair classifier, same folds** — ``decider: classifier``, the cache's default
+  (:mod:`armature_temporal.cache.pairs`): its whole training procedure
+  (:func:`~armature_temporal.cache.train_pairs.nested_cv`: fit on the training folds, its
+  probability threshold chosen by an inner cross-validation on them) scored on each held-out
+  fold, pooled like the others.
+* **Word order** — a generated set (``benchmarks/_word_order.py``: template and qqp-derived
+  pairs of the same words with two swapped, labelled different, and meaning-keeping
+  reorders labelled same; nothing is trained on it): each decider's false-hit rate on the
+  swaps (Wilson 95%) and the share of reorders it serves. PAWS itself is not in the data.
+* **Decision cost** — microseconds per candidate for the rule (cosine, guard) and the
+  classifier (vetoes, features, the model) on the pairs at or above the classifier's floor.
 * **Curve** — the rule's precision, recall and false-hit rate at thresholds 0.80–0.99 on
   all pairs. The false hits at ``DEFAULT_THRESHOLD`` are listed to be read by a person:
   README says which look mislabelled.
@@ -58,7 +70,9 @@ import numpy as np
 
 from armature_temporal.cache.evaluate import load_pairs, pr_curve, score, tune_threshold, vetoes
 from armature_temporal.cache.index import SemanticIndex
+from armature_temporal.cache.pairs import load_pair_model, pair_features, veto
 from armature_temporal.cache.semantic import DEFAULT_THRESHOLD
+from armature_temporal.cache.train_pairs import embed_texts, nested_cv
 from armature_temporal.experience.embeddings import get_embedder
 from armature_temporal.scanner.train import shared_data_dir
 
@@ -74,27 +88,6 @@ def _fold(a: str, b: str, folds: int) -> int:
 
 def _dev(a: str, b: str) -> bool:
     return int(hashlib.sha256(f"{a}\0{b}".encode()).hexdigest(), 16) % 4 != 0
-
-
-def embeddings(path: Path, texts: list[str], cache_dir: Path) -> tuple[dict[str, np.ndarray], str]:
-    """Every text's vector, from the cache file for this data file and model if present."""
-    embedder = get_embedder()
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    cache = cache_dir / f"qqp-{digest}-{embedder.name}.npz"
-    if cache.is_file():
-        data = np.load(cache, allow_pickle=False)
-        if list(data["texts"]) == texts:
-            return dict(zip(texts, data["vectors"], strict=True)), embedder.name
-    print(f"embedding {len(texts)} texts with {embedder.name} …", file=sys.stderr)
-    started = time.perf_counter()
-    vectors: list[list[float]] = []
-    for i in range(0, len(texts), 64):
-        vectors.extend(embedder.embed(texts[i : i + 64]))
-    matrix = np.asarray(vectors, dtype=np.float32)
-    print(f"  {time.perf_counter() - started:.0f}s; cached in {cache}", file=sys.stderr)
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    np.savez(cache, texts=np.asarray(texts), vectors=matrix)
-    return dict(zip(texts, matrix, strict=True)), embedder.name
 
 
 def _norm(text: str) -> str:
@@ -156,9 +149,92 @@ def cross_validate(
         ("tfidf_cosine", tf_all, none),
     ):
         result[name]["precision_at_rule_recall"] = _precision_at_recall(s, v, labels, want)
+    result["classifier"] = classifier_cv(rows, sims, fold_of)
     exact = [_norm(a) == _norm(b) for a, b, _ in rows]
     tp = sum(1 for e, y in zip(exact, labels, strict=True) if e and y)
     result["exact_match"] = _summary(tp, sum(exact) - tp, positives, len(rows) - positives)
+    return result
+
+
+def classifier_cv(
+    rows: list[tuple[str, str, int]], sims: list[float], fold_of: list[int]
+) -> dict[str, Any]:
+    """The pair classifier's whole training procedure (fit, inner-CV threshold) run on each
+    outer training part and scored on the held-out fold: the same folds as the others."""
+    x = np.asarray([pair_features(a, b, s) for (a, b, _), s in zip(rows, sims, strict=True)])
+    y = np.asarray([label for _, _, label in rows], dtype=float)
+    vetoed = np.asarray([veto(a, b) is not None for a, b, _ in rows])
+    cv, thresholds, _ = nested_cv(x, y, vetoed, np.asarray(fold_of))
+    summary = _summary(cv.true_hits, cv.false_hits, cv.positives, cv.negatives)
+    summary["fold_thresholds"] = [round(t, 4) for t in thresholds]
+    summary["median_threshold"] = round(statistics.median(thresholds), 4)
+    return summary
+
+
+def word_order(texts: list[str]) -> dict[str, Any]:
+    """Each decider on the generated word-order set (benchmarks/_word_order.py): hits on the
+    swapped pairs (false) and on the meaning-keeping reorders (true)."""
+    from _word_order import word_order_pairs
+
+    from armature_temporal.cache.evaluate import wilson
+    from armature_temporal.cache.semantic import guard_veto
+
+    rows = word_order_pairs(texts)
+    embedder = get_embedder("local")
+    va = np.asarray(embedder.embed([a for a, *_ in rows]))
+    vb = np.asarray(embedder.embed([b for _, b, *_ in rows]))
+    sims = (va * vb).sum(axis=1)
+    model = load_pair_model()
+    deciders = {
+        "rule": lambda a, b, s: s >= DEFAULT_THRESHOLD and guard_veto(a, b) is None,
+        "classifier": lambda a, b, s: model.decide(a, b, s)[0],
+        "minilm_cosine": lambda a, b, s: s >= DEFAULT_THRESHOLD,
+    }
+    swaps = [i for i, r in enumerate(rows) if r[2] == 0]
+    keeps = [i for i, r in enumerate(rows) if r[2] == 1]
+    result: dict[str, Any] = {
+        "swapped_pairs": len(swaps),
+        "from_qqp": sum(1 for r in rows if r[3] != "template"),
+        "reordered_paraphrases": len(keeps),
+        "swap_cosine_median": round(float(np.median(sims[swaps])), 4),
+    }
+    for name, decide in deciders.items():
+        hits = [bool(decide(a, b, float(s))) for (a, b, *_), s in zip(rows, sims, strict=True)]
+        false = sum(hits[i] for i in swaps)
+        true = sum(hits[i] for i in keeps)
+        result[name] = {
+            "false_hit_rate": false / len(swaps),
+            "false_hit_rate_ci": wilson(false, len(swaps)),
+            "false_hits": false,
+            "paraphrase_hit_rate": true / len(keeps),
+            "examples": [rows[i][:2] for i in swaps if hits[i]][:5],
+        }
+    return result
+
+
+def decision_cost(rows: list[tuple[str, str, int]], sims: list[float]) -> dict[str, Any]:
+    """Microseconds per candidate for each decider (after the index found the candidate), on
+    the pairs at or above the classifier's floor (below it neither decider reads the texts)."""
+    from armature_temporal.cache.semantic import guard_veto
+
+    model = load_pair_model()
+    sample = [(r, s) for r, s in zip(rows, sims, strict=True) if s >= model.floor][:1000]
+    result: dict[str, Any] = {}
+    for name, decide in (
+        ("rule", lambda a, b, s: s >= DEFAULT_THRESHOLD and guard_veto(a, b) is None),
+        ("classifier", lambda a, b, s: model.decide(a, b, s)[0]),
+    ):
+        times = []
+        for (a, b, _), s in sample:
+            started = time.perf_counter()
+            decide(a, b, s)
+            times.append((time.perf_counter() - started) * 1e6)
+        times.sort()
+        result[name] = {
+            "candidates": len(times),
+            "median_us": round(statistics.median(times), 1),
+            "p95_us": round(times[int(0.95 * len(times))], 1),
+        }
     return result
 
 
@@ -259,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         picked = rng.choice(len(rows), args.sample, replace=False)
         rows = [rows[i] for i in sorted(picked)]
     texts = sorted({t for a, b, _ in rows for t in (a, b)})
-    vec, model = embeddings(path, texts, args.cache_dir)
+    vec, model = embed_texts(path, texts, args.cache_dir)
     sims = [float(vec[a] @ vec[b]) for a, b, _ in rows]
     vetoed = vetoes([(a, b) for a, b, _ in rows])
     labels = [y for _, _, y in rows]
@@ -288,8 +364,10 @@ def main(argv: list[str] | None = None) -> int:
         ],
         "false_hits_at_default": sorted(false_hits, key=lambda f: -f["similarity"]),
     }
+    report["word_order"] = word_order(texts)
     if not args.no_latency:
         report["latency"] = latency(np.stack([vec[t] for t in texts]), DEFAULT_THRESHOLD)
+        report["decision_cost"] = decision_cost(rows, sims)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -318,10 +396,9 @@ def _print(r: dict[str, Any]) -> None:
     for name, s in r["cross_validated"].items():
         print(row(name, s))
         if "fold_thresholds" in s:
-            print(
-                f"{'':<16} fold thresholds {s['fold_thresholds']}; precision at the rule's "
-                f"recall (all pairs) {100 * s['precision_at_rule_recall']:.1f}%"
-            )
+            at = s.get("precision_at_rule_recall")
+            extra = f"; precision at the rule's recall (all pairs) {100 * at:.1f}%" if at else ""
+            print(f"{'':<16} fold thresholds {s['fold_thresholds']}{extra}")
     print(f"\nDEFAULT_THRESHOLD = {r['default_threshold']}")
     print(row("all pairs", r["at_default_threshold_all_pairs"]))
     h = r["development_holdout"]
@@ -336,6 +413,24 @@ def _print(r: dict[str, Any]) -> None:
     print(f"\nfalse hits at {r['default_threshold']} ({len(r['false_hits_at_default'])}):")
     for f in r["false_hits_at_default"]:
         print(f"  {f['similarity']:.3f}  {f['text_a']}  |  {f['text_b']}")
+    w = r["word_order"]
+    print(
+        f"\nword order ({w['swapped_pairs']} swapped pairs, {w['from_qqp']} of them from qqp; "
+        f"{w['reordered_paraphrases']} meaning-keeping reorders; swaps' median cosine "
+        f"{w['swap_cosine_median']}):"
+    )
+    for name in ("rule", "classifier", "minilm_cosine"):
+        s = w[name]
+        lo, hi = s["false_hit_rate_ci"]
+        print(
+            f"  {name:<14} false hits {100 * s['false_hit_rate']:5.1f}% [{100 * lo:4.1f}, "
+            f"{100 * hi:4.1f}] ({s['false_hits']}/{w['swapped_pairs']}); reorders served "
+            f"{100 * s['paraphrase_hit_rate']:5.1f}%"
+        )
+    if "decision_cost" in r:
+        print("\ndecision per candidate (after the index lookup):")
+        for name, c in r["decision_cost"].items():
+            print(f"  {name:<12} median {c['median_us']:7.1f} us  p95 {c['p95_us']:7.1f} us")
     if "latency" in r:
         print("\nlookup latency, one thread:")
         for name, s in r["latency"].items():

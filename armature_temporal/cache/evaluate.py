@@ -29,6 +29,7 @@ __all__ = [
     "load_pairs",
     "pr_curve",
     "score",
+    "score_hits",
     "tune_threshold",
     "wilson",
 ]
@@ -125,6 +126,11 @@ def score(
 ) -> Score:
     """The rule's confusion at ``threshold``: a hit is a cosine at or above it, not vetoed."""
     hits = [s >= threshold and not v for s, v in zip(sims, vetoed, strict=True)]
+    return score_hits(hits, labels, threshold)
+
+
+def score_hits(hits: Sequence[bool], labels: Sequence[int], threshold: float) -> Score:
+    """The confusion of any decider's ``hits`` (``threshold``: the one it used, recorded)."""
     true_hits = sum(1 for h, y in zip(hits, labels, strict=True) if h and y == 1)
     positives = sum(labels)
     return Score(

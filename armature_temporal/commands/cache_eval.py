@@ -4,7 +4,10 @@ The command function :func:`cache_eval` is mounted as ``eval`` on the ``armature
 group (commands/cache.py). It embeds both texts of every pair with the cache's embedder
 (the local all-MiniLM-L6-v2, else ``lexical``), applies :func:`~armature_temporal.cache.
 semantic.is_hit` (cosine threshold plus the lexical guard) and prints precision, recall and
-false-hit rate with 95% Wilson intervals, then the precision-recall curve.
+false-hit rate with 95% Wilson intervals, then the precision-recall curve; and the same
+figures for the pair classifier (``decider: classifier``, :mod:`armature_temporal.cache.pairs`,
+its own threshold), whose cosine input is the same embedder's (it was trained on
+all-MiniLM-L6-v2 cosines).
 """
 
 from __future__ import annotations
@@ -57,7 +60,15 @@ def cache_eval(
     """Score the semantic cache's decision rule on labelled pairs: precision, recall and
     false-hit rate (false hits / non-paraphrase pairs) with 95% Wilson intervals, and the
     precision-recall curve."""
-    from armature_temporal.cache.evaluate import PairFileError, load_pairs, pr_curve, score, vetoes
+    from armature_temporal.cache.evaluate import (
+        PairFileError,
+        load_pairs,
+        pr_curve,
+        score,
+        score_hits,
+        vetoes,
+    )
+    from armature_temporal.cache.pairs import load_pair_model
     from armature_temporal.cache.semantic import DEFAULT_THRESHOLD, pair_decisions
     from armature_temporal.errors import ArmatureError
     from armature_temporal.experience.embeddings import get_embedder
@@ -76,6 +87,12 @@ def cache_eval(
     vetoed = vetoes([(a, b) for a, b, _ in rows])
     labels = [y for _, _, y in rows]
     result = score(sims, vetoed, labels, at)
+    try:
+        model = load_pair_model()
+    except ArmatureError as exc:
+        raise fail(f"error: {exc}", 1) from None
+    classified = [model.decide(a, b, s)[0] for (a, b, _), s in zip(rows, sims, strict=True)]
+    classifier = score_hits(classified, labels, model.threshold).as_dict()
     curve = pr_curve(sims, vetoed, labels)
     false_hits = [
         {"text_a": a, "text_b": b, "similarity": round(s, 4)}
@@ -90,6 +107,7 @@ def cache_eval(
                 "default_threshold": DEFAULT_THRESHOLD,
                 **result.as_dict(),
                 "false_hit_examples": false_hits[:20],
+                "classifier": classifier,
                 "curve": [
                     {
                         "threshold": p.threshold,
@@ -104,6 +122,14 @@ def cache_eval(
         )
         return
     _print(pairs, embedder.name, result.as_dict(), curve, false_hits)
+    c = classifier
+    out.print(
+        f"\nclassifier (pair_model.json, probability ≥ {c['threshold']:.4g}): precision "
+        f"{_pct(c['precision'])} ({c['true_hits']}/{c['hits']} hits), recall "
+        f"{_pct(c['recall'])}, false-hit rate {_pct(c['false_hit_rate'])} "
+        f"({c['false_hits']}/{c['negatives']})",
+        markup=False,
+    )
 
 
 def _print(

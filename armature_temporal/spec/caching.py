@@ -19,8 +19,9 @@ __all__ = ["CACHE_DESCRIPTION", "StageCache"]
 CACHE_DESCRIPTION = (
     "Reuse earlier answers of this stage: exact (same provider, model, rendered messages and "
     "sampling params; on by default when the call's temperature is 0) and semantic (opt-in: a "
-    "nearest earlier task of the same stage, tier, spec version and output schema above a "
-    "precision-tuned cosine threshold). Hits cost nothing and are traced as cache hits."
+    "nearest earlier task of the same stage, tier, spec version and output schema that the "
+    "pair classifier, or the cosine rule, calls the same question). Hits cost nothing and are "
+    "traced as cache hits."
 )
 
 
@@ -43,9 +44,28 @@ class StageCache(_Model):
         None,
         gt=0,
         le=1,
-        description="Cosine similarity a semantic hit needs (default: the cache's "
-        "precision-tuned DEFAULT_THRESHOLD; `armature cache eval` scores a threshold).",
+        description="Cosine similarity a semantic hit needs under the rule (default: the "
+        "cache's precision-tuned DEFAULT_THRESHOLD; `armature cache eval` scores a threshold). "
+        "Setting it selects the rule unless decider says otherwise.",
     )
+    decider: Literal["rule", "classifier"] | None = Field(
+        None,
+        description="What decides a semantic hit once the nearest earlier task is found: "
+        "classifier (the pair model trained on the Quora pairs, "
+        "armature_temporal/cache/pair_model.json: cosine at least its floor, no veto, its "
+        "probability at least its threshold; threshold is not used) or rule (cosine at least "
+        "threshold and no lexical veto). Unset: the classifier, or the rule when threshold is "
+        "set. benchmarks/cache.py measures both on the same folds.",
+    )
+
+    @property
+    def semantic_decider(self) -> str:
+        """The decider in force: ``decider``, else the rule if ``threshold`` is set, else
+        the classifier."""
+        if self.decider is not None:
+            return self.decider
+        return "rule" if self.threshold is not None else "classifier"
+
     ttl: Seconds = Field(
         "7d",  # validated: 604800 seconds
         gt=0,

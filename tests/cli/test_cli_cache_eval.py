@@ -53,6 +53,21 @@ def test_scores_the_fixture_with_the_guard_and_lists_the_false_hit() -> None:
     assert [p["threshold"] for p in got["curve"]][:2] == [0.8, 0.81] and len(got["curve"]) == 20
 
 
+def test_reports_the_pair_classifier_beside_the_rule() -> None:
+    # The shipped pair model on the same pairs: the four same-question rows (identical up to
+    # case) are hits by its same-words rule; address line 1/2 (numbers) and compile/not
+    # (negation) are vetoed; rice/car is below its cosine floor; the identical Python/Java
+    # pair labelled 0 is again the one false hit.
+    code, stdout, stderr = run(str(PAIRS), "--embedding-model", "lexical", "--json")
+    assert code == 0, stderr
+    got = json.loads(stdout)["classifier"]
+    assert (got["hits"], got["true_hits"], got["false_hits"]) == (5, 4, 1)
+    assert 0.5 < got["threshold"] < 1.0 and got["false_hit_rate"] == 0.25
+    code, stdout, _ = run(str(PAIRS), "--embedding-model", "lexical")
+    assert code == 0 and "classifier (pair_model.json, probability ≥" in stdout
+    assert "precision 80.0% (4/5 hits), recall 100.0%" in stdout
+
+
 def test_plain_output_prints_the_rates_and_the_curve() -> None:
     code, stdout, _ = run(str(PAIRS), "--embedding-model", "lexical", "--threshold", "0.95")
     assert code == 0

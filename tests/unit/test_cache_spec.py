@@ -39,6 +39,16 @@ def test_defaults_and_durations() -> None:
     assert cache is not None and cache.semantic and cache.ttl == 86400 and cache.scope == "spec"
 
 
+def test_the_decider_defaults_to_the_classifier_and_a_threshold_keeps_the_rule() -> None:
+    assert StageCache().semantic_decider == "classifier"
+    assert StageCache(threshold=0.95).semantic_decider == "rule"  # specs that set one keep it
+    assert StageCache(threshold=0.95, decider="classifier").semantic_decider == "classifier"
+    assert StageCache(decider="rule").semantic_decider == "rule"
+    plan = plan_from(spec("    cache: {semantic: true, decider: rule}\n"))
+    cache = plan.stage("a").cache
+    assert cache is not None and cache.semantic_decider == "rule"
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

@@ -16,6 +16,7 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowFailureError
 
 from activities.llm import llm_call
+from armature_temporal.experience.embeddings import local_available
 from armature_temporal.runtime.hooks import HookRegistry
 from armature_temporal.runtime.models import LLMCallInput, LLMCallResult, RunInput, RunResult
 from armature_temporal.runtime.traces import TraceRecord
@@ -157,6 +158,24 @@ async def test_a_paraphrase_is_a_semantic_hit_and_a_different_task_is_not(
     hits = TraceStore().cache_hits("cache-sem")
     assert [(h["kind"], h["source_run"]) for h in hits] == [("semantic", "cache-sem-1")]
     assert "How can I" in hits[0]["task"] and "How do I" in hits[0]["source_task"]
+
+
+@pytest.mark.skipif(not local_available(), reason="the pair model reads MiniLM cosines")
+async def test_the_classifier_decider_serves_where_the_rule_at_its_threshold_does_not(
+    client: Client, task_queue: str
+) -> None:
+    # The same paraphrase and the same threshold (0.999, above the pair's cosine): the rule
+    # misses; the classifier ignores threshold and its model serves it.
+    first, again = "How do I reset my password?", "How can I reset my password?"
+    for decider in ("rule", "classifier"):
+        cache = SEMANTIC.replace("}", f", threshold: 0.999, decider: {decider}}}")
+        plan = plan_from(spec(f"cache-{decider}", cache=cache))
+        await run(client, task_queue, plan, f"cache-{decider}-1", **ask(first))
+        await run(client, task_queue, plan, f"cache-{decider}-2", **ask(again))
+    assert "cache" not in attempts("cache-rule-2")[0].data
+    (hit,) = attempts("cache-classifier-2")
+    assert hit.data["cache"] == "semantic" and hit.data["source_run"] == "cache-classifier-1"
+    assert 0.9 < hit.data["similarity"] < 0.999
 
 
 async def test_a_verify_tier_that_does_not_confirm_sends_the_call_to_the_model(
