@@ -15,16 +15,18 @@ of one bandit lives in one slot and one script may touch them all):
 The two hot operations run as Lua scripts, which Redis executes atomically (no other command
 runs between a script's first and last line), so no process ever read-modify-writes in Python:
 
-- ``select`` reads the arms and the context's evidence in one ``MULTI``/``EXEC`` (a consistent
-  view), samples in Python with the runtime's generator, then the *record* script stores the
-  decision and counts the pull — unless the decision id exists already, in which case it
-  returns the first answer and counts nothing (a retried selection).
+- ``select`` reads the arms and their global and context evidence with the read-only *view*
+  script (one consistent view, one round trip), samples in Python with the runtime's
+  generator, then the *record* script stores the decision and counts the pull — unless the
+  decision id exists already, in which case it returns the first answer and counts nothing (a
+  retried selection). Like the SQL stores, a selection holds no lock between the two.
 - ``reward`` is one script: it refuses an unknown or already rewarded decision, marks the
   decision rewarded, and applies :func:`~._math.observe_one` — evidence, CUSUM statistics,
   the reset on a detected change (of the arm, or of every arm of the context) — to the global
   and the context hash, logging a ``change_detected`` event per alarm. The arithmetic is the
   same IEEE double arithmetic, in the same order, as the SQL ``UPDATE`` and the pure function;
-  numbers are stored as ``%.17g`` text, which reads back exactly.
+  numbers are stored as ``%.17g`` text, which reads back exactly. (The script finds the context
+  hash from the decision; it is under the same hash tag, so this holds on a cluster too.)
 
 Durability is the server's: see the README (``appendonly yes`` with ``appendfsync everysec``
 loses at most about a second of rewards on a crash of the machine; ``always`` loses none that
@@ -77,6 +79,27 @@ if KEYS[3] ~= KEYS[2] then
   redis.call('HINCRBY', KEYS[3], ARGV[1] .. ':pulls', 1)
 end
 return nil
+"""
+
+# KEYS: arms, global hash, context hash.  Returns {id1, json1, id2, json2, ...} followed by
+# each of those arms' global s and f, then its context s and f (false where never rewarded).
+_VIEW = """
+local arms = redis.call('HGETALL', KEYS[1])
+local k = #arms
+local out = arms  -- the evidence is appended after the arms' k entries
+for i = 1, k, 2 do
+  local g = redis.call('HMGET', KEYS[2], arms[i] .. ':s', arms[i] .. ':f')
+  out[#out + 1] = g[1]
+  out[#out + 1] = g[2]
+end
+if KEYS[3] ~= KEYS[2] then
+  for i = 1, k, 2 do
+    local c = redis.call('HMGET', KEYS[3], arms[i] .. ':s', arms[i] .. ':f')
+    out[#out + 1] = c[1]
+    out[#out + 1] = c[2]
+  end
+end
+return out
 """
 
 # KEYS: decision, arms, events.  ARGV: reward, at, context-hash prefix, discount, window ('' =
@@ -192,6 +215,7 @@ class RedisBackend:
             ) from None
         with self._guard():
             self.client.ping()
+        self._view = self.client.register_script(_VIEW)
         self._record = self.client.register_script(_RECORD)
         self._reward = self.client.register_script(_REWARD)
         self._save_config = self.client.register_script(_SAVE_CONFIG)
@@ -299,30 +323,31 @@ class RedisBackend:
         arms_key, glob_key = self._key(name, "arms"), self._key(name, "c:")
         ctx_key = self._key(name, "c:" + context)
         with self._guard():
-            pipe = self.client.pipeline(transaction=True)
-            pipe.hgetall(arms_key)
-            pipe.hgetall(glob_key)
-            if context:
-                pipe.hgetall(ctx_key)
-            got = pipe.execute()
-        glob: dict[str, str] = got[1]
-        own: dict[str, str] = got[2] if context else glob
-        records = sorted(
-            (r for r in map(self._record_of, got[0].values()) if r.status == "active"),
-            key=lambda r: (r.position, r.arm_id),
-        )
-        if not records:
+            view: list[str | None] = self._view(keys=[arms_key, glob_key, ctx_key])
+        n = len(view) // (3 if context else 2)  # 2 entries per arm, 2 more per hash read
+        evidence = np.array([0.0 if v is None else float(v) for v in view[n:]]).reshape(-1, 2)
+        active = [
+            (record, j)
+            for j, record in enumerate(self._record_of(cast(str, raw)) for raw in view[1:n:2])
+            if record.status == "active"
+        ]
+        active.sort(key=lambda item: (item[0].position, item[0].arm_id))
+        if not active:
             raise no_arms_error(name)
+        records = [record for record, _ in active]
         i = 0
         if len(records) > 1:
+            rows = [j for _, j in active]
             a0 = np.array([r.prior_alpha for r in records])
             b0 = np.array([r.prior_beta for r in records])
-            gs, gf = _column(glob, records, "s"), _column(glob, records, "f")
+            gs, gf = evidence[rows, 0], evidence[rows, 1]
             if context == "":
                 alpha, beta = a0 + gs, b0 + gf
             else:
-                cs, cf = _column(own, records, "s"), _column(own, records, "f")
-                alpha, beta = seeded_posterior(a0, b0, gs, gf, cs, cf, rule.seed_strength)
+                own = evidence[[j + n // 2 for j in rows]]
+                alpha, beta = seeded_posterior(
+                    a0, b0, gs, gf, own[:, 0], own[:, 1], rule.seed_strength
+                )
             i = int(thompson(alpha, beta, rng, rule.optimistic))
         chosen = records[i]
         chosen_id = uuid.uuid4().hex if decision_id is None else decision_id
@@ -442,7 +467,3 @@ class RedisBackend:
         with self._guard():
             rows = cast(list[str], self.client.lrange(self._key(name, "snapshots"), 0, -1))
         return [Snapshot.model_validate_json(r) for r in rows]
-
-
-def _column(row: dict[str, str], records: Sequence[ArmRecord], field: str) -> np.ndarray[Any, Any]:
-    return np.array([float(row.get(f"{r.arm_id}:{field}", 0.0)) for r in records])
