@@ -21,15 +21,25 @@ Problems (Bernoulli arms, ``--seeds`` seeds each, horizon ``--horizon``):
   a different best arm; segment 3 repeats segment 0's), context drawn uniformly per decision:
   regret of one pooled posterior against per-context posteriors seeded from the global one; and
   a control where every segment shares the best arm (pooling is right there).
-* throughput — select alone and select+update pairs per second through ``BanditRuntime``,
-  in memory (threads), SQLite and PostgreSQL (processes), 1 and 8 concurrent clients, with the
-  count of lost updates (pulls and rewards recorded against those made) and a duplicate-reward
-  check. 8 × 500 pairs against SQLite and PostgreSQL must record exactly 4,000 pulls. Clients
-  warm up on a separate bandit first and time themselves; single-client and in-memory figures
-  are the best of 3 rounds (the machine may be shared), the 8-process ones a single round.
+* throughput (measured by ``_bandit_stores.py``) — select alone and select+update pairs per
+  second through ``BanditRuntime``, in memory (threads), SQLite, PostgreSQL and Redis
+  (processes, each with its own backend), 1 and 8 concurrent clients, with the count of lost
+  updates (pulls and rewards recorded against those made) and a duplicate-reward check.
+  8 × 500 pairs against SQLite, PostgreSQL and Redis must record exactly 4,000 pulls, 0 lost.
+  Clients warm up on a separate bandit first and time themselves; single-client and in-memory
+  figures are the best of 3 rounds (the machine may be shared), the 8-process ones a single
+  round. The last rows divide Redis's pairs/s by SQLite's and PostgreSQL's from the same run.
+  PostgreSQL gets a fresh database and Redis a fresh key prefix (both removed afterwards); a
+  server that does not answer is said on stderr and its rows are left out. Each Redis server
+  (``--redis-url``, repeatable) is labelled with its persistence settings (``CONFIG GET
+  appendonly appendfsync save``): a server without an append-only file acknowledges writes
+  that a crash loses, so set it beside PostgreSQL (an fsync per commit) only with an ``aof
+  always`` server measured in the same run (SQLite runs WAL with ``synchronous=NORMAL``: a
+  process crash loses no commit, a power loss may lose the last ones).
 
 Run ``python benchmarks/bandit.py [--seeds 200] [--horizon 10000] [--no-throughput]
-[--pg-url URL] [--json]``. Progress goes to stderr, the table to stdout.
+[--only-throughput] [--quick] [--pg-url URL] [--redis-url URL ...] [--json]``. Progress goes to
+stderr, the table to stdout.
 """
 
 from __future__ import annotations
@@ -37,24 +47,18 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import multiprocessing as mp
-import sys
 import tempfile
-import threading
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _bandit_stores import Throughput, log, postgres_database, redis_prefix, throughput
 
 from armature_temporal.bandit import (
     BanditConfig,
-    BanditRuntime,
-    DuplicateRewardError,
-    StorageConfig,
 )
 from armature_temporal.bandit._math import (
     ArmState,
@@ -64,7 +68,6 @@ from armature_temporal.bandit._math import (
     seeded_posterior,
     thompson,
 )
-from armature_temporal.bandit._runtime import open_backend
 
 DEFAULT = BanditConfig(arms=[{"arm_id": "x"}])  # type: ignore[list-item]
 DYN = DEFAULT.dynamics()
@@ -81,10 +84,6 @@ PROBLEMS: dict[str, list[float]] = {
 SEGMENTS = np.array([[0.7, 0.5, 0.3], [0.3, 0.7, 0.5], [0.5, 0.3, 0.7], [0.7, 0.5, 0.3]])
 SHARED = np.array([[0.3, 0.5, 0.7]] * 4)
 WINDOW, SHARE = 20, 0.9
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 # --- simulation -------------------------------------------------------------------------------
@@ -196,168 +195,6 @@ def convergence(best: np.ndarray, start: int = 0) -> tuple[float, float]:
     last_bad = np.where(bad.any(axis=1), bad.shape[1] - bad[:, ::-1].argmax(axis=1), 0)
     stable = np.where(ok[:, -1], last_bad + WINDOW, np.inf)
     return float(np.median(first)), float(np.median(stable))
-
-
-# --- throughput -------------------------------------------------------------------------------
-
-
-def _work(runtime: BanditRuntime, n: int, mode: str) -> float:
-    total = 0.0
-    for _ in range(n):
-        selection = runtime.select()
-        if mode == "pairs":
-            reward = 1.0 if selection.arm_id == "good" else 0.25
-            runtime.update(selection.decision_id, reward)
-            total += reward
-    return total
-
-
-def _warm(backend: Any, storage: dict[str, Any], seed: int) -> None:
-    """Open connections, fill statement caches and spawn the generator outside the timing."""
-    warm = BanditRuntime.open(
-        f"bench-warm-{uuid.uuid4().hex[:8]}",
-        {"arms": ARMS, "storage": storage},
-        backend=backend,
-        seed=seed,
-    )
-    _work(warm, 50, "pairs")
-
-
-def _client(url: str, name: str, n: int, mode: str, seed: int, barrier: Any, out: Any) -> None:
-    backend = open_backend(StorageConfig(url=url))
-    _warm(backend, {"url": url}, seed)
-    runtime = BanditRuntime.open(name, backend=backend, seed=seed)
-    barrier.wait()
-    start = time.perf_counter()
-    total = _work(runtime, n, mode)
-    out.put((total, start, time.perf_counter()))
-    runtime.close()
-
-
-def _shared_client(
-    runtime: BanditRuntime, n: int, mode: str, barrier: Any, out: list[float]
-) -> None:
-    _warm(runtime.backend, {"backend": "memory"}, 0)
-    barrier.wait()
-    out.append(_work(runtime, n, mode))
-
-
-@dataclass
-class Throughput:
-    backend: str
-    clients: int
-    select_per_s: float
-    pairs_per_s: float
-    pulls: int
-    expected_pulls: int
-    lost_updates: int
-    duplicate_refused: bool
-    notes: list[str] = field(default_factory=list)
-
-
-ARMS = [{"arm_id": "good"}, {"arm_id": "fair"}, {"arm_id": "poor"}]
-
-
-def throughput(
-    backend: str, url: str | None, clients: int, n_select: int, n_pairs: int
-) -> Throughput:
-    storage: dict[str, Any] = {"backend": "memory"} if url is None else {"url": url}
-    rates: dict[str, float] = {}
-    expected_reward = 0.0
-    names = {mode: f"bench-{mode}-{uuid.uuid4().hex[:8]}" for mode in ("select", "pairs")}
-    runtimes = {
-        mode: BanditRuntime.open(names[mode], {"arms": ARMS, "storage": storage}, seed=7)
-        for mode in names
-    }
-    for mode, n in (("select", n_select), ("pairs", n_pairs)):
-        if url is None:
-            barrier = threading.Barrier(clients + 1)
-            totals: list[float] = []
-            threads = [
-                threading.Thread(
-                    target=_shared_client, args=(runtimes[mode], n, mode, barrier, totals)
-                )
-                for _ in range(clients)
-            ]
-            for th in threads:
-                th.start()
-            barrier.wait()
-            start = time.perf_counter()
-            for th in threads:
-                th.join()
-            rates[mode] = clients * n / (time.perf_counter() - start)
-            if mode == "pairs":
-                expected_reward = sum(totals)
-        else:
-            ctx = mp.get_context("spawn")
-            mp_barrier = ctx.Barrier(clients + 1)
-            queue = ctx.Queue()
-            procs = [
-                ctx.Process(
-                    target=_client, args=(url, names[mode], n, mode, 100 + i, mp_barrier, queue)
-                )
-                for i in range(clients)
-            ]
-            for proc in procs:
-                proc.start()
-            mp_barrier.wait()
-            start = time.perf_counter()
-            got = [queue.get() for _ in procs]
-            wall = time.perf_counter() - start
-            span = max(g[2] for g in got) - min(g[1] for g in got)
-            log(f"    {mode}: wall {wall:.2f}s, clients' own span {span:.2f}s")
-            rates[mode] = clients * n / span
-            for proc in procs:
-                proc.join()
-            if mode == "pairs":
-                expected_reward = sum(g[0] for g in got)
-    runtime = runtimes["pairs"]
-    arms = runtime.arms()
-    pulls = sum(a.pulls for a in arms)
-    rewarded = sum(a.rewarded for a in arms)
-    reward_sum = sum(a.reward_sum for a in arms)
-    expected = clients * n_pairs
-    lost = (expected - rewarded) + (0 if abs(expected_reward - reward_sum) < 1e-6 else 1)
-    probe = runtime.select()
-    runtime.update(probe.decision_id, 1.0)
-    try:
-        runtime.update(probe.decision_id, 1.0)
-        refused = False
-    except DuplicateRewardError:
-        refused = sum(a.rewarded for a in runtime.arms()) == rewarded + 1
-    for rt in runtimes.values():
-        rt.close()
-    return Throughput(
-        backend, clients, rates["select"], rates["pairs"], pulls, expected, lost, refused
-    )
-
-
-def postgres_database(url: str) -> tuple[str, Callable[[], None]] | None:
-    """A fresh database on the server of ``url`` (dropped by the returned callback)."""
-    try:
-        import psycopg
-        from sqlalchemy.engine import make_url
-    except ImportError:
-        return None
-    base = make_url(url)
-    dbname = f"armature_bench_{uuid.uuid4().hex[:8]}"
-    conninfo = (
-        f"host={base.host} port={base.port or 5432} user={base.username} dbname={base.database}"
-    )
-    if base.password:
-        conninfo += f" password={base.password}"
-    try:
-        with psycopg.connect(conninfo, autocommit=True, connect_timeout=3) as conn:
-            conn.execute(f'CREATE DATABASE "{dbname}"')
-    except psycopg.Error as exc:
-        log(f"PostgreSQL unreachable at {base.host}:{base.port}: {exc}; skipping its rows")
-        return None
-
-    def drop() -> None:
-        with psycopg.connect(conninfo, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
-
-    return base.set(database=dbname).render_as_string(hide_password=False), drop
 
 
 # --- the table --------------------------------------------------------------------------------
@@ -556,22 +393,34 @@ def bandit_rows(seeds: int, horizon: int, rng: np.random.Generator) -> list[Row]
     return rows
 
 
-def throughput_rows(pg_url: str, quick: bool) -> list[Row]:
+def throughput_rows(pg_url: str, redis_urls: list[str], quick: bool) -> list[Row]:
     rows: list[Row] = []
-    backends: list[tuple[str, str | None]] = [("memory", None)]
+    backends: list[tuple[str, str, dict[str, Any]]] = [("memory", "memory", {"backend": "memory"})]
     tmp = tempfile.TemporaryDirectory()
-    backends.append(("sqlite", f"sqlite:///{Path(tmp.name) / 'bandit.db'}"))
+    sqlite_url = f"sqlite:///{Path(tmp.name) / 'bandit.db'}"
+    backends.append(("sqlite", "sqlite", {"backend": "sqlite", "url": sqlite_url}))
     pg = postgres_database(pg_url)
     if pg is not None:
-        backends.append(("postgres", pg[0]))
+        backends.append(("postgres", "postgres", {"backend": "postgres", "url": pg[0]}))
+    cleanups: list[Callable[[], None]] = []
+    for redis_url in redis_urls:
+        rd = redis_prefix(redis_url)
+        if rd is not None:
+            cleanups.append(rd[1])
+            storage = {"backend": "redis", "url": redis_url, "prefix": rd[0]}
+            backends.append(("redis", f"redis ({rd[2]})", storage))
+    pairs: dict[tuple[str, int], float] = {}
     try:
-        for backend, url in backends:
+        for backend, shown, storage in backends:
+            url = None if backend == "memory" else storage["url"]
             for clients in (1, 8):
                 n_select = (20_000 if backend == "memory" else 500) // (4 if quick else 1)
                 n_pairs = (10_000 if backend == "memory" else 500) // (4 if quick else 1)
                 start = time.perf_counter()
                 rounds = 3 if url is None or clients == 1 else 1  # best of 3 where cheap
-                runs = [throughput(backend, url, clients, n_select, n_pairs) for _ in range(rounds)]
+                runs = [
+                    throughput(backend, storage, clients, n_select, n_pairs) for _ in range(rounds)
+                ]
                 res = Throughput(
                     backend,
                     clients,
@@ -584,7 +433,7 @@ def throughput_rows(pg_url: str, quick: bool) -> list[Row]:
                 )
                 log(f"  throughput {backend:8} ×{clients} {time.perf_counter() - start:5.1f}s")
                 best = " (best of 3)" if rounds == 3 else ""
-                label = f"{backend} × {clients} " + (
+                label = f"{shown} × {clients} " + (
                     ("thread" if clients == 1 else "threads")
                     if url is None
                     else ("process" if clients == 1 else "processes")
@@ -641,10 +490,25 @@ def throughput_rows(pg_url: str, quick: bool) -> list[Row]:
                         ok=check(res.duplicate_refused),
                     )
                 )
+                pairs[shown, clients] = res.pairs_per_s
     finally:
         if pg is not None:
             pg[1]()
+        for cleanup in cleanups:
+            cleanup()
         tmp.cleanup()
+    for _, shown, _ in backends:
+        for clients in (1, 8):
+            for base in ("sqlite", "postgres"):
+                if shown.startswith("redis") and (base, clients) in pairs:
+                    rows.append(
+                        Row(
+                            "throughput",
+                            f"{shown} vs {base} × {clients}",
+                            "pairs/s ratio (same run)",
+                            f"{pairs[shown, clients] / pairs[base, clients]:.2f}×",
+                        )
+                    )
     return rows
 
 
@@ -684,6 +548,12 @@ def main() -> None:
     parser.add_argument("--only-throughput", action="store_true")
     parser.add_argument("--quick", action="store_true", help="fewer throughput operations")
     parser.add_argument("--pg-url", default="postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+    parser.add_argument(
+        "--redis-url",
+        action="append",
+        help="a Redis server to measure (repeatable; default redis://127.0.0.1:6379/0); each "
+        "gets its own rows, labelled with its persistence settings",
+    )
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args()
     started = time.perf_counter()
@@ -691,7 +561,9 @@ def main() -> None:
     log(f"bandit benchmark: {args.seeds} seeds, horizon {args.horizon:,}; default dynamics {DYN}")
     rows = [] if args.only_throughput else bandit_rows(args.seeds, args.horizon, rng)
     if not args.no_throughput:
-        rows += throughput_rows(args.pg_url, args.quick)
+        rows += throughput_rows(
+            args.pg_url, args.redis_url or ["redis://127.0.0.1:6379/0"], args.quick
+        )
     log(f"done in {time.perf_counter() - started:.0f}s")
     if args.json:
         print(json.dumps([r.__dict__ for r in rows], indent=2, ensure_ascii=False))

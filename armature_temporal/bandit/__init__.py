@@ -14,9 +14,11 @@ Standalone::
 
 Beta posteriors with fractional rewards, per-context posteriors seeded from the global one,
 change detection for drifting rewards, evolution of arms within declared bounds — see
-:mod:`._math` for the model. Storage: ``memory``, ``sqlite`` or ``postgres``; rewards are
-applied atomically in the database, once per decision. :class:`BanditRuntime` is the
-synchronous core (for a Temporal local activity); the coroutines wrap it.
+:mod:`._math` for the model. Storage: ``memory``, ``sqlite``, ``postgres`` or ``redis``
+(``{"backend": "redis", "url": "redis://host:6379/0", "prefix": "armature:bandit:"}``; Lua
+scripts on the server); rewards are applied atomically in the store, once per decision.
+:class:`BanditRuntime` is the synchronous core (for a Temporal local activity); the coroutines
+wrap it.
 """
 
 from armature_temporal.bandit._api import (

@@ -31,7 +31,7 @@ from armature_temporal.bandit._models import (
     Selection,
     Snapshot,
 )
-from armature_temporal.bandit._runtime import BanditRuntime, Context, open_backend, storage_url
+from armature_temporal.bandit._runtime import BanditRuntime, Context, open_backend, storage_key
 
 __all__ = [
     "RuntimeRegistry",
@@ -59,7 +59,7 @@ class RuntimeRegistry:
         self._lock = threading.Lock()
 
     def backend(self, storage: StorageConfig) -> Backend:
-        key = storage_url(storage) or "memory"
+        key = storage_key(storage)
         with self._lock:
             backend = self._backends.get(key)
         if backend is None:

@@ -33,10 +33,11 @@ __all__ = ["Backend", "duplicate_error", "no_arms_error", "unknown_error"]
 
 
 class Backend(Protocol):
-    """A bandit store. Implementations: :class:`MemoryBackend`, :class:`~._sql.SqlBackend`."""
+    """A bandit store. Implementations: :class:`MemoryBackend`, :class:`~._sql.SqlBackend`,
+    :class:`~._redis.RedisBackend`."""
 
     @property
-    def kind(self) -> Literal["memory", "sqlite", "postgres"]: ...
+    def kind(self) -> Literal["memory", "sqlite", "postgres", "redis"]: ...
 
     def load_config(self, name: str) -> dict[str, Any] | None: ...
 

@@ -39,6 +39,8 @@ __all__ = [
 ARM_ID_PATTERN = r"^[A-Za-z0-9_.-]{1,100}$"
 NAME_PATTERN = r"^[A-Za-z0-9_.:-]{1,100}$"
 _CONTEXT_KEY_MAX = 200
+REDIS_PREFIX = "armature:bandit:"
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 class _Model(BaseModel):
@@ -56,31 +58,50 @@ class ArmConfig(_Model):
 
 
 class StorageConfig(_Model):
-    """Where posteriors and decisions live. ``sqlite``/``postgres`` are shared by processes.
+    """Where posteriors and decisions live. ``sqlite``/``postgres``/``redis`` are shared by
+    processes.
 
     ``backend`` left out means the Armature database: ``$ARMATURE_DB_URL``, else SQLite under
-    ``$ARMATURE_HOME``.
+    ``$ARMATURE_HOME``. ``redis`` keeps everything on a Redis server (``url``, default
+    ``$ARMATURE_REDIS_URL``, else ``redis://127.0.0.1:6379/0``) under the keys ``prefix``.
     """
 
-    backend: Literal["memory", "sqlite", "postgres"] | None = None
+    backend: Literal["memory", "sqlite", "postgres", "redis"] | None = None
     path: str | None = Field(None, description="SQLite file (default: the Armature database).")
-    url: str | None = Field(None, description="SQLAlchemy URL; default $ARMATURE_DB_URL.")
+    url: str | None = Field(
+        None,
+        description="SQLAlchemy URL (default $ARMATURE_DB_URL), or for redis a redis:// "
+        "URL (default $ARMATURE_REDIS_URL, else redis://127.0.0.1:6379/0).",
+    )
+    prefix: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9_.:-]{1,100}$",
+        description=f"redis only: the prefix of every key (default {REDIS_PREFIX!r}); bandits "
+        "under different prefixes on one server are separate stores.",
+    )
 
     @model_validator(mode="after")
     def _coherent(self) -> StorageConfig:
         if self.path is not None and self.backend not in ("sqlite", None):
             raise ValueError(f"'path' is for the sqlite backend, not {self.backend!r}; use 'url'")
+        if self.prefix is not None and self.backend != "redis":
+            raise ValueError(
+                f"'prefix' is for the redis backend, not {self.backend!r}; set backend: redis "
+                "or leave 'prefix' out"
+            )
         if self.url is not None:
             wanted = {
                 "sqlite": ("sqlite",),
                 "postgres": ("postgresql",),
+                "redis": REDIS_SCHEMES,
                 "memory": (),
                 None: ("sqlite", "postgresql"),
             }[self.backend]
             if not self.url.startswith(wanted):
                 raise ValueError(
                     f"url {self.url!r} does not fit backend {self.backend!r}; use a "
-                    "postgresql+psycopg://... URL for postgres, sqlite:///... for sqlite"
+                    "postgresql+psycopg://... URL for postgres, sqlite:///... for sqlite, "
+                    "redis://host:6379/0 (or rediss://, unix://) with backend: redis"
                 )
         return self
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -23,6 +24,7 @@ import numpy as np
 from armature_temporal.bandit._backend import Backend
 from armature_temporal.bandit._config import (
     NAME_PATTERN,
+    REDIS_PREFIX,
     BanditConfig,
     StorageConfig,
     context_key,
@@ -51,18 +53,21 @@ from armature_temporal.bandit._models import (
 from armature_temporal.settings import armature_home
 from armature_temporal.store.engine import StoreError, database_url
 
-__all__ = ["BanditRuntime", "open_backend", "storage_url"]
+__all__ = ["REDIS_DEFAULT_URL", "BanditRuntime", "open_backend", "storage_key", "storage_url"]
 
+REDIS_DEFAULT_URL = "redis://127.0.0.1:6379/0"
 Context = Mapping[str, Any] | str | None
 _DECISION_ID = re.compile(r"^[^\x00-\x1f]{1,200}$")
 
 
 def storage_url(storage: StorageConfig) -> str | None:
-    """The database URL a storage config points at (``None`` for memory)."""
+    """The database (or Redis) URL a storage config points at (``None`` for memory)."""
     if storage.backend == "memory":
         return None
     if storage.url:
         return storage.url
+    if storage.backend == "redis":
+        return os.environ.get("ARMATURE_REDIS_URL") or REDIS_DEFAULT_URL
     if storage.path:
         return f"sqlite:///{storage.path}"
     default = database_url()
@@ -82,11 +87,23 @@ def storage_url(storage: StorageConfig) -> str | None:
     return default
 
 
+def storage_key(storage: StorageConfig) -> str:
+    """What identifies the store ``storage`` names: its URL, plus the key prefix for redis."""
+    url = storage_url(storage) or "memory"
+    if storage.backend == "redis":
+        return f"{url}#{storage.prefix or REDIS_PREFIX}"
+    return url
+
+
 def open_backend(storage: StorageConfig) -> Backend:
     """A new backend for ``storage`` (the caller closes it)."""
     url = storage_url(storage)
     if url is None:
         return MemoryBackend()
+    if storage.backend == "redis":
+        from armature_temporal.bandit._redis import RedisBackend
+
+        return RedisBackend(url, prefix=storage.prefix or REDIS_PREFIX)
     from armature_temporal.bandit._sql import SqlBackend
 
     return SqlBackend(url)

@@ -5,6 +5,10 @@ PostgreSQL: a fresh, uniquely named database is created for the session on the s
 and dropped at the end; each test gets its own schema in it (``search_path``), so every test
 starts from an empty store. The PostgreSQL cases skip, saying why, when the server is
 unreachable.
+
+Redis (the bandit store's fourth backend): ``redis_prefix`` gives a test its own key prefix on
+the server at ``$ARMATURE_TEST_REDIS_URL`` (default ``redis://127.0.0.1:6379/0``) and deletes its
+keys afterwards; it skips, saying why, when the server does not answer.
 """
 
 from __future__ import annotations
@@ -17,10 +21,12 @@ from pathlib import Path
 
 import psycopg
 import pytest
+import redis
 from sqlalchemy.engine import URL, make_url
 
 from armature_temporal.store import TraceStore
 
+REDIS_URL = os.environ.get("ARMATURE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 PG_ADMIN_URL = os.environ.get(
     "ARMATURE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
@@ -64,6 +70,29 @@ def fresh_database(prefix: str = "armature_test") -> Iterator[URL]:
     finally:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.close()
+
+
+@pytest.fixture
+def redis_prefix() -> Iterator[str]:
+    """A key prefix no other test uses on the Redis server at ``REDIS_URL``; its keys are
+    deleted after the test. Skips the test when the server does not answer."""
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3)
+    try:
+        client.ping()
+    except redis.ConnectionError as exc:
+        client.close()
+        pytest.skip(
+            f"Redis at {REDIS_URL} is unreachable ({exc}); start redis-server or point "
+            "ARMATURE_TEST_REDIS_URL at one"
+        )
+    prefix = f"armature:test:{uuid.uuid4().hex[:12]}:"
+    try:
+        yield prefix
+    finally:
+        keys = list(client.scan_iter(match=prefix + "*", count=1000))
+        for start in range(0, len(keys), 500):
+            client.delete(*keys[start : start + 500])
+        client.close()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -1,7 +1,9 @@
-"""The bandit runtime on every backend — memory, SQLite and PostgreSQL — with the same tests.
+"""The bandit runtime on every backend — memory, SQLite, PostgreSQL and Redis — with the same
+tests.
 
-PostgreSQL cases use a fresh schema in the session's database (``pg_database`` in conftest) and
-skip, saying why, when the server is unreachable.
+PostgreSQL cases use a fresh schema in the session's database (``pg_database`` in conftest),
+Redis cases a fresh key prefix on the server at ``$ARMATURE_TEST_REDIS_URL`` (``redis_prefix``
+in conftest, its keys deleted afterwards); both skip, saying why, when the server is unreachable.
 """
 
 from __future__ import annotations
@@ -36,17 +38,25 @@ from armature_temporal.bandit import (
     runtime_update,
 )
 from armature_temporal.bandit._math import Dynamics, observe_one
+from tests.store.conftest import REDIS_URL
 
 ARMS = [{"arm_id": "good", "params": {"temperature": 0.2}}, {"arm_id": "bad"}]
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgresql"])
+@pytest.fixture(params=["memory", "sqlite", "postgresql", "redis"])
 def storage(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
-    """The storage section of a config: memory, a SQLite file, or a fresh PostgreSQL schema."""
+    """The storage section of a config: memory, a SQLite file, a fresh PostgreSQL schema, or a
+    fresh key prefix on the Redis server."""
     if request.param == "memory":
         return {"backend": "memory"}
     if request.param == "sqlite":
         return {"backend": "sqlite", "path": str(tmp_path / "bandit.db")}
+    if request.param == "redis":
+        return {
+            "backend": "redis",
+            "url": REDIS_URL,
+            "prefix": request.getfixturevalue("redis_prefix"),
+        }
     database: URL = request.getfixturevalue("pg_database")
     schema = f"b_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(
