@@ -1,12 +1,14 @@
 """Bandit activities: choose a stage's arm, reward it, and run maintenance.
 
 The runtimes live in the Armature database (``$ARMATURE_DB_URL`` or SQLite under
-``$ARMATURE_HOME``), one per ``<spec>:<stage>``, so every worker shares posteriors.
+``$ARMATURE_HOME``), or where ``$ARMATURE_BANDIT_URL`` says (Redis with a ``redis://`` URL),
+one per ``<spec>:<stage>``, so every worker shares posteriors.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from datetime import UTC, datetime
 
@@ -35,21 +37,32 @@ _lock = threading.Lock()
 _runtimes: dict[tuple[str, str], tuple[str, BanditRuntime]] = {}
 
 
+def bandit_storage() -> dict[str, str]:
+    """Where spec arms' bandits live: ``$ARMATURE_BANDIT_URL`` when set (a ``redis://`` URL
+    puts them on Redis, a SQLAlchemy URL in that database), else the Armature database."""
+    url = os.environ.get("ARMATURE_BANDIT_URL", "").strip()
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        return {"backend": "redis", "url": url}
+    return {"url": url or database_url()}
+
+
 def runtime_for(name: str, arms: list[dict[str, object]] | None = None) -> BanditRuntime:
-    """This process's runtime for ``name`` in the Armature database, (re)configured when the
-    spec's arms changed; with ``arms=None`` the stored configuration is used."""
-    url = database_url()
+    """This process's runtime for ``name`` in the bandit store (:func:`bandit_storage`),
+    (re)configured when the spec's arms changed; with ``arms=None`` the stored configuration
+    is used."""
+    storage = bandit_storage()
+    url = storage["url"]
     signature = repr(arms)
     with _lock:
         cached = _runtimes.get((name, url))
         if cached is not None and (arms is None or cached[0] == signature):
             return cached[1]
         if cached is not None and arms is not None:
-            cached[1].apply_config({"arms": arms, "storage": {"url": url}})
+            cached[1].apply_config({"arms": arms, "storage": storage})
             _runtimes[(name, url)] = (signature, cached[1])
             return cached[1]
-        config = None if arms is None else {"arms": arms, "storage": {"url": url}}
-        runtime = BanditRuntime.open(name, config, storage={"url": url})
+        config = None if arms is None else {"arms": arms, "storage": storage}
+        runtime = BanditRuntime.open(name, config, storage=storage)
         _runtimes[(name, url)] = (signature, runtime)
         return runtime
 

@@ -419,6 +419,14 @@ class RedisBackend:
 
     # --- reading and logging -------------------------------------------------------------
 
+    def contexts(self, name: str) -> list[str]:
+        """The context keys this bandit has decided in ('' left out), sorted."""
+        head = self._key(name, "c:")
+        pattern = "".join("\\" + ch if ch in "*?[]\\" else ch for ch in head) + "*"
+        with self._guard():
+            keys = [cast(str, k) for k in self.client.scan_iter(match=pattern, count=500)]
+        return sorted(k[len(head) :] for k in keys if len(k) > len(head))
+
     def stats(self, name: str, context: str) -> dict[str, ArmStats]:
         with self._guard():
             pipe = self.client.pipeline(transaction=True)

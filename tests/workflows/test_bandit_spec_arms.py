@@ -258,3 +258,52 @@ async def test_the_refiner_rewrites_the_best_arms_prompt_from_the_worst_runs(
     assert "check every figure against its source" in child["prompt"].lower()
     best = max(runtime.arms(), key=lambda a: a.mean if a.origin == "config" else -1)
     assert child["model_tier"] == {"plain": "large", "careful": "small"}[best.arm_id]
+
+
+async def test_spec_arms_live_on_redis_when_armature_bandit_url_says_so(
+    client: Client, task_queue: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uuid
+
+    import redis
+
+    url = os.environ.get("ARMATURE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+    server = redis.Redis.from_url(url, socket_connect_timeout=2)
+    try:
+        server.ping()
+    except redis.RedisError as exc:
+        pytest.skip(f"no Redis server at {url} ({exc}); start redis-server to run this test")
+    name = f"redis_arms_{uuid.uuid4().hex[:8]}"
+    text_ = CONTEXT_SPEC.replace("name: ctx_arms", f"name: {name}")
+    monkeypatch.setenv("ARMATURE_BANDIT_URL", url)
+    plan = plan_from(text_)
+    try:
+        async with build_worker(client, task_queue):
+            handles = [
+                await start(
+                    client,
+                    plan,
+                    task_queue,
+                    {"audience": "novice" if i % 2 else "expert", "question": "tides"},
+                    run_id=f"{name}-{i}",
+                )
+                for i in range(6)
+            ]
+            await asyncio.gather(*(h.result() for h in handles))
+        runtime = runtime_for(f"{name}:answer")
+        assert runtime.backend.kind == "redis"
+        assert sum(a.pulls for a in runtime.arms()) == 6
+        contexts = runtime.backend.contexts(runtime.name)  # type: ignore[attr-defined]
+        assert [c.split(";")[0] for c in contexts] == ["audience=expert", "audience=novice"]
+        spec = tmp_path / "redis.yaml"
+        spec.write_text(text_)
+        shown = await _cli("bandit", "status", str(spec), "--json")  # the env travels along
+        assert shown.returncode == 0, shown.stderr
+        (entry,) = json.loads(shown.stdout)["stages"]
+        assert sum(a["pulls"] for a in entry["arms"]) == 6
+        assert {r.get("context") for r in entry["ladder"] if r["rung"] == "context"} == set(
+            contexts
+        )
+    finally:
+        for key in server.scan_iter(match=f"armature:bandit:{{{name}:answer}}:*"):
+            server.delete(key)
