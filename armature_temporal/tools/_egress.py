@@ -75,12 +75,18 @@ def _host_of(value: str) -> str | None:
 
 
 def service_hosts(environ: Mapping[str, str] | None = None) -> frozenset[str]:
-    """The worker's own services, by host: ``TEMPORAL_ADDRESS``, ``ARMATURE_DB_URL`` (no
-    credentials are read) and the comma-separated ``ARMATURE_SERVICE_HOSTS``."""
+    """The worker's own services, by host: ``TEMPORAL_ADDRESS``, ``ARMATURE_DB_URL``,
+    ``ARMATURE_BANDIT_URL`` and ``ARMATURE_REDIS_URL`` (no credentials are read) and the
+    comma-separated ``ARMATURE_SERVICE_HOSTS``."""
     environ = os.environ if environ is None else environ
     hosts = {
-        _host_of(environ.get("TEMPORAL_ADDRESS", "")),
-        _host_of(environ.get("ARMATURE_DB_URL", "")),
+        _host_of(environ.get(name, ""))
+        for name in (
+            "TEMPORAL_ADDRESS",
+            "ARMATURE_DB_URL",
+            "ARMATURE_BANDIT_URL",
+            "ARMATURE_REDIS_URL",
+        )
     }
     hosts |= {_host_of(h) for h in environ.get("ARMATURE_SERVICE_HOSTS", "").split(",")}
     return frozenset(h for h in hosts if h)

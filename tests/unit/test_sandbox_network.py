@@ -154,9 +154,18 @@ def test_the_workers_services_come_from_its_settings_without_credentials() -> No
             "TEMPORAL_ADDRESS": "temporal.internal:7233",
             "ARMATURE_DB_URL": "postgresql+psycopg://armature:pw@db.internal:5432/armature",
             "ARMATURE_SERVICE_HOSTS": "api.internal, [fd00::5]:8787",
+            "ARMATURE_BANDIT_URL": "rediss://:secret@bandits.internal:6380/2",
+            "ARMATURE_REDIS_URL": "redis://cache.internal:6379/0",
         }
     )
-    assert hosts == {"temporal.internal", "db.internal", "api.internal", "fd00::5"}
+    assert hosts == {
+        "temporal.internal",
+        "db.internal",
+        "api.internal",
+        "fd00::5",
+        "bandits.internal",
+        "cache.internal",
+    }
 
 
 async def test_the_proxy_resolves_once_and_connects_to_what_it_checked(
