@@ -22,7 +22,8 @@ whose implicit reward ranks chosen over rejected) with its Wilson 95% interval �
 model against itself scores every reply 0, so it is 50% by construction — and, measured in the
 same run, the share where the base model and where the adapter give the chosen reply the higher
 mean log-probability per reply token, with the paired difference (adapter − base) and its 95%
-bootstrap interval.
+bootstrap interval; and whether it beats the base model as ``verify.preference_beats_base``
+decides (at least 5 held-out pairs, the interval's low end above 0.5).
 The held-out prompts are the same for every seed (the split hashes the prompt), so seeds
 repeat the measurement on other models and training orders, not on other prompts.
 
@@ -144,6 +145,7 @@ def one_seed(
     from armature_temporal.finetune.models import PreferenceRequest
     from armature_temporal.finetune.preference import pairs_from_rows, train_dpo
     from armature_temporal.finetune.tiny import create_tiny_model
+    from armature_temporal.finetune.verify import preference_beats_base
 
     base = str(create_tiny_model(work / f"tiny-{seed}", seed=seed))
     report = train_dpo(
@@ -158,7 +160,13 @@ def one_seed(
             seed=seed,
         )
     )
-    return {"seed": seed, **report.model_dump(mode="json", exclude={"adapter_dir"})}
+    beats, detail = preference_beats_base(report)
+    return {
+        "seed": seed,
+        **report.model_dump(mode="json", exclude={"adapter_dir"}),
+        "beats_base": beats,
+        "detail": detail,
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -198,6 +206,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{'':<32}{r['base_margin_accuracy']:.3f} → {r['adapter_margin_accuracy']:.3f}, "
             f"{r['margin_diff']:+.3f} [{r['margin_diff_low']:+.3f}, {r['margin_diff_high']:+.3f}]"
         )
+    beaten = sum(r["beats_base"] for r in results)
+    print(f"beats the base model (interval low end above 0.500): {beaten} of {len(results)} seeds")
     return 0
 
 
