@@ -111,6 +111,24 @@ def test_continual_freezes_the_earlier_adapter_trains_a_delta_and_serving_stacks
     # Loading the directory applies frozen + delta: the loss measured while training (frozen
     # merged, delta on top) is what a fresh load of the directory gives.
     assert heldout_loss(tiny, str(out), TASK_B) == pytest.approx(report.eval_loss_after, abs=1e-4)
+    # provider: local serves the same stack: its model's logits are base + frozen + delta's.
+    import peft
+    import torch
+
+    from armature_temporal.finetune.local import _get, clear_cache
+
+    clear_cache()
+    served = _get(tiny, str(out)).model
+    manual, _ = load_base(tiny)
+    for step in (out / FROZEN_DIR, out):
+        manual = peft.PeftModel.from_pretrained(manual, str(step)).merge_and_unload()
+    delta_only = peft.PeftModel.from_pretrained(load_base(tiny)[0], str(out)).merge_and_unload()
+    ids = torch.tensor([[5, 17, 42, 99, 7]])
+    with torch.no_grad():
+        logits = served(input_ids=ids).logits
+        assert torch.allclose(logits, manual(input_ids=ids).logits, atol=1e-5)
+        assert not torch.allclose(logits, delta_only(input_ids=ids).logits, atol=1e-3)
+    clear_cache()
 
 
 def test_the_orthogonality_penalty_is_the_squared_overlap_of_the_a_matrices(
