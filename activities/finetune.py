@@ -80,6 +80,14 @@ def _examples(rows: list[dict[str, Any]], stage: str) -> list[Example]:
     return out
 
 
+def _continual_from(earlier: Adapter | None, base_model: str) -> str | None:
+    """The adapter a continual round trains its delta on: the stage's newest verified one,
+    when it was trained on this base model and its directory is on this worker."""
+    if earlier is None or earlier.base_model != base_model:
+        return None
+    return earlier.path if (Path(earlier.path) / "adapter_config.json").is_file() else None
+
+
 def _prepare(inp: FinetuneInput, round_id: str) -> FinetunePrepared:
     spec_dir = Path(inp.spec_path).parent
     try:
@@ -109,7 +117,8 @@ def _prepare(inp: FinetuneInput, round_id: str) -> FinetunePrepared:
             non_retryable=True,
         )
     stages = list(ft.target_stages) or [s.id for s in plan.stages if s.role is not None]
-    runs = load_runs(store_for(database_url()), spec=plan.name, limit=HISTORY)
+    store = store_for(database_url())
+    runs = load_runs(store, spec=plan.name, limit=HISTORY)
     # The paired runs' inputs: never those of a run in which a person rejected a gate.
     inputs = {run.run_id: replay_inputs(run) for run in runs}
     jobs: list[StageJob] = []
@@ -124,6 +133,7 @@ def _prepare(inp: FinetuneInput, round_id: str) -> FinetunePrepared:
             )
             continue
         out_dir = armature_home() / "adapters" / _safe(plan.name) / _safe(stage) / _safe(round_id)
+        earlier = store.latest_adapter(plan.name, stage) if ft.continual else None
         jobs.append(
             StageJob(
                 stage=stage,
@@ -134,6 +144,9 @@ def _prepare(inp: FinetuneInput, round_id: str) -> FinetunePrepared:
                     rank=ft.lora_rank,
                     max_steps=ft.max_steps,
                     eval_share=ft.eval_share,
+                    use_dora=ft.use_dora,
+                    continual_from=_continual_from(earlier, str(base)),
+                    orthogonality_weight=ft.orthogonality_weight,
                 ),
                 heldout_inputs=heldout_inputs(
                     examples, ft.eval_share, lambda run_id: inputs.get(run_id)

@@ -1,8 +1,9 @@
 """The fine-tune loop: distil traces into LoRA adapters, and run them with provider: local.
 
-``export`` (SFT rows and DPO pairs from traces), ``train`` (LoRA training), ``local`` (generate
-with a local model and adapter), ``tiny`` (a tiny offline model for tests and demos) and
-``models`` (the data that travels through Temporal and into the store). Names are loaded on
+``export`` (SFT rows and DPO pairs from traces), ``train`` (LoRA and DoRA training),
+``continual`` (a frozen adapter plus a delta), ``preference`` (DPO training from the pairs:
+SAO), ``local`` (generate with a local model and adapter), ``tiny`` (a tiny offline model for
+tests and demos) and ``models`` (the data that travels through Temporal and into the store). Names are loaded on
 first use; torch, transformers and peft only when training or generating.
 """
 
@@ -14,11 +15,13 @@ __all__ = [
     "FinetuneInput",
     "FinetuneResult",
     "FinetuneUnavailable",
+    "PreferenceRequest",
     "TrainReport",
     "create_tiny_model",
     "dpo_rows",
     "generate",
     "sft_rows",
+    "train_dpo",
     "train_lora",
 ]
 
@@ -28,11 +31,13 @@ _WHERE = {
     "FinetuneInput": "models",
     "FinetuneResult": "models",
     "FinetuneUnavailable": "train",
+    "PreferenceRequest": "models",
     "TrainReport": "models",
     "create_tiny_model": "tiny",
     "dpo_rows": "export",
     "generate": "local",
     "sft_rows": "export",
+    "train_dpo": "preference",
     "train_lora": "train",
 }
 

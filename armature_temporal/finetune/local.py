@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from armature_temporal.finetune.continual import stack_onto
 from armature_temporal.finetune.train import (
     FinetuneError,
     load_base,
@@ -80,13 +81,14 @@ def _load(base_model: str, adapter: str | None) -> _Loaded:
     model, tokenizer = load_base(base_model)
     if adapter is not None:
         try:
-            model = peft.PeftModel.from_pretrained(model, str(Path(adapter).expanduser()))
+            # A continual adapter brings its frozen predecessors (frozen/): all are merged,
+            # in the order they were trained.
+            model, _ = stack_onto(peft, model, adapter)
         except Exception as exc:  # peft raises ValueError, KeyError, RuntimeError, ...
             raise FinetuneError(
                 f"adapter {adapter!r} does not load onto base_model {base_model!r}: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
-        model = model.merge_and_unload()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model.to(device)
     model.eval()

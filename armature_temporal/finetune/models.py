@@ -19,6 +19,9 @@ __all__ = [
     "FinetuneRecordInput",
     "FinetuneResult",
     "PairedRuns",
+    "PreferencePair",
+    "PreferenceReport",
+    "PreferenceRequest",
     "StageJob",
     "TrainReport",
     "TrainRequest",
@@ -49,6 +52,15 @@ class TrainRequest(_Model):
     learning_rate: float = 5e-4
     eval_share: float = 0.2  # held out by a hash of the example, never trained on
     seed: int = 0
+    use_dora: bool = False  # DoRA (peft's use_dora): magnitude vectors plus a LoRA direction
+    # Continual training: this earlier adapter (a directory train_lora wrote) is merged into
+    # the base weights, frozen, and copied under ``frozen/``; a zero-initialised delta is
+    # trained on top with the orthogonality penalty weighted by ``orthogonality_weight``.
+    continual_from: str | None = None
+    orthogonality_weight: float = 1.0
+    # Plain sequential fine-tuning: start from this adapter's weights and train it further
+    # (the baseline continual training is measured against; exclusive with continual_from).
+    resume_from: str | None = None
 
 
 class TrainReport(_Model):
@@ -67,6 +79,11 @@ class TrainReport(_Model):
     # The base model again, the adapter switched off, after training, on the same held-out
     # examples (None: a report from before it was measured; eval_loss_before stands in).
     base_loss: float | None = None
+    # Continual training: the frozen adapter it was trained on top of (None: trained alone)
+    # and the orthogonality penalty (unweighted) at the first and last step.
+    continual_from: str | None = None
+    orthogonality_first: float | None = None
+    orthogonality_last: float | None = None
 
 
 #: ``verified``: held-out loss below the base model's and paired runs no worse than without
@@ -158,3 +175,63 @@ class FinetuneRecordInput(_Model):
     # held-out loss did not beat the base model's, or no held-out inputs); empty: a round
     # from before the paired runs.
     paired: list[PairedRuns | None] = Field(default_factory=list)
+
+
+class PreferencePair(_Model):
+    """One DPO pair (a row of ``dpo_rows``): the messages a stage was sent, the reply that did
+    better and the one that did worse on the same messages."""
+
+    prompt: list[dict[str, Any]]
+    chosen: str
+    rejected: str
+
+
+class PreferenceRequest(_Model):
+    """One preference-tuning job (SAO): a LoRA adapter trained with the DPO loss."""
+
+    base_model: str  # a local directory with a transformers causal LM and its tokenizer
+    pairs: list[PreferencePair]
+    out_dir: str  # where the adapter is written (created; must not exist yet)
+    rank: int = 8
+    max_steps: int = 100
+    learning_rate: float = 5e-4
+    # DPO's β: how strongly the adapter's log-probability ratios to the base model (the
+    # reference) are pushed apart; small β lets it move far from the base, large β keeps it
+    # close. 0.1 is the DPO paper's usual value.
+    beta: float = 0.1
+    eval_share: float = 0.2  # prompts held out by a hash (all their pairs), never trained on
+    seed: int = 0
+    use_dora: bool = False
+
+
+class PreferenceReport(_Model):
+    """What preference tuning measured on the held-out pairs.
+
+    ``accuracy``: the share of held-out pairs whose implicit DPO reward ranks chosen above
+    rejected — ``log π(chosen)/π_ref(chosen) > log π(rejected)/π_ref(rejected)``, π the base
+    model plus the adapter, π_ref the base model — with its Wilson 95% interval. The base model
+    against itself has reward 0 for every reply: 50% by construction (a tie counts a half).
+    ``base_margin_accuracy`` / ``adapter_margin_accuracy``: the share where the base model / the
+    adapter gives chosen a higher mean log-probability per reply token than rejected
+    (measured, not by construction); ``margin_diff`` and its 95% bootstrap interval: adapter
+    − base on those, paired by pair.
+    """
+
+    adapter_dir: str
+    steps: int
+    train_pairs: int
+    eval_pairs: int
+    beta: float
+    train_loss_first: float
+    train_loss_last: float
+    accuracy: float
+    accuracy_low: float
+    accuracy_high: float
+    base_margin_accuracy: float
+    adapter_margin_accuracy: float
+    margin_diff: float
+    margin_diff_low: float
+    margin_diff_high: float
+    mean_reward_margin: float  # mean β·(reward chosen − reward rejected) on held-out pairs
+    seconds: float
+    device: str

@@ -15,9 +15,38 @@ import string
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CHAT_TEMPLATE", "EOS_TOKEN", "create_tiny_model"]
+__all__ = ["CHAT_TEMPLATE", "DEMO_NOUNS", "EOS_TOKEN", "create_tiny_model"]
 
 EOS_TOKEN = "<|endoftext|>"
+
+#: 24 nouns for the declared text tasks the tests and benchmarks train the tiny model on
+#: ("What colour is the {noun}?" → "The {noun} is blue.", and the like).
+DEMO_NOUNS = (
+    "apple",
+    "river",
+    "stone",
+    "cloud",
+    "maple",
+    "tiger",
+    "lemon",
+    "ocean",
+    "piano",
+    "candle",
+    "garden",
+    "rocket",
+    "forest",
+    "silver",
+    "planet",
+    "window",
+    "shadow",
+    "bridge",
+    "violet",
+    "marble",
+    "copper",
+    "falcon",
+    "meadow",
+    "harbor",
+)
 
 # A minimal chat template: "<|role|>\ncontent\n" per message, then "<|assistant|>\n".
 CHAT_TEMPLATE = (

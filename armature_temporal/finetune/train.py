@@ -15,7 +15,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -23,6 +23,7 @@ from typing import Any
 
 from armature_temporal.errors import ArmatureError
 from armature_temporal.extras import install_extra_hint
+from armature_temporal.finetune.continual import copy_frozen, orthogonality_penalty, stack_onto
 from armature_temporal.finetune.models import Example, TrainReport, TrainRequest
 from armature_temporal.runtime.private import make_private, private_dir
 
@@ -30,11 +31,16 @@ __all__ = [
     "ADAPTER_META",
     "FinetuneError",
     "FinetuneUnavailable",
+    "batch_indices",
+    "heldout_loss",
     "load_base",
+    "lora_config",
     "max_positions",
     "prompt_ids",
     "prompt_text",
     "require_stack",
+    "save_adapter",
+    "setup_base",
     "split_examples",
     "train_lora",
 ]
@@ -216,6 +222,20 @@ def _batch(torch: Any, encoded: Sequence[_Encoded], pad_id: int, device: Any) ->
     }
 
 
+def batch_indices(torch: Any, n: int, seed: int) -> Iterator[list[int]]:
+    """Endless training batches of up to :data:`BATCH_SIZE` indices into ``n`` examples: a
+    seeded shuffle, every example once per pass."""
+    order = torch.Generator().manual_seed(seed)
+    queue: list[int] = []
+    while True:
+        picked: list[int] = []
+        while len(picked) < min(BATCH_SIZE, n):
+            if not queue:
+                queue = [int(i) for i in torch.randperm(n, generator=order)]
+            picked.append(queue.pop())
+        yield picked
+
+
 def _token_loss(torch: Any, model: Any, batch: dict[str, Any]) -> tuple[Any, int]:
     """Summed cross-entropy over the labelled (reply) tokens, and how many there were."""
     logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
@@ -258,6 +278,32 @@ def _target_modules(model: Any) -> list[str] | str | None:
     return present or "all-linear"
 
 
+def lora_config(peft: Any, model: Any, rank: int, use_dora: bool) -> Any:
+    """peft's LoraConfig for ``model``: rank ``rank``, alpha ``2 · rank``, no dropout, DoRA
+    when ``use_dora``."""
+    return peft.LoraConfig(
+        r=rank,
+        lora_alpha=2 * rank,
+        lora_dropout=0.0,
+        task_type="CAUSAL_LM",
+        target_modules=_target_modules(model),
+        # GPT-2-style Conv1D layers store weights transposed (peft would flip this and warn).
+        fan_in_fan_out=any(type(m).__name__ == "Conv1D" for m in model.modules()),
+        use_dora=use_dora,
+    )
+
+
+def setup_base(torch: Any, base_model: str, seed: int) -> tuple[Any, Any, Any, int, int]:
+    """Seed torch and load ``base_model`` onto the GPU if there is one, else the CPU:
+    ``(model, tokenizer, device, position limit, pad id)``."""
+    torch.manual_seed(seed)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model, tokenizer = load_base(base_model)
+    model.to(device)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    return model, tokenizer, device, max_positions(model), int(pad_id)
+
+
 def _check_out_dir(out_dir: str) -> Path:
     out = Path(out_dir).expanduser()
     if out.exists():
@@ -266,6 +312,81 @@ def _check_out_dir(out_dir: str) -> Path:
             "choose a new directory"
         )
     return out
+
+
+def _stack(peft: Any, model: Any, request: TrainRequest) -> tuple[Any, dict[str, Any]]:
+    """The base model with ``request.continual_from`` (and its frozen chain) merged in."""
+    earlier = Path(str(request.continual_from)).expanduser()
+    if not (earlier / "adapter_config.json").is_file():
+        raise FinetuneError(
+            f"continual_from {request.continual_from!r} is not an adapter directory (no "
+            "adapter_config.json); pass a directory train_lora wrote, or train without it"
+        )
+    try:
+        return stack_onto(peft, model, earlier)
+    except Exception as exc:  # peft raises ValueError, KeyError, RuntimeError, ...
+        raise FinetuneError(
+            f"continual_from {request.continual_from!r} does not load onto base_model "
+            f"{request.base_model!r}: {type(exc).__name__}: {exc}; continue from an adapter "
+            "trained on this base model"
+        ) from exc
+
+
+def _resume(peft: Any, model: Any, request: TrainRequest) -> Any:
+    """The base model with ``request.resume_from`` loaded trainable (trained further)."""
+    earlier = Path(str(request.resume_from)).expanduser()
+    if not (earlier / "adapter_config.json").is_file():
+        raise FinetuneError(
+            f"resume_from {request.resume_from!r} is not an adapter directory (no "
+            "adapter_config.json); pass a directory train_lora wrote"
+        )
+    try:
+        return peft.PeftModel.from_pretrained(model, str(earlier), is_trainable=True)
+    except Exception as exc:  # peft raises ValueError, KeyError, RuntimeError, ...
+        raise FinetuneError(
+            f"resume_from {request.resume_from!r} does not load onto base_model "
+            f"{request.base_model!r}: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def heldout_loss(
+    base_model: str, adapter: str | None, examples: Sequence[Example], eval_share: float = 0.2
+) -> float:
+    """Mean reply-token cross-entropy of ``base_model`` (plus ``adapter``, its frozen chain
+    included) on the examples :func:`split_examples` holds out of ``examples`` — the same
+    held-out set ``train_lora`` measures on, so an adapter trained on other data can be
+    measured on this one's held-out examples (forgetting)."""
+    torch, _, peft = require_stack()
+    _, held = split_examples(examples, eval_share)
+    model, tokenizer = load_base(base_model)
+    if adapter is not None:
+        model, _ = stack_onto(peft, model, adapter)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model.to(device)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    encoded = [_encode(tokenizer, e, max_positions(model)) for e in held]
+    return _eval_loss(torch, model, encoded, pad_id, device)
+
+
+def save_adapter(
+    model: Any, out_dir: str, meta: dict[str, Any], *, frozen: str | None = None
+) -> None:
+    """Write the peft ``model``'s adapter, ``meta`` as ``armature.json`` and (continual) the
+    ``frozen`` adapter under ``frozen/`` to ``out_dir``: whole or not at all (staged next to
+    it, then moved), private to its owner (it is learnt from traces)."""
+    out = _check_out_dir(out_dir)
+    private_dir(out.parent)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        model.save_pretrained(str(staging))
+        if frozen is not None:
+            copy_frozen(frozen, staging)
+        (staging / ADAPTER_META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        make_private(staging)
+        os.replace(staging, _check_out_dir(out_dir))
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
 
 
 def train_lora(
@@ -278,8 +399,12 @@ def train_lora(
     held-out examples, ``eval_loss_after`` base + adapter, ``base_loss`` the base model again
     after training (the adapter switched off: the base weights are frozen, so it matches
     ``eval_loss_before``). ``progress(step, loss)`` is called
-    after every optimiser step. The adapter directory holds peft's files plus
-    ``armature.json`` (the report and ``base_model``); it appears whole or not at all.
+    after every optimiser step. ``use_dora`` trains a DoRA adapter. With ``continual_from``
+    the earlier adapter is merged in and frozen and a delta is trained on top
+    (:mod:`armature_temporal.finetune.continual`): ``eval_loss_before`` is then base + the
+    frozen adapter (where the delta starts), ``base_loss`` the base model alone.
+    The adapter directory holds peft's files plus ``armature.json`` (the report and
+    ``base_model``), and ``frozen/`` when continual; it appears whole or not at all.
 
     Raises:
         FinetuneUnavailable: torch, transformers or peft is missing.
@@ -294,77 +419,76 @@ def train_lora(
             f"rank and max_steps must be at least 1, got rank={request.rank}, "
             f"max_steps={request.max_steps}"
         )
+    if request.continual_from is not None and request.resume_from is not None:
+        raise FinetuneError(
+            f"resume_from {request.resume_from!r} and continual_from "
+            f"{request.continual_from!r} both given; pick one: resume_from trains that adapter "
+            "further, continual_from freezes it and trains a delta on top"
+        )
     train_set, eval_set = split_examples(request.examples, request.eval_share)
 
-    torch.manual_seed(request.seed)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    model, tokenizer = load_base(request.base_model)
-    model.to(device)
-    limit = max_positions(model)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    model, tokenizer, device, limit, pad_id = setup_base(torch, request.base_model, request.seed)
     train_enc = [_encode(tokenizer, e, limit) for e in train_set]
     eval_enc = [_encode(tokenizer, e, limit) for e in eval_set]
 
     eval_before = _eval_loss(torch, model, eval_enc, pad_id, device)
+    true_base: float | None = None
+    frozen_a: dict[str, Any] = {}
+    if request.continual_from is not None:
+        # The base model alone, then the earlier adapter merged in and frozen: the delta
+        # starts from there (its B matrices are zero, so at step 0 it changes nothing).
+        true_base = eval_before
+        model, frozen_a = _stack(peft, model, request)
+        eval_before = _eval_loss(torch, model, eval_enc, pad_id, device)
 
-    config = peft.LoraConfig(
-        r=request.rank,
-        lora_alpha=2 * request.rank,
-        lora_dropout=0.0,
-        task_type="CAUSAL_LM",
-        target_modules=_target_modules(model),
-        # GPT-2-style Conv1D layers store weights transposed (peft would flip this and warn).
-        fan_in_fan_out=any(type(m).__name__ == "Conv1D" for m in model.modules()),
-    )
-    model = peft.get_peft_model(model, config)
+    if request.resume_from is not None:
+        model = _resume(peft, model, request)
+    else:
+        model = peft.get_peft_model(model, lora_config(peft, model, request.rank, request.use_dora))
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=request.learning_rate)
-    order = torch.Generator().manual_seed(request.seed)
-    queue: list[int] = []
+    batches = batch_indices(torch, len(train_enc), request.seed)
     losses: list[float] = []
+    overlaps: list[float] = []
     model.train()
     for step in range(1, request.max_steps + 1):
-        picked: list[_Encoded] = []
-        while len(picked) < min(BATCH_SIZE, len(train_enc)):
-            if not queue:
-                queue = [int(i) for i in torch.randperm(len(train_enc), generator=order)]
-            picked.append(train_enc[queue.pop()])
-        batch = _batch(torch, picked, pad_id, device)
+        batch = _batch(torch, [train_enc[i] for i in next(batches)], pad_id, device)
         total, count = _token_loss(torch, model, batch)
-        loss = total / max(count, 1)
+        reply_loss = total / max(count, 1)
+        loss = reply_loss
+        if frozen_a:
+            overlap = orthogonality_penalty(torch, model, frozen_a)
+            overlaps.append(float(overlap.item()))
+            loss = loss + request.orthogonality_weight * overlap
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        losses.append(float(loss.item()))
+        losses.append(float(reply_loss.item()))  # the reply loss, without the penalty
         if progress is not None:
             progress(step, losses[-1])
 
     eval_after = _eval_loss(torch, model, eval_enc, pad_id, device)
     with model.disable_adapter():  # the base model's weights, untouched by training
         base_after = _eval_loss(torch, model, eval_enc, pad_id, device)
+    if true_base is not None:  # disabling the delta leaves the frozen adapter merged in
+        base_after = true_base
 
-    private_dir(out.parent)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        model.save_pretrained(str(staging))
-        report = TrainReport(
-            adapter_dir=str(out),
-            steps=request.max_steps,
-            train_examples=len(train_set),
-            eval_examples=len(eval_set),
-            train_loss_first=losses[0],
-            train_loss_last=losses[-1],
-            eval_loss_before=eval_before,
-            eval_loss_after=eval_after,
-            base_loss=base_after,
-            seconds=round(time.monotonic() - started, 3),
-            device=device.type,
-        )
-        meta = {**report.model_dump(mode="json"), "base_model": request.base_model}
-        (staging / ADAPTER_META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-        make_private(staging)  # the adapter is learnt from traces: its owner's alone
-        os.replace(staging, _check_out_dir(request.out_dir))
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    report = TrainReport(
+        adapter_dir=str(out),
+        steps=request.max_steps,
+        train_examples=len(train_set),
+        eval_examples=len(eval_set),
+        train_loss_first=losses[0],
+        train_loss_last=losses[-1],
+        eval_loss_before=eval_before,
+        eval_loss_after=eval_after,
+        base_loss=base_after,
+        seconds=round(time.monotonic() - started, 3),
+        device=device.type,
+        continual_from=request.continual_from,
+        orthogonality_first=overlaps[0] if overlaps else None,
+        orthogonality_last=overlaps[-1] if overlaps else None,
+    )
+    meta = {**report.model_dump(mode="json"), "base_model": request.base_model}
+    save_adapter(model, request.out_dir, meta, frozen=request.continual_from)
     return report

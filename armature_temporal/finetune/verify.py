@@ -32,7 +32,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from armature_temporal.finetune.models import AdapterVerdict, Example, TrainReport
+from armature_temporal.finetune.models import (
+    AdapterVerdict,
+    Example,
+    PreferenceReport,
+    TrainReport,
+)
 from armature_temporal.finetune.train import split_examples
 from armature_temporal.improve.propose import paired_verdict
 from armature_temporal.improve.stats import holm
@@ -48,6 +53,7 @@ __all__ = [
     "decide_adapters",
     "heldout_inputs",
     "judged_stages",
+    "preference_beats_base",
     "with_adapter",
 ]
 
@@ -66,6 +72,30 @@ def base_loss(report: TrainReport) -> float:
 def beats_base(report: TrainReport) -> bool:
     """Condition (a): the adapter's held-out loss is below the base model's."""
     return report.eval_loss_after < base_loss(report)
+
+
+def preference_beats_base(report: PreferenceReport) -> tuple[bool, str]:
+    """Condition (a) for a preference-tuned (DPO) adapter, and the sentence that says why:
+    on at least :data:`MIN_PAIRS` held-out pairs, the low end of its preference accuracy's
+    Wilson 95% interval is above the base model's 50% (the base model's implicit reward is 0
+    for every reply, so it ranks no pair: 50% by construction). Condition (b), paired runs
+    of the spec, is the fine-tune loop's as for any adapter."""
+    measured = (
+        f"held-out preference accuracy {report.accuracy:.3f}, 95% interval "
+        f"[{report.accuracy_low:.3f}, {report.accuracy_high:.3f}], on {report.eval_pairs} "
+        f"pair{'s' * (report.eval_pairs != 1)} vs 0.500 for the base model; chosen ranked "
+        f"higher per reply token: base {report.base_margin_accuracy:.3f}, adapter "
+        f"{report.adapter_margin_accuracy:.3f} (paired {report.margin_diff:+.3f}, "
+        f"[{report.margin_diff_low:+.3f}, {report.margin_diff_high:+.3f}])"
+    )
+    if report.eval_pairs < MIN_PAIRS:
+        return False, (
+            f"{measured}: fewer than {MIN_PAIRS} held-out pairs, so it cannot be verified; "
+            "collect more episodes or hold out more (eval_share)"
+        )
+    if report.accuracy_low <= 0.5:
+        return False, f"{measured}: the interval reaches 0.500, not above the base model"
+    return True, f"{measured}: above the base model"
 
 
 def judged_stages(plan: Plan) -> set[str]:

@@ -20,7 +20,7 @@ from armature_temporal.errors import ArmatureError
 from armature_temporal.extras import install_extra_hint
 from armature_temporal.finetune.local import LocalCompletion, clear_cache, generate
 from armature_temporal.finetune.models import Example, TrainReport, TrainRequest
-from armature_temporal.finetune.tiny import create_tiny_model
+from armature_temporal.finetune.tiny import DEMO_NOUNS, create_tiny_model
 from armature_temporal.finetune.train import (
     ADAPTER_META,
     FinetuneError,
@@ -29,32 +29,7 @@ from armature_temporal.finetune.train import (
     train_lora,
 )
 
-THINGS = (
-    "apple",
-    "river",
-    "stone",
-    "cloud",
-    "maple",
-    "tiger",
-    "lemon",
-    "ocean",
-    "piano",
-    "candle",
-    "garden",
-    "rocket",
-    "forest",
-    "silver",
-    "planet",
-    "window",
-    "shadow",
-    "bridge",
-    "violet",
-    "marble",
-    "copper",
-    "falcon",
-    "meadow",
-    "harbor",
-)
+THINGS = DEMO_NOUNS
 RANK = 8
 STEPS = 60
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from armature_temporal.finetune.models import Example, TrainReport
+from armature_temporal.finetune.models import Example, PreferenceReport, TrainReport
 from armature_temporal.finetune.train import split_examples
 from armature_temporal.finetune.verify import (
     MIN_PAIRS,
@@ -19,6 +19,7 @@ from armature_temporal.finetune.verify import (
     decide_adapters,
     heldout_inputs,
     judged_stages,
+    preference_beats_base,
     with_adapter,
 )
 from armature_temporal.spec.compiler import compile_spec
@@ -234,3 +235,37 @@ def test_with_adapter_serves_only_that_stage_on_the_base_model_plus_the_adapter(
     assert served.tier_ladder == plan.tier_ladder
     with pytest.raises(KeyError, match="no stage 'nope'"):
         with_adapter(plan, "nope", "/models/tiny", "/a")
+
+
+def _preference(**fields: float | int) -> PreferenceReport:
+    base: dict[str, float | int | str] = {
+        "adapter_dir": "/a",
+        "steps": 10,
+        "train_pairs": 30,
+        "eval_pairs": 12,
+        "beta": 0.1,
+        "train_loss_first": 0.693,
+        "train_loss_last": 0.2,
+        "accuracy": 11 / 12,
+        "accuracy_low": 0.646,
+        "accuracy_high": 0.985,
+        "base_margin_accuracy": 0.25,
+        "adapter_margin_accuracy": 0.75,
+        "margin_diff": 0.5,
+        "margin_diff_low": 0.25,
+        "margin_diff_high": 0.75,
+        "mean_reward_margin": 1.5,
+        "seconds": 1.0,
+        "device": "cpu",
+    }
+    return PreferenceReport.model_validate({**base, **fields})
+
+
+def test_a_preference_adapter_beats_the_base_only_when_its_interval_clears_one_half() -> None:
+    ok, detail = preference_beats_base(_preference())
+    assert ok and "held-out preference accuracy 0.917, 95% interval [0.646, 0.985]" in detail
+    assert "vs 0.500 for the base model" in detail and "(paired +0.500, [+0.250, +0.750])" in detail
+    ok, detail = preference_beats_base(_preference(accuracy=0.6, accuracy_low=0.31))
+    assert not ok and detail.endswith("the interval reaches 0.500, not above the base model")
+    ok, detail = preference_beats_base(_preference(eval_pairs=4, accuracy=1.0, accuracy_low=0.51))
+    assert not ok and "fewer than 5 held-out pairs" in detail

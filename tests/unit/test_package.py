@@ -127,11 +127,13 @@ SUBPACKAGE_ALL: dict[str, list[str]] = {
         "FinetuneInput",
         "FinetuneResult",
         "FinetuneUnavailable",
+        "PreferenceRequest",
         "TrainReport",
         "create_tiny_model",
         "dpo_rows",
         "generate",
         "sft_rows",
+        "train_dpo",
         "train_lora",
     ],
     "views": [
