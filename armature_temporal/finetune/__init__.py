@@ -3,8 +3,9 @@
 ``export`` (SFT rows and DPO pairs from traces), ``train`` (LoRA and DoRA training),
 ``continual`` (a frozen adapter plus a delta), ``preference`` (DPO training from the pairs:
 SAO), ``local`` (generate with a local model and adapter), ``tiny`` (a tiny offline model for
-tests and demos) and ``models`` (the data that travels through Temporal and into the store). Names are loaded on
-first use; torch, transformers and peft only when training or generating.
+tests and demos) and ``models`` (the data that travels through Temporal and into the
+store). Names are loaded on first use; torch, transformers and peft only when training or
+generating.
 """
 
 from typing import Any
