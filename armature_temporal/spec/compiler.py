@@ -101,6 +101,11 @@ def load_plan(path: str | Path) -> Plan:
 #: Fields newer than most specs, left out of the hashes while unset (None), per model.
 _NEWER_ROLE_FIELDS = ("context", "max_tokens_total", "max_cost_usd", "deadline")
 _NEWER_TIER_FIELDS = ("context_window",)
+#: Newer fields left out of the hashes while at their default, with that default.
+_NEWER_STAGE_FIELDS = (("retrieve", None), ("bandit", None), ("reward_cost_per_1k_tokens", 0.0))
+_ROLE_REASONING = (("reason_first", False), ("reasoning_tier", None), ("reasoning_prompt", None))
+_ARM_REASONING = (("reason_first", None), ("reasoning_tier", None), ("reasoning_prompt", None))
+_NEWER_FINETUNE_FIELDS = (("use_dora", False), ("continual", False), ("orthogonality_weight", 1.0))
 
 
 def _unused_si_fields(si: Any) -> dict[str, Any]:
@@ -125,15 +130,31 @@ def _unused_newer_fields(spec: Spec) -> dict[str, Any]:
     if si is not None and (left_si := _unused_si_fields(si)):
         unused["self_improvement"] = left_si
 
+    ft = spec.finetune
+    if ft is not None:
+        unused_ft = {f: True for f, default in _NEWER_FINETUNE_FIELDS if getattr(ft, f) == default}
+        if unused_ft:
+            unused["finetune"] = unused_ft
     stages: dict[int, Any] = {}
     for i, stage in enumerate(spec.stages):
         left: dict[str, Any] = {"network": True} if stage.network is None else {}
-        if stage.retrieve is None:
-            left["retrieve"] = True
+        for name, default in _NEWER_STAGE_FIELDS:
+            if getattr(stage, name) == default:
+                left[name] = True
         if stage.role is not None:
             role = {f: True for f in _NEWER_ROLE_FIELDS if getattr(stage.role, f) is None}
+            role |= {f: True for f, d in _ROLE_REASONING if getattr(stage.role, f) == d}
             if role:
                 left["role"] = role
+        arms = {
+            k: fields
+            for k, arm in enumerate(stage.arms)
+            if (fields := {f: True for f, d in _ARM_REASONING if getattr(arm, f) == d})
+        }
+        if arms:
+            left["arms"] = arms
+        if stage.cache is not None and stage.cache.decider is None:
+            left["cache"] = {"decider": True}
         if left:
             stages[i] = left
     if stages:
