@@ -80,12 +80,24 @@ def _examples(rows: list[dict[str, Any]], stage: str) -> list[Example]:
     return out
 
 
-def _continual_from(earlier: Adapter | None, base_model: str) -> str | None:
+def _continual_from(earlier: Adapter | None, base_model: str, stage: str) -> str | None:
     """The adapter a continual round trains its delta on: the stage's newest verified one,
-    when it was trained on this base model and its directory is on this worker."""
-    if earlier is None or earlier.base_model != base_model:
+    when it was trained on this base model and its directory is on this worker. When there
+    is none, the round trains a fresh adapter and the worker's log says why."""
+    why = None
+    if earlier is None:
+        why = "the stage has no verified adapter yet"
+    elif earlier.base_model != base_model:
+        why = f"its newest verified adapter was trained on {earlier.base_model}, not {base_model}"
+    elif not (Path(earlier.path) / "adapter_config.json").is_file():
+        why = f"its newest verified adapter's directory {earlier.path} is not on this worker"
+    if why is not None:
+        activity.logger.warning(
+            "finetune.continual: stage %s trains a fresh adapter: %s", stage, why
+        )
         return None
-    return earlier.path if (Path(earlier.path) / "adapter_config.json").is_file() else None
+    assert earlier is not None
+    return earlier.path
 
 
 def _prepare(inp: FinetuneInput, round_id: str) -> FinetunePrepared:
@@ -145,7 +157,9 @@ def _prepare(inp: FinetuneInput, round_id: str) -> FinetunePrepared:
                     max_steps=ft.max_steps,
                     eval_share=ft.eval_share,
                     use_dora=ft.use_dora,
-                    continual_from=_continual_from(earlier, str(base)),
+                    continual_from=_continual_from(earlier, str(base), stage)
+                    if ft.continual
+                    else None,
                     orthogonality_weight=ft.orthogonality_weight,
                 ),
                 heldout_inputs=heldout_inputs(
