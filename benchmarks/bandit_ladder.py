@@ -309,6 +309,7 @@ def evolution(spec_dir: Path) -> dict[str, Any]:
         sel = rt.select(decision_id=f"e{run}")
         record = next(r for r in rt.backend.arm_records(rt.name) if r.arm_id == sel.arm_id)
         arm = arm_definition(record, declared)
+        assert arm is not None
         _, score = play(plan, arm, inputs, f"evolve/{run}")
         rt.update(sel.decision_id, score)
         if run % 10 == 0:
@@ -324,8 +325,10 @@ def evolution(spec_dir: Path) -> dict[str, Any]:
     comparisons = []
     for child in bred:
         child_arm = arm_definition(child, declared)
+        assert child_arm is not None
         for parent in child.parents:
             parent_arm = arm_definition(records[parent], declared)
+            assert parent_arm is not None
             diffs = []
             for i in range(200):
                 inputs = {"question": f"fresh question {i}"}

@@ -68,12 +68,16 @@ def bucket_of(vector: Sequence[float], buckets: int) -> int:
     return int(sum(1 << i for i, s in enumerate(signs) if s))
 
 
-def arm_definition(record: ArmRecord, declared: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def arm_definition(
+    record: ArmRecord, declared: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any] | None:
     """An arm's tier, prompt and params: a bred arm's from its record, a declared one's from
-    the compiled spec (``declared``: arm id → its compiled ``PlanArm`` as a dict)."""
+    the compiled spec (``declared``: arm id → its compiled ``PlanArm`` as a dict); ``None``
+    for an arm the spec no longer declares."""
     if ARM_KEY in record.params:
         return dict(record.params[ARM_KEY])
-    return dict(declared[record.arm_id])
+    found = declared.get(record.arm_id)
+    return None if found is None else dict(found)
 
 
 def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
@@ -167,7 +171,7 @@ def evolve(
             (``None`` when it has none).
     """
     name = runtime.name
-    at = at or datetime_now()
+    at = at or runtime._at()
     rng = runtime.rng()
     records = [r for r in runtime.backend.arm_records(name) if r.status == "active"]
     stats = runtime.backend.stats(name, "")
@@ -213,8 +217,9 @@ def evolve(
         1 for e in runtime.events() if e.kind == "arm_refused"
     )
     active = [r for r in records if r.arm_id not in result.retired]
+    defined = {r.arm_id: d for r in every if (d := arm_definition(r, declared)) is not None}
     parents = sorted(
-        (r for r in active if reports[r.arm_id].pulls >= policy.min_pulls),
+        (r for r in active if reports[r.arm_id].pulls >= policy.min_pulls and r.arm_id in defined),
         key=lambda r: -reports[r.arm_id].mean,
     )[:2]
     if spent >= policy.budget:
@@ -224,9 +229,8 @@ def evolve(
     elif len(parents) < 2:
         result.note = f"fewer than two arms with {policy.min_pulls} pulls to breed from"
     else:
-        defs = [arm_definition(p, declared) for p in parents]
-        existing = [arm_definition(r, declared) for r in every if r.status == "active"]
-        existing += [arm_definition(r, declared) for r in every if r.status == "retired"]
+        defs = [defined[p.arm_id] for p in parents]
+        existing = list(defined.values())
         child: dict[str, Any] | None = None
         how = "crossover"
         if policy.mutate_prompt and propose_prompt is not None and spent % 2 == 0:
@@ -278,9 +282,3 @@ def evolve(
                     )
     runtime.backend.log(name, events)
     return result
-
-
-def datetime_now() -> str:
-    from datetime import UTC, datetime
-
-    return datetime.now(UTC).isoformat()

@@ -83,6 +83,17 @@ async def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+async def _run_all(
+    client: Client, plan: Any, task_queue: str, runs: dict[str, dict[str, Any]]
+) -> None:
+    """Start every run (run id → inputs) at once, then wait for all of them."""
+    handles = [
+        await start(client, plan, task_queue, inputs, run_id=run_id)
+        for run_id, inputs in runs.items()
+    ]
+    await asyncio.gather(*(h.result() for h in handles))
+
+
 def _decision_contexts(name: str) -> dict[str, str]:
     runtime = runtime_for(name)
     with runtime.backend.engine.begin() as conn:  # type: ignore[attr-defined]
@@ -99,17 +110,15 @@ async def test_decisions_are_filed_per_context_and_the_ladder_shows_each_unlock(
     audiences = ["novice" if i % 2 else "expert" for i in range(20)]
     async with build_worker(client, task_queue):
         for batch in range(2):
-            handles = [
-                await start(
-                    client,
-                    plan,
-                    task_queue,
-                    {"audience": audiences[i], "question": "how do tides work"},
-                    run_id=f"ctx-{i}",
-                )
-                for i in range(batch * 10, batch * 10 + 10)
-            ]
-            await asyncio.gather(*(h.result() for h in handles))
+            await _run_all(
+                client,
+                plan,
+                task_queue,
+                {
+                    f"ctx-{i}": {"audience": audiences[i], "question": "how do tides work"}
+                    for i in range(batch * 10, batch * 10 + 10)
+                },
+            )
     contexts = _decision_contexts("ctx_arms:answer")
     assert len(contexts) == 20
     keys = set()
@@ -178,11 +187,9 @@ async def test_an_arm_bred_by_evolve_is_run_from_its_stored_definition(
     spec.write_text(EVOLVE_SPEC)
     plan = plan_from(EVOLVE_SPEC)
     async with build_worker(client, task_queue):
-        handles = [
-            await start(client, plan, task_queue, {"question": f"q {i}"}, run_id=f"evo-{i}")
-            for i in range(10)
-        ]
-        await asyncio.gather(*(h.result() for h in handles))
+        await _run_all(
+            client, plan, task_queue, {f"evo-{i}": {"question": f"q {i}"} for i in range(10)}
+        )
         bred = await _cli("bandit", "evolve", str(spec), "--json")
         assert bred.returncode == 0, bred.stderr
         (line, *_) = json.loads(bred.stdout)["done"]
@@ -193,17 +200,12 @@ async def test_an_arm_bred_by_evolve_is_run_from_its_stored_definition(
         store = TraceStore()
         seen: list[Any] = []
         for batch in range(6):  # until Thompson sampling tries the new arm
-            handles = [
-                await start(
-                    client,
-                    plan,
-                    task_queue,
-                    {"question": f"r {batch}-{i}"},
-                    run_id=f"evo-{batch}-{i}",
-                )
-                for i in range(10)
-            ]
-            await asyncio.gather(*(h.result() for h in handles))
+            await _run_all(
+                client,
+                plan,
+                task_queue,
+                {f"evo-{batch}-{i}": {"question": f"r {batch}-{i}"} for i in range(10)},
+            )
             seen = [
                 r
                 for b in range(batch + 1)
@@ -242,11 +244,9 @@ async def test_the_refiner_rewrites_the_best_arms_prompt_from_the_worst_runs(
     spec.write_text(REWRITE_SPEC)
     plan = plan_from(REWRITE_SPEC)
     async with build_worker(client, task_queue):
-        handles = [
-            await start(client, plan, task_queue, {"question": f"q {i}"}, run_id=f"rw-{i}")
-            for i in range(12)
-        ]
-        await asyncio.gather(*(h.result() for h in handles))
+        await _run_all(
+            client, plan, task_queue, {f"rw-{i}": {"question": f"q {i}"} for i in range(12)}
+        )
     done = await _cli("bandit", "evolve", str(spec), "--json")
     assert done.returncode == 0, done.stderr
     runtime = runtime_for("rewrite_arms:answer")
@@ -279,17 +279,15 @@ async def test_spec_arms_live_on_redis_when_armature_bandit_url_says_so(
     plan = plan_from(text_)
     try:
         async with build_worker(client, task_queue):
-            handles = [
-                await start(
-                    client,
-                    plan,
-                    task_queue,
-                    {"audience": "novice" if i % 2 else "expert", "question": "tides"},
-                    run_id=f"{name}-{i}",
-                )
-                for i in range(6)
-            ]
-            await asyncio.gather(*(h.result() for h in handles))
+            await _run_all(
+                client,
+                plan,
+                task_queue,
+                {
+                    f"{name}-{i}": {"audience": "novice" if i % 2 else "expert", "question": "q"}
+                    for i in range(6)
+                },
+            )
         runtime = runtime_for(f"{name}:answer")
         assert runtime.backend.kind == "redis"
         assert sum(a.pulls for a in runtime.arms()) == 6
