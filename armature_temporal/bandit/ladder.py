@@ -83,7 +83,16 @@ def record_unlocks(
 ) -> list[str]:
     """After a reward: log an ``unlocked`` event for each rung crossed for the first time
     (once per bandit, rung and context; this process remembers what it logged). Returns the
-    rungs newly logged."""
+    rungs newly logged. Once this process has seen every rung the policy has, a reward costs
+    no read at all."""
+    possible = {("thompson", "")}
+    if policy is not None and policy.evolve is not None:
+        possible.add(("evolution", ""))
+    if policy is not None and policy.context is not None and context:
+        possible.add(("context", context))
+    with _lock:
+        if all((runtime.name, rung, ctx) in _seen for rung, ctx in possible):
+            return []
     crossed = _crossed(runtime, policy, context)
     with _lock:
         fresh = [
