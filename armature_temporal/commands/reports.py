@@ -248,13 +248,17 @@ def dashboard(
     store, where = open_store()
     name = spec_name_of(spec) if spec else None
 
+    spec_runs: list[Any] = []  # SPEC's runs as the last snapshot read them
+
     def snapshot() -> tuple[Any, Any]:
         if name is None:
             specs = build_overview(load_runs(store, limit=limit, records=False))
             return [s.model_dump(mode="json") for s in specs], render_overview(specs)
+        runs = load_runs(store, spec=name, limit=limit)
+        spec_runs[:] = runs
         board = build_dashboard(
             name,
-            load_runs(store, spec=name, limit=limit),
+            runs,
             store.rounds(name),
             store.applied_changes(name),
         )
@@ -272,7 +276,7 @@ def dashboard(
         from armature_temporal.commands.bandit_status import with_ladder  # the bandits' ladder
 
         plan = _plan_of(Path(str(spec)))
-        data, shown = with_ladder(plan, load_runs(store, spec=name, limit=limit), data, shown)
+        data, shown = with_ladder(plan, spec_runs, data, shown)
     # A spec file names a spec that exists, runs or not: its page says it has none.
     spec_exists = target is not None and _is_spec_file(spec)
     if (
@@ -290,8 +294,7 @@ def dashboard(
         if _is_spec_file(spec):
             from armature_temporal.commands.bandit_status import stage_status
 
-            runs = load_runs(store, spec=name, limit=limit)
-            bandits = stage_status(_plan_of(Path(str(spec))), runs)
+            bandits = stage_status(_plan_of(Path(str(spec))), spec_runs)
         _write_html(target, dashboard_html(board, bandits=bandits), as_json)
         return
     if not watch:
