@@ -190,11 +190,25 @@ async def test_an_arm_bred_by_evolve_is_run_from_its_stored_definition(
         await _run_all(
             client, plan, task_queue, {f"evo-{i}": {"question": f"q {i}"} for i in range(10)}
         )
+        # Evolution breeds from two arms with `min_pulls` (2) each: Thompson sampling may
+        # give one arm nearly all of the first ten runs, so run on until both have them.
+        runtime = runtime_for("evo_arms:answer")
+        extra = 0
+        while min(a.pulls for a in runtime.arms()) < 2 and extra < 40:
+            await _run_all(
+                client,
+                plan,
+                task_queue,
+                {f"evo-x{extra + i}": {"question": f"x {extra + i}"} for i in range(5)},
+            )
+            extra += 5
+        assert min(a.pulls for a in runtime.arms()) >= 2, [
+            (a.arm_id, a.pulls) for a in runtime.arms()
+        ]
         bred = await _cli("bandit", "evolve", str(spec), "--json")
         assert bred.returncode == 0, bred.stderr
         (line, *_) = json.loads(bred.stdout)["done"]
         assert "evolution on" in line and "bred ['evo.g1." in line, line
-        runtime = runtime_for("evo_arms:answer")
         (child,) = [r for r in runtime.backend.arm_records(runtime.name) if r.origin == "evolved"]
         definition = child.params["_arm"]
         store = TraceStore()
