@@ -94,6 +94,32 @@ async def _run_all(
     await asyncio.gather(*(h.result() for h in handles))
 
 
+async def _until_every_arm_has(
+    client: Client, plan: Any, task_queue: str, name: str, pulls: int
+) -> None:
+    """Run on, five runs at a time, until every arm of bandit `name` has `pulls` pulls.
+
+    Evolution breeds from two arms with `min_pulls` each, and Thompson sampling may give one
+    arm nearly all of a first batch; a user would run more, and so does the test.
+    """
+    runtime = runtime_for(name)
+    for extra in range(0, 40, 5):
+        if min(a.pulls for a in runtime.arms()) >= pulls:
+            return
+        await _run_all(
+            client,
+            plan,
+            task_queue,
+            {
+                f"{name.replace(':', '-')}-x{extra + i}": {"question": f"x {extra + i}"}
+                for i in range(5)
+            },
+        )
+    assert min(a.pulls for a in runtime.arms()) >= pulls, [
+        (a.arm_id, a.pulls) for a in runtime.arms()
+    ]
+
+
 def _decision_contexts(name: str) -> dict[str, str]:
     runtime = runtime_for(name)
     with runtime.backend.engine.begin() as conn:  # type: ignore[attr-defined]
@@ -190,25 +216,12 @@ async def test_an_arm_bred_by_evolve_is_run_from_its_stored_definition(
         await _run_all(
             client, plan, task_queue, {f"evo-{i}": {"question": f"q {i}"} for i in range(10)}
         )
-        # Evolution breeds from two arms with `min_pulls` (2) each: Thompson sampling may
-        # give one arm nearly all of the first ten runs, so run on until both have them.
-        runtime = runtime_for("evo_arms:answer")
-        extra = 0
-        while min(a.pulls for a in runtime.arms()) < 2 and extra < 40:
-            await _run_all(
-                client,
-                plan,
-                task_queue,
-                {f"evo-x{extra + i}": {"question": f"x {extra + i}"} for i in range(5)},
-            )
-            extra += 5
-        assert min(a.pulls for a in runtime.arms()) >= 2, [
-            (a.arm_id, a.pulls) for a in runtime.arms()
-        ]
+        await _until_every_arm_has(client, plan, task_queue, "evo_arms:answer", 2)
         bred = await _cli("bandit", "evolve", str(spec), "--json")
         assert bred.returncode == 0, bred.stderr
         (line, *_) = json.loads(bred.stdout)["done"]
         assert "evolution on" in line and "bred ['evo.g1." in line, line
+        runtime = runtime_for("evo_arms:answer")
         (child,) = [r for r in runtime.backend.arm_records(runtime.name) if r.origin == "evolved"]
         definition = child.params["_arm"]
         store = TraceStore()
@@ -261,6 +274,7 @@ async def test_the_refiner_rewrites_the_best_arms_prompt_from_the_worst_runs(
         await _run_all(
             client, plan, task_queue, {f"rw-{i}": {"question": f"q {i}"} for i in range(12)}
         )
+        await _until_every_arm_has(client, plan, task_queue, "rewrite_arms:answer", 2)
     done = await _cli("bandit", "evolve", str(spec), "--json")
     assert done.returncode == 0, done.stderr
     runtime = runtime_for("rewrite_arms:answer")
