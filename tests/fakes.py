@@ -361,3 +361,24 @@ def heuristic(
         created_at=now,
         updated_at=now,
     )
+
+
+def fake_rebinding_dns(monkeypatch: Any, name: str, *answers: str) -> list[str]:
+    """Make ``name`` resolve to each of ``answers`` in turn (the last one from then on), as a
+    DNS server an attacker runs can (DNS rebinding); other names resolve as usual. Returns the
+    list of answers given, in order, for the test to read."""
+    import socket
+
+    real = socket.getaddrinfo
+    given: list[str] = []
+
+    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        text = host.decode() if isinstance(host, bytes) else str(host)  # anyio passes bytes
+        if text.lower().rstrip(".") != name:
+            return real(host, port, *args, **kwargs)
+        address = answers[min(len(given), len(answers) - 1)]
+        given.append(address)
+        return real(address, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return given

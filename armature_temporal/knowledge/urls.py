@@ -9,9 +9,10 @@ redirect hop is checked the same way; the body is read up to :data:`MAX_BYTES` a
 text (HTML is reduced to its text). A page that fails any of this is reported with the reason,
 like an unreadable file, and the rest are indexed. The page's name in references is its URL.
 
-Left as it is: the address is checked when the name is resolved here, and httpx resolves it
-again to connect, so a name whose answer changes in between (DNS rebinding) could reach what
-the check refused.
+The connection itself goes through a transport that resolves the name once more, checks
+every address again and connects to one of those same addresses
+(:mod:`armature_temporal.tools._pinned`): a name whose answer changes between the check above
+and the connection (DNS rebinding) is refused, never reached.
 """
 
 from __future__ import annotations
@@ -40,8 +41,16 @@ def is_url(source: str) -> bool:
     return source.lower().startswith(("http://", "https://"))
 
 
-def _refused(url: httpx.URL, allow_hosts: Sequence[str], policy: Any) -> str | None:
+def _address_refusal(host: str, port: int, addresses: set[Any], policy: Any) -> str | None:
     from armature_temporal.tools._egress import refusal
+
+    why = refusal(host, port, addresses, policy)
+    if why is None:
+        return None
+    return why.replace("tool programs never reach it", "knowledge is never fetched from it")
+
+
+def _refused(url: httpx.URL, allow_hosts: Sequence[str], policy: Any) -> str | None:
     from armature_temporal.tools._http import host_allowed
 
     if url.scheme not in ("http", "https") or not url.host:
@@ -60,10 +69,7 @@ def _refused(url: httpx.URL, allow_hosts: Sequence[str], policy: Any) -> str | N
         }
     if not addresses:
         return f"host {url.host!r} does not resolve"
-    why = refusal(url.host, port, addresses, policy)
-    if why is None:
-        return None
-    return why.replace("tool programs never reach it", "knowledge is never fetched from it")
+    return _address_refusal(url.host, port, addresses, policy)
 
 
 def fetch_page(
@@ -74,10 +80,14 @@ def fetch_page(
     transport: httpx.BaseTransport | None = None,
 ) -> Document | Unreadable:
     """The page's text, or why it cannot be indexed. ``policy``: the egress policy (default:
-    the environment's, as for tool programs)."""
+    the environment's, as for tool programs). ``transport``: for tests; by default every
+    connection is checked again as it is made (see the module's docstring)."""
     from armature_temporal.tools._egress import EgressPolicy
+    from armature_temporal.tools._pinned import transport as pinned
 
     policy = policy or EgressPolicy.from_environment()
+    if transport is None:
+        transport = pinned(lambda host, port, found: _address_refusal(host, port, found, policy))
     try:
         url = httpx.URL(source)
     except httpx.InvalidURL as exc:

@@ -355,29 +355,24 @@ def _own_endpoints() -> list[tuple[str, int]]:
     return found
 
 
-def url_refusal(server: PlanMcpServer) -> str | None:
-    """Why ``server``'s url may not be reached from here, or None: an address on this machine
-    or a private network without ``local: true``, or (with it) one of Armature's own
-    services. Blocking (it resolves names)."""
+def _resolve(name: str, at: int) -> set[Any]:
     import ipaddress
     import socket
-    from urllib.parse import urlsplit
 
+    with contextlib.suppress(OSError, UnicodeError):
+        return {
+            ipaddress.ip_address(str(info[4][0]).split("%")[0])
+            for info in socket.getaddrinfo(name, at, type=socket.SOCK_STREAM)
+        }
+    return set()
+
+
+def address_refusal(server: PlanMcpServer, host: str, port: int, addresses: set[Any]) -> str | None:
+    """Why ``server`` may not be reached at ``addresses`` (what ``host`` resolved to), or None:
+    an address on this machine or a private network without ``local: true``, or (with it) one
+    of Armature's own services. Blocking (it resolves the services' names)."""
     from armature_temporal.tools._egress import EgressPolicy, refusal
 
-    parts = urlsplit(server.url or "")
-    host = parts.hostname or ""
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-
-    def resolve(name: str, at: int) -> set[Any]:
-        with contextlib.suppress(OSError, UnicodeError):
-            return {
-                ipaddress.ip_address(str(info[4][0]).split("%")[0])
-                for info in socket.getaddrinfo(name, at, type=socket.SOCK_STREAM)
-            }
-        return set()
-
-    addresses = resolve(host, port)
     if not server.local:
         why = refusal(host, port, addresses, EgressPolicy.from_environment())
         if why is not None:
@@ -388,13 +383,38 @@ def url_refusal(server: PlanMcpServer) -> str | None:
             )
         return None
     for own_host, own_port in _own_endpoints():
-        if own_port == port and addresses & resolve(own_host, own_port):
+        if own_port == port and addresses & _resolve(own_host, own_port):
             return (
                 f"MCP server {server.name!r}: {server.url} is Armature's own service "
                 f"({own_host}:{own_port}: Temporal, its Web UI or the trace store), which an "
                 "MCP connection never reaches, local: true or not"
             )
     return None
+
+
+def url_refusal(server: PlanMcpServer) -> str | None:
+    """:func:`address_refusal` for ``server``'s url as its name resolves now. The connection
+    itself checks the addresses it connects to again (:func:`_pinned_client`)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(server.url or "")
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return address_refusal(server, host, port, _resolve(host, port))
+
+
+def _pinned_client(server: PlanMcpServer, **options: Any) -> Any:
+    """An httpx2 client whose every connection resolves its host once, passes
+    :func:`address_refusal` and goes to a checked address (no DNS rebinding between the check
+    and the connection; :mod:`armature_temporal.tools._pinned`)."""
+    import httpx2
+
+    from armature_temporal.tools._pinned import httpx2_async_transport
+
+    def check(host: str, port: int, addresses: set[Any]) -> str | None:
+        return address_refusal(server, host, port, addresses)
+
+    return httpx2.AsyncClient(transport=httpx2_async_transport(check), **options)
 
 
 @contextlib.asynccontextmanager
@@ -407,14 +427,22 @@ async def _http(server: PlanMcpServer) -> AsyncIterator[Any]:
     if server.transport == "sse":
         from mcp.client.sse import sse_client
 
-        async with sse_client(server.url, headers=headers, timeout=server.timeout_s) as streams:
+        def factory(headers: Any = None, timeout: Any = None, auth: Any = None) -> Any:
+            # As the SDK's own factory: its timeouts when given none, redirects off.
+            options = {"headers": headers, "timeout": timeout, "auth": auth}
+            return _pinned_client(server, **{k: v for k, v in options.items() if v is not None})
+
+        async with sse_client(
+            server.url, headers=headers, timeout=server.timeout_s, httpx_client_factory=factory
+        ) as streams:
             yield streams
         return
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
     async with (
-        httpx2.AsyncClient(
+        _pinned_client(
+            server,
             headers=headers,
             timeout=httpx2.Timeout(server.timeout_s, read=max(server.timeout_s, 300)),
         ) as http,

@@ -3,8 +3,18 @@
 The allow-list (:attr:`ToolContext.http_allow_hosts`) holds host names, matched exactly and
 case-insensitively on any port, or ``*.example.com`` for the subdomains of example.com. An
 empty list allows nothing. Redirects are followed by hand (at most :data:`MAX_REDIRECTS`), each
-target checked against the allow-list before it is contacted. The allow-list is checked on
-names, not addresses: a name that resolves to an internal address is reached.
+target checked against the allow-list before it is contacted.
+
+Addresses are checked too, as for a granted tool program's network
+(:func:`~armature_temporal.tools._egress.refusal`): a name, or a name matched by a ``*.``
+entry, that resolves to a loopback, link-local (cloud metadata), private or reserved address,
+to this machine or to one of the worker's services is refused, unless its network is listed in
+``ARMATURE_EGRESS_ALLOW_PRIVATE`` (private networks only; loopback, link-local and the services
+never). What the spec writes as an address (``127.0.0.1``, ``10.0.0.5``, ``[::1]``) or as
+``localhost`` is reached as written: the spec's author named that machine. Each connection
+resolves its name once and connects to an address it checked
+(:mod:`~armature_temporal.tools._pinned`), so a name whose DNS answer changes after a check
+(DNS rebinding) cannot reach what the check refused. No proxy from the environment is used.
 
 An outbound request is an action: it can change something where it lands, and any request,
 a GET too, carries data out in its URL. So a call's reversibility is ``none`` unless the spec
@@ -25,8 +35,9 @@ compressed body cannot expand into memory; ``truncated`` says the cap was reache
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import httpx
@@ -164,6 +175,41 @@ def _check_url(url: httpx.URL, ctx: ToolContext) -> None:
         )
 
 
+def _named_literally(host: str, allow: tuple[str, ...]) -> bool:
+    """Whether the allow-list names ``host`` as an address or as ``localhost``, exactly."""
+    name = host.strip("[]").lower().rstrip(".")
+    if name != "localhost":
+        try:
+            ipaddress.ip_address(name)
+        except ValueError:
+            return False
+    return any(entry.strip("[]").lower().rstrip(".") == name for entry in allow)
+
+
+def _address_check(
+    ctx: ToolContext, refused: list[str]
+) -> Callable[[str, int, set[Any]], str | None]:
+    """The check every connection of a call passes (see the module's docstring); each refusal's
+    reason is appended to ``refused``."""
+    from armature_temporal.tools._egress import EgressPolicy, refusal
+
+    policy = EgressPolicy.from_environment()
+
+    def check(host: str, port: int, addresses: set[Any]) -> str | None:
+        if _named_literally(host, ctx.http_allow_hosts):
+            return None
+        why = refusal(host, port, addresses, policy)
+        if why is None:
+            return None
+        why = why.replace("tool programs never reach it", "http_request never reaches it")
+        refused.append(
+            f"{why}; to reach a machine of your own, list its address in http_allow_hosts"
+        )
+        return refused[-1]
+
+    return check
+
+
 def _check_headers(headers: Mapping[str, str]) -> None:
     for name in headers:
         key = name.strip().lower()
@@ -299,10 +345,23 @@ async def _send(args: HttpRequestArgs, ctx: ToolContext, timeout: float) -> dict
     )
     headers = {**args.headers, "Accept-Encoding": _CODINGS}
     safe = marked_safe(args.method, str(url), ctx.http_safe)
-    async with httpx.AsyncClient(follow_redirects=False, timeout=timeout) as client:
+    from armature_temporal.tools._pinned import async_transport
+
+    refused: list[str] = []
+    pinned = async_transport(_address_check(ctx, refused))
+    async with httpx.AsyncClient(
+        follow_redirects=False, timeout=timeout, transport=pinned, trust_env=False
+    ) as client:
         request = client.build_request(args.method, url, headers=headers, **body)
         for _ in range(MAX_REDIRECTS + 1):
-            response = await client.send(request, stream=True)
+            try:
+                response = await client.send(request, stream=True)
+            except httpx.ConnectError:
+                if refused:
+                    raise ToolFailure(
+                        "policy_blocked", f"{request.method} {str(request.url)!r}: {refused[-1]}"
+                    ) from None
+                raise
             try:
                 nxt = response.next_request
                 if nxt is None:

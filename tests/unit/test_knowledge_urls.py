@@ -21,6 +21,7 @@ from armature_temporal.knowledge.spec_sources import index_spec_knowledge
 from armature_temporal.knowledge.urls import MAX_BYTES, fetch_page
 from armature_temporal.store import TraceStore
 from armature_temporal.tools._egress import EgressPolicy
+from tests.fakes import fake_rebinding_dns
 
 PAGES: dict[str, tuple[int, str, bytes, dict[str, str]]] = {
     "/faq.html": (
@@ -134,3 +135,16 @@ def test_a_spec_indexes_its_pages_beside_its_files_under_their_urls(
     assert report.unreadable == {gone: "HTTP 404"}
     (hit,) = search(store, "site", "when do you open", k=1, mode="text")
     assert hit.ref == f"knowledge:{faq}#0"
+
+
+def test_a_name_that_rebinds_to_loopback_after_the_check_is_never_reached(
+    site: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DNS rebinding: the first answer (the check's) is public, every later one is the
+    loopback where the test server listens. The connection resolves once more, checks that
+    answer and refuses it; an unpinned client would have fetched the page."""
+    given = fake_rebinding_dns(monkeypatch, "rebind.example", "93.184.215.14", "127.0.0.1")
+    page = fetch_page(f"http://rebind.example:{site}/faq.html", ["rebind.example"])
+    assert isinstance(page, Unreadable), page
+    assert "127.0.0.1, a loopback address" in page.reason and "fetch failed" in page.reason
+    assert given == ["93.184.215.14", "127.0.0.1"]  # one lookup to check, one to connect

@@ -238,3 +238,49 @@ stages:
     with pytest.raises(SpecError) as caught:  # a stdio server has no url to be local
         plan_from(spec("x", local=True).replace('url: "x"', "command: echo"))
     assert "url, headers and local are for http servers" in str(caught.value)
+
+
+def test_an_http_server_whose_name_rebinds_to_loopback_after_the_check_is_never_reached(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DNS rebinding against the MCP client: the name first resolves to a public address (the
+    check passes), then to the loopback, where a server that records every request listens.
+    The connection checks the address it connects to, so the request never arrives."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from tests.fakes import fake_rebinding_dns
+
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            seen.append(self.path)
+            self.send_response(500)
+            self.end_headers()
+
+        do_GET = do_POST
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    given = fake_rebinding_dns(monkeypatch, "rebind-mcp.example", "93.184.215.14", "127.0.0.1")
+    try:
+        with pytest.raises(SpecError) as caught:
+            plan_from(
+                f"""\
+name: mcp-rebind
+mcp_servers: [{{name: web, url: "http://rebind-mcp.example:{server.server_port}/mcp"}}]
+stages:
+  - id: s
+    role: {{description: d}}
+"""
+            )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen == [], "the request reached the loopback server"
+    assert given[0] == "93.184.215.14" and "127.0.0.1" in given[1:]
+    assert "127.0.0.1, a loopback address" in str(caught.value), caught.value
