@@ -15,14 +15,10 @@ from armature_temporal.finetune.export import dpo_rows
 from armature_temporal.finetune.models import (
     FinetuneInput,
     PreferencePair,
-    PreferenceReport,
     PreferenceRequest,
 )
 from armature_temporal.finetune.preference import pairs_from_rows, split_pairs
 from armature_temporal.finetune.verify import (
-    Evidence,
-    decide_adapters,
-    heldout_beats_base,
     preference_heldout_inputs,
 )
 from armature_temporal.spec.compiler import compile_spec
@@ -51,6 +47,11 @@ def test_an_unknown_method_is_a_spec_error_that_lists_sft_and_dpo() -> None:
     message = str(caught.value)
     assert "finetune.method: 'ppo' is not one of 'sft' or 'dpo'" in message
     assert message.startswith("m.yaml:2:")
+
+
+def test_continual_with_method_dpo_is_a_spec_error_with_the_fix() -> None:
+    with pytest.raises(SpecError, match=r"finetune\.continual: .* is for method sft; .*remove"):
+        load_spec_text(_spec(", method: dpo, continual: true"), "m.yaml")
 
 
 def test_method_at_its_default_keeps_the_spec_hash_and_dpo_changes_it() -> None:
@@ -161,67 +162,20 @@ def test_a_dpo_round_plans_a_preference_job_on_the_pairs_the_ladder_counts(
         assert f"Give the {value['thing']}'s colour as JSON: it is {value['colour']}." in things
 
 
-def _preference(**fields: Any) -> PreferenceReport:
-    base: dict[str, Any] = {
-        "adapter_dir": "/a",
-        "steps": 10,
-        "train_pairs": 30,
-        "eval_pairs": 12,
-        "beta": 0.1,
-        "train_loss_first": 0.69,
-        "train_loss_last": 0.2,
-        "accuracy": 11 / 12,
-        "accuracy_low": 0.646,
-        "accuracy_high": 0.985,
-        "base_margin_accuracy": 0.4,
-        "adapter_margin_accuracy": 0.9,
-        "margin_diff": 0.5,
-        "margin_diff_low": 0.25,
-        "margin_diff_high": 0.75,
-        "mean_reward_margin": 1.5,
-        "seconds": 1.0,
-        "device": "cpu",
-    }
-    return PreferenceReport.model_validate({**base, **fields})
+def test_the_ladders_sao_rung_counts_the_pairs_the_loop_trains_on_and_dates_its_unlock(
+    tmp_path: Path,
+) -> None:
+    from armature_temporal.commands.bandit_status import _store_rungs
 
-
-SAME = [0.9, 0.8, 1.0, 0.7, 0.9, 0.85, 0.95, 0.8]
-
-
-def _evidence(report: PreferenceReport, gain: float, *, judged: bool = True) -> Evidence:
-    return Evidence(
-        preference=report,
-        without=list(SAME),
-        with_adapter=[min(1.0, s + gain) if i % 2 else s + gain / 2 for i, s in enumerate(SAME)],
-        judged=judged,
-        stage="describe",
-    )
-
-
-def test_a_preference_adapter_is_verified_only_when_paired_runs_show_the_spec_better() -> None:
-    better, tied, unseen = decide_adapters(
-        [
-            _evidence(_preference(), 0.05),
-            _evidence(_preference(), 0.0),
-            _evidence(_preference(), 0.05, judged=False),
-        ]
-    )
-    assert better.verdict == "verified", better.detail
-    assert better.paired_ci_low is not None and better.paired_ci_low > 0
-    assert "held-out preference accuracy 0.917" in better.detail
-    assert "better: Holm-adjusted" in better.detail and "low end above 0" in better.detail
-    assert better.base_loss is None and better.heldout_loss is None
-    # No worse is enough for a supervised adapter (non-inferiority), not for a DPO one.
-    assert tied.verdict == "paired_not_better", tied.detail
-    assert "reaches 0 or below: the spec is not shown better with it" in tied.detail
-    assert unseen.verdict == "unmeasurable"
-
-
-def test_a_preference_adapter_not_above_the_base_models_half_gets_no_paired_test() -> None:
-    report = _preference(accuracy=0.6, accuracy_low=0.31)
-    assert not heldout_beats_base(report) and heldout_beats_base(_preference())
-    (check,) = decide_adapters([_evidence(report, 0.05)])
-    assert check.verdict == "not_better"
-    assert check.detail.startswith("held-out preference accuracy 0.600")
-    assert "the interval reaches 0.500, not above the base model" in check.detail
-    assert check.alpha_adj is None  # not in the Holm family
+    rows = _episodes()
+    plan = compile_spec(load_spec_text(_spec(", method: dpo", name=SAO_SPEC, need=8), "m.yaml"))
+    store = TraceStore()
+    try:
+        runs = load_runs(store, spec=SAO_SPEC, limit=1000)
+    finally:
+        store.close()
+    rungs = {r.rung: r for r in _store_rungs(plan, plan.stage("describe"), runs)}
+    sao = rungs["sao"]
+    assert sao.status == "unlocked" and sao.progress == f"{len(rows)}/8"
+    # Dated by the run that completed the 8th pair (both of a pair's runs must exist).
+    assert sao.unlocked_at in {r.finished_at for r in runs}
