@@ -1,5 +1,6 @@
-"""Fine-tune loop activities: distil a spec's traces into training examples, train one LoRA
-adapter per stage (heartbeating: it can take a while), and keep the adapters in the store,
+"""Fine-tune loop activities: distil a spec's traces into training examples (or, with
+``finetune.method: dpo``, preference pairs), train one LoRA adapter per stage (heartbeating: it
+can take a while; ``finetune_train_dpo`` with the DPO loss), and keep the adapters in the store,
 each decided against the base model and in paired runs of the spec
 (:mod:`armature_temporal.finetune.verify`; the FinetuneWorkflow runs the paired runs).
 

@@ -1,11 +1,15 @@
 """The fine-tune loop, one round: distil each target stage's successful replies from the trace
-store into examples (``finetune.method: dpo``: its preference pairs), train a LoRA adapter per
-stage on the spec's local base model (dpo: with the DPO loss), compare
+store into examples, train a LoRA adapter per stage on the spec's local base model, compare
 each adapter whose held-out loss beats the base model's in paired runs of the spec (child runs
 of the interpreter, in verification mode, on the held-out examples' inputs: the spec as it is
 and the spec with the stage served by the base model plus the adapter), and keep each adapter
 with both figures (verified: loss below the base model's and paired runs no worse, see
 :mod:`armature_temporal.finetune.verify`).
+
+With ``finetune.method: dpo`` (SAO) a stage's preference pairs are its data, its adapter is
+trained with the DPO loss (``finetune_train_dpo``), the held-out check is its preference
+accuracy against the base model's 50%, and its paired runs (on the held-out pairs' runs'
+inputs) must show the spec better with it.
 
 Run on demand (``armature finetune SPEC``) or by the Schedule ``armature schedule SPEC``
 creates from ``finetune.schedule``. A ``provider: local`` tier with ``adapter: latest`` uses
