@@ -30,7 +30,12 @@ from activities.bandit import bandit_maintenance, bandit_reward, bandit_select
 from activities.cache import cache_hit, cache_keep, cache_lookup, cache_settle
 from activities.experience import load_lessons, reward_lessons
 from activities.facts import load_facts, navigate_facts, record_facts
-from activities.finetune import finetune_prepare, finetune_record, finetune_train
+from activities.finetune import (
+    finetune_prepare,
+    finetune_record,
+    finetune_train,
+    finetune_train_dpo,
+)
 from activities.gates import verify_gate_decision
 from activities.improve import improve_effort, improve_prepare, improve_record, improve_settle
 from activities.improve_cases import improve_grade_cases
@@ -114,6 +119,7 @@ ACTIVITIES: list[Any] = [
     improve_merge,
     finetune_prepare,
     finetune_train,
+    finetune_train_dpo,
     finetune_record,
     critique,
     learn_prepare,

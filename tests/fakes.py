@@ -254,6 +254,31 @@ async def run_armature(*args: str, env: dict[str, str] | None = None, timeout: f
     )
 
 
+async def run_round_cli(
+    client: Client, task_queue: str, command: str, spec: str, *extra: str
+) -> dict[str, Any]:
+    """``armature <command> SPEC [extra] --json`` against the test server and task queue, as
+    a user starts a loop's round (finetune, learn, ...); its JSON answer (failing the test,
+    with stderr, when it exits non-zero)."""
+    import json
+
+    addr = str(client.service_client.config.target_host)
+    done = await run_armature(
+        command,
+        spec,
+        "--json",
+        *extra,
+        "--address",
+        addr,
+        "--task-queue",
+        task_queue,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    answer: dict[str, Any] = json.loads(done.stdout)
+    return answer
+
+
 async def wait_serving(http: Any, proc: Any, path: str = "/health") -> None:
     """Poll ``GET path`` with the httpx client ``http`` until it answers 200, failing with the
     server's stderr if its process ``proc`` exits first."""

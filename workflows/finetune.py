@@ -6,6 +6,11 @@ and the spec with the stage served by the base model plus the adapter), and keep
 with both figures (verified: loss below the base model's and paired runs no worse, see
 :mod:`armature_temporal.finetune.verify`).
 
+With ``finetune.method: dpo`` (SAO) a stage's preference pairs are its data, its adapter is
+trained with the DPO loss (``finetune_train_dpo``), the held-out check is its preference
+accuracy against the base model's 50%, and its paired runs (on the held-out pairs' runs'
+inputs) must show the spec better with it.
+
 Run on demand (``armature finetune SPEC``) or by the Schedule ``armature schedule SPEC``
 creates from ``finetune.schedule``. A ``provider: local`` tier with ``adapter: latest`` uses
 the newest verified adapter of the calling stage from then on.
@@ -28,10 +33,12 @@ with workflow.unsafe.imports_passed_through():
         FinetuneRecordInput,
         FinetuneResult,
         PairedRuns,
+        PreferenceReport,
+        PreferenceRequest,
         StageJob,
         TrainReport,
     )
-    from armature_temporal.finetune.verify import beats_base, with_adapter
+    from armature_temporal.finetune.verify import heldout_beats_base, with_adapter
     from armature_temporal.spec.compiler import Plan
 
 from workflows.paired import paired_run
@@ -42,6 +49,9 @@ FINETUNE_WORKFLOW = "Finetune"
 #: workflow.patched id: a round runs paired runs with and without each adapter before it
 #: records them (rounds from before it recorded straight after training).
 VS_BASE_PATCH = "finetune-vs-base"
+#: workflow.patched id: a ``finetune.method: dpo`` job trains in ``finetune_train_dpo`` (rounds
+#: from before it had no such jobs).
+DPO_PATCH = "finetune-dpo"
 STORE_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=2))
 TRAIN_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=10))
 
@@ -65,7 +75,7 @@ class FinetuneWorkflow:
         )
 
     async def _pair(
-        self, plan: Plan, base_model: str, job: StageJob, report: TrainReport
+        self, plan: Plan, base_model: str, job: StageJob, report: TrainReport | PreferenceReport
     ) -> PairedRuns:
         """The spec as it is and with ``job.stage`` on the base model plus the adapter, run
         on each held-out input (concurrently)."""
@@ -76,6 +86,27 @@ class FinetuneWorkflow:
             *(self._verify(f"{job.stage}/with", served, i, x) for i, x in enumerate(inputs)),
         )
         return PairedRuns(without=list(ids[: len(inputs)]), with_adapter=list(ids[len(inputs) :]))
+
+    async def _train(self, job: StageJob) -> TrainReport | PreferenceReport:
+        """Train ``job``'s adapter in its activity: supervised, or preference-tuned (DPO)."""
+        request = job.request
+        kind: type[TrainReport | PreferenceReport]
+        if isinstance(request, PreferenceRequest):
+            name, kind, what = "finetune_train_dpo", PreferenceReport, "preference-tune (DPO)"
+            size = f"{len(request.pairs)} pairs"
+        else:
+            name, kind, what = "finetune_train", TrainReport, "train"
+            size = f"{len(request.examples)} examples"
+        report: TrainReport | PreferenceReport = await workflow.execute_activity(
+            name,
+            request,
+            result_type=kind,
+            start_to_close_timeout=timedelta(hours=6),
+            heartbeat_timeout=timedelta(minutes=2),
+            retry_policy=TRAIN_RETRY,
+            summary=f"{what} a LoRA adapter for {job.stage} on {size}",
+        )
+        return report
 
     @workflow.run
     async def run(self, inp: FinetuneInput) -> FinetuneResult:
@@ -89,21 +120,17 @@ class FinetuneWorkflow:
         )
         if prepared.stop is not None:
             return prepared.stop
-        reports: list[TrainReport | None] = []
+        reports: list[TrainReport | PreferenceReport | None] = []
         failed: dict[str, str] = {}
         for job in prepared.jobs:  # one at a time: training saturates the worker
             self.phase = f"training {job.stage}"
+            if isinstance(job.request, PreferenceRequest) and not workflow.patched(DPO_PATCH):
+                # Replaying a round from before DPO training, which could not have planned one.
+                failed[job.stage] = "a DPO job in a round from before DPO training"
+                reports.append(None)
+                continue
             try:
-                report: TrainReport = await workflow.execute_activity(
-                    "finetune_train",
-                    job.request,
-                    result_type=TrainReport,
-                    start_to_close_timeout=timedelta(hours=6),
-                    heartbeat_timeout=timedelta(minutes=2),
-                    retry_policy=TRAIN_RETRY,
-                    summary=f"train a LoRA adapter for {job.stage} on "
-                    f"{len(job.request.examples)} examples",
-                )
+                report = await self._train(job)
             except ActivityError as exc:
                 # One stage's failure does not lose the others' adapters.
                 cause = exc.cause
@@ -119,7 +146,7 @@ class FinetuneWorkflow:
             # Only an adapter that beats the base model on held-out loss can be verified, so
             # only those are run.
             for job, trained in zip(prepared.jobs, reports, strict=True):
-                if trained is None or not beats_base(trained) or not job.heldout_inputs:
+                if trained is None or not heldout_beats_base(trained) or not job.heldout_inputs:
                     paired.append(None)
                     continue
                 self.phase = f"paired runs with and without the {job.stage} adapter"
@@ -141,11 +168,16 @@ class FinetuneWorkflow:
         )
         self.phase = "done"
         verified = sum(a.verdict == "verified" for a in adapters)
+        bar = (
+            "held-out preference accuracy above the base model's and paired runs better"
+            if any(isinstance(job.request, PreferenceRequest) for job in prepared.jobs)
+            else "held-out loss below the base model's and paired runs no worse"
+        )
         skipped = "".join(f"; {s} skipped: {why}" for s, why in prepared.skipped.items())
         failures = "".join(f"; {s} failed: {why}" for s, why in failed.items())
         return FinetuneResult(
             status="trained" if adapters else "failed",
-            detail=f"{len(adapters)} adapter(s) trained, {verified} verified (held-out loss "
-            f"below the base model's and paired runs no worse){failures}{skipped}",
+            detail=f"{len(adapters)} adapter(s) trained, {verified} verified ({bar}){failures}"
+            f"{skipped}",
             adapters=adapters,
         )

@@ -14,7 +14,8 @@ evolution      once the bandit has ``bandit.evolve.after`` (default 30) rewarded
 fine-tune      once the trace store holds ``finetune.min_examples`` (default 20) distinct
                successful replies of the stage: the fine-tune loop trains an adapter.
 sao            as fine-tune, counting preference pairs (a successful and a failed episode
-               on the same input): a preference-tuned (DPO) adapter can be trained.
+               on the same input): a preference-tuned (DPO) adapter can be trained
+               (finetune.method: dpo; the loop counts the same pairs).
 =============  ==========================================================================
 
 The bandit rungs are recorded as ``unlocked`` events when a reward crosses the threshold

@@ -51,15 +51,19 @@ def _store_rungs(plan: Plan, stage: PlanStage, runs: list[RunTrace]) -> list[Run
     ordered = sorted(runs, key=lambda r: r.started_at)
     finished = {r.run_id: r.finished_at or r.started_at for r in ordered}
     sft, _ = sft_rows(ordered, spec=plan.name, stage=stage.id, with_run_id=True)
-    pairs, _ = dpo_rows(ordered, spec=plan.name, stage=stage.id)
+    # As finetune_prepare counts them for finetune.method dpo.
+    pairs, _ = dpo_rows(ordered, spec=plan.name, stage=stage.id, with_run_id=True)
     out: list[Rung] = []
     for name, rows, what in (
         ("fine-tune", sft, "distinct successful replies"),
         ("sao", pairs, "preference pairs (a success and a failure on one input)"),
     ):
-        at = None
-        if len(rows) >= need:
-            at = finished.get(str(rows[need - 1].get("run_id") or ""))
+        # A row exists once its last run finished (a pair needs both of its runs).
+        ready = sorted(
+            max(finished.get(str(row.get(k) or ""), "") for k in ("run_id", "rejected_run_id"))
+            for row in rows
+        )
+        at = ready[need - 1] or None if len(rows) >= need else None
         out.append(
             Rung(
                 rung=name,  # type: ignore[arg-type]

@@ -175,7 +175,11 @@ def finetune(
     the held-out examples' inputs with and without it (paired verification runs). Verified:
     loss below the base model's and the paired runs no worse (non-inferiority within
     finetune.noninferiority_margin); fewer than 5 pairs: insufficient_evidence; no judge
-    stage reads the stage: unmeasurable (HQS cannot see reply quality there). A tier
+    stage reads the stage: unmeasurable (HQS cannot see reply quality there). With
+    finetune.method dpo, each stage trains on its preference pairs (min_examples counts
+    them; a successful and a failed attempt sent the same messages) with the DPO loss, and is
+    verified by held-out preference accuracy above the base model's 0.5 and paired runs that
+    show the spec better with it (paired_not_better otherwise). A tier
     `{provider: local, model: <base>, adapter: latest}`
     then uses the newest verified adapter of the calling stage. `armature schedule SPEC` runs
     rounds on finetune.schedule. Exits 0 when the round finished, 1 when it failed, 2 on a

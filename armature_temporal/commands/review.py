@@ -322,8 +322,7 @@ def adapters_list(
         return
     for a in found:
         out.print(
-            f"{a.id}  {a.status}  {a.verdict}  {_adapter_figures(a)}  "
-            f"trained on {a.report.train_examples}, held out {a.report.eval_examples}  "
+            f"{a.id}  {a.status}  {a.verdict}  {_adapter_figures(a)}  {_trained_on(a)}  "
             f"{a.created_at[:19]}",
             markup=False,
             highlight=False,
@@ -331,12 +330,32 @@ def adapters_list(
         out.print(f"    {a.path}", markup=False, highlight=False)
 
 
+def _trained_on(a: Any) -> str:
+    """``trained on 12, held out 4`` (examples; a preference-tuned adapter: ``DPO on 12 pairs,
+    held out 4``)."""
+    from armature_temporal.finetune.models import PreferenceReport
+
+    if isinstance(a.report, PreferenceReport):
+        return f"DPO on {a.report.train_pairs} pairs, held out {a.report.eval_pairs}"
+    return f"trained on {a.report.train_examples}, held out {a.report.eval_examples}"
+
+
 def _adapter_figures(a: Any) -> str:
     """``loss 1.234 vs base 2.345  paired HQS +0.000 [-0.010, +0.010] n=8`` (an adapter from
-    before the paired runs: its report's losses, ``paired: not measured``)."""
-    held = a.heldout_loss if a.heldout_loss is not None else a.report.eval_loss_after
-    base = a.base_loss if a.base_loss is not None else a.report.eval_loss_before
-    loss = f"loss {held:.3f} vs base {base:.3f}"
+    before the paired runs: its report's losses, ``paired: not measured``; a preference-tuned
+    one: ``preference accuracy 0.900 [0.596, 0.982] vs base 0.500``)."""
+    from armature_temporal.finetune.models import PreferenceReport
+
+    if isinstance(a.report, PreferenceReport):
+        r = a.report
+        loss = (
+            f"preference accuracy {r.accuracy:.3f} [{r.accuracy_low:.3f}, "
+            f"{r.accuracy_high:.3f}] vs base 0.500"
+        )
+    else:
+        held = a.heldout_loss if a.heldout_loss is not None else a.report.eval_loss_after
+        base = a.base_loss if a.base_loss is not None else a.report.eval_loss_before
+        loss = f"loss {held:.3f} vs base {base:.3f}"
     if a.paired_n is None:
         return f"{loss}  paired: not measured"
     if not a.paired_n or a.paired_diff is None:

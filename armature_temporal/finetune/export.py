@@ -237,6 +237,7 @@ class _Candidate:
     messages: list[dict[str, Any]]
     valid: bool
     score: float | None
+    run_id: str = ""
 
     def beats(self, other: _Candidate) -> bool:
         if self.valid != other.valid:
@@ -250,9 +251,11 @@ class _Candidate:
 
 
 def dpo_rows(
-    runs: Sequence[RunTrace], *, spec: str, stage: str | None = None
+    runs: Sequence[RunTrace], *, spec: str, stage: str | None = None, with_run_id: bool = False
 ) -> tuple[list[dict[str, Any]], ExportStats]:
-    """DPO pairs from attempts sent the same messages (see the module docstring)."""
+    """DPO pairs from attempts sent the same messages (see the module docstring);
+    ``with_run_id`` adds each pair's ``run_id`` (the run of the chosen reply) and
+    ``rejected_run_id`` (the run of the rejected one; the same run when a retry succeeded)."""
     stats = ExportStats(format="dpo", spec=spec, stage=stage, runs=len(runs))
     groups: dict[tuple[str, str], list[_Candidate]] = defaultdict(list)
     for run in runs:
@@ -277,6 +280,7 @@ def dpo_rows(
                     messages=messages,
                     valid=bool(r.output_valid),
                     score=judged[sid] if scored else None,
+                    run_id=run.run_id,
                 )
             )
     rows: list[dict[str, Any]] = []
@@ -305,7 +309,15 @@ def dpo_rows(
                 stats.duplicates += 1
             else:
                 used.add(rejected)
-                rows.append({"prompt": best.messages, "chosen": chosen, "rejected": rejected})
+                row: dict[str, Any] = {
+                    "prompt": best.messages,
+                    "chosen": chosen,
+                    "rejected": rejected,
+                }
+                if with_run_id:
+                    row["run_id"] = best.run_id
+                    row["rejected_run_id"] = c.run_id
+                rows.append(row)
     stats.rows = len(rows)
     return rows, stats
 

@@ -89,9 +89,16 @@ class TrainReport(_Model):
 #: ``verified``: held-out loss below the base model's and paired runs no worse than without
 #: the adapter; ``not_better``: held-out loss not below the base model's; ``paired_worse``: the
 #: paired runs may score worse than without it (by more than the margin);
-#: ``insufficient_evidence``: fewer than 5 paired runs.
+#: ``insufficient_evidence``: fewer than 5 paired runs; ``paired_not_better``: a preference-tuned
+#: (DPO) adapter whose paired runs do not show the spec better with it (its bar is better,
+#: not merely no worse); ``unmeasurable``: no judge that reads text reads the stage.
 AdapterVerdict = Literal[
-    "verified", "not_better", "paired_worse", "insufficient_evidence", "unmeasurable"
+    "verified",
+    "not_better",
+    "paired_worse",
+    "paired_not_better",
+    "insufficient_evidence",
+    "unmeasurable",
 ]
 
 
@@ -105,8 +112,8 @@ class Adapter(_Model):
     path: str
     created_at: str
     finetune_run_id: str
-    examples: int
-    report: TrainReport
+    examples: int  # what it was trained and measured on: examples (sft) or preference pairs (dpo)
+    report: TrainReport | PreferenceReport  # PreferenceReport: a preference-tuned (DPO) adapter
     verdict: AdapterVerdict
     detail: str
     status: Literal["active", "retired"] = "active"
@@ -139,7 +146,8 @@ class StageJob(_Model):
     """One stage to train: its examples and where its adapter goes."""
 
     stage: str
-    request: TrainRequest
+    # TrainRequest: supervised (finetune.method sft); PreferenceRequest: DPO (method dpo).
+    request: TrainRequest | PreferenceRequest
     # The distinct run inputs of the examples held out from training (none of them an input
     # of a training example): the paired runs with and without the adapter use them.
     heldout_inputs: list[dict[str, Any]] = Field(default_factory=list)
@@ -170,7 +178,8 @@ class FinetuneRecordInput(_Model):
     finetune_run_id: str
     created_at: str
     prepared: FinetunePrepared
-    reports: list[TrainReport | None]  # aligned with prepared.jobs; None: that job failed
+    # Aligned with prepared.jobs; None: that job failed.
+    reports: list[TrainReport | PreferenceReport | None]
     # Aligned with prepared.jobs; None: no paired runs for that job (training failed, its
     # held-out loss did not beat the base model's, or no held-out inputs); empty: a round
     # from before the paired runs.
@@ -184,6 +193,9 @@ class PreferencePair(_Model):
     prompt: list[dict[str, Any]]
     chosen: str
     rejected: str
+    # The runs the pair came from: the chosen reply's, then the rejected one's when another
+    # (empty: rows exported without run ids).
+    run_ids: list[str] = Field(default_factory=list)
 
 
 class PreferenceRequest(_Model):
@@ -235,3 +247,6 @@ class PreferenceReport(_Model):
     mean_reward_margin: float  # mean β·(reward chosen − reward rejected) on held-out pairs
     seconds: float
     device: str
+    # The runs the pairs (trained on and held out) came from, sorted (empty: pairs without
+    # run ids).
+    source_runs: list[str] = Field(default_factory=list)

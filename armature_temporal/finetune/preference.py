@@ -82,6 +82,7 @@ def pairs_from_rows(rows: Iterable[dict[str, Any]]) -> list[PreferencePair]:
                 f"DPO row {index}: chosen and rejected are the same reply {row['chosen']!r}; "
                 "a pair needs two different replies"
             )
+        runs = [str(row[k]) for k in ("run_id", "rejected_run_id") if row.get(k)]
         out.append(
             PreferencePair(
                 prompt=[
@@ -90,6 +91,7 @@ def pairs_from_rows(rows: Iterable[dict[str, Any]]) -> list[PreferencePair]:
                 ],
                 chosen=str(row["chosen"]),
                 rejected=str(row["rejected"]),
+                run_ids=list(dict.fromkeys(runs)),
             )
         )
     return out
@@ -299,4 +301,5 @@ def _report(
         mean_reward_margin=sum(margins) / n,
         seconds=round(time.monotonic() - started, 3),
         device=device,
+        source_runs=sorted({r for pair in request.pairs for r in pair.run_ids}),
     )

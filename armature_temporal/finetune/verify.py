@@ -4,13 +4,18 @@ An adapter is **verified** only when both hold:
 
 (a) its held-out reply loss is below the *base model's* on the same held-out examples (the
     examples :func:`~armature_temporal.finetune.train.split_examples` kept out of training);
+    for a preference-tuned (DPO) adapter, its held-out preference accuracy is above the base
+    model's 50% (:func:`preference_beats_base`, on the pairs
+    :func:`~armature_temporal.finetune.preference.split_pairs` kept out of training);
 (b) the spec with the adapter scores at least as well as without it: paired runs on the
     held-out examples' inputs — run ``i`` of the spec as it is and run ``i`` with the stage
     served by the base model plus the adapter (:func:`with_adapter`) share their inputs and
     their simulated noise — pass a **non-inferiority** test on the paired HQS differences
     (with − without): the Holm-adjusted interval's low end is above
     ``-finetune.noninferiority_margin`` (:mod:`armature_temporal.improve.stats`; one round's
-    adapters are one Holm family, family-wise 5%).
+    adapters are one Holm family, family-wise 5%). A DPO adapter must show the spec
+    **better** with it: the low end above 0 (verdict ``paired_not_better`` otherwise) — it
+    was trained to fix the failures its pairs record, so no better is not good enough.
 
 With fewer than :data:`MIN_PAIRS` pairs that both scored, nothing is verified: the verdict is
 ``insufficient_evidence``. And the paired runs can only vouch for what HQS sees: where no judge
@@ -35,9 +40,11 @@ from pydantic import BaseModel, ConfigDict
 from armature_temporal.finetune.models import (
     AdapterVerdict,
     Example,
+    PreferencePair,
     PreferenceReport,
     TrainReport,
 )
+from armature_temporal.finetune.preference import split_pairs
 from armature_temporal.finetune.train import split_examples
 from armature_temporal.improve.propose import paired_verdict
 from armature_temporal.improve.stats import holm
@@ -51,9 +58,11 @@ __all__ = [
     "base_loss",
     "beats_base",
     "decide_adapters",
+    "heldout_beats_base",
     "heldout_inputs",
     "judged_stages",
     "preference_beats_base",
+    "preference_heldout_inputs",
     "with_adapter",
 ]
 
@@ -98,6 +107,14 @@ def preference_beats_base(report: PreferenceReport) -> tuple[bool, str]:
     return True, f"{measured}: above the base model"
 
 
+def heldout_beats_base(report: TrainReport | PreferenceReport) -> bool:
+    """Condition (a) for either kind of adapter: :func:`beats_base` (supervised) or
+    :func:`preference_beats_base` (DPO). Only an adapter that passes it gets paired runs."""
+    if isinstance(report, PreferenceReport):
+        return preference_beats_base(report)[0]
+    return beats_base(report)
+
+
 def judged_stages(plan: Plan) -> set[str]:
     """The stages whose replies a judge can see: some judge stage reads them, directly or
     through the stages between (``depends_on``, implied dependencies included), and that judge
@@ -137,11 +154,37 @@ def heldout_inputs(
     if len(examples) < 2:
         return []
     train, held = split_examples(examples, eval_share)
-    trained = {_key(v) for v in (inputs_of(e.run_id) for e in train) if v is not None}
+    return _distinct_inputs([e.run_id for e in train], [e.run_id for e in held], inputs_of)
+
+
+def preference_heldout_inputs(
+    pairs: Sequence[PreferencePair],
+    eval_share: float,
+    inputs_of: Callable[[str], dict[str, Any] | None],
+) -> list[dict[str, Any]]:
+    """As :func:`heldout_inputs`, for the pairs ``train_dpo`` holds out (the same split, by
+    prompt): the inputs of each held-out pair's runs — the chosen reply's, then the rejected
+    one's (the stage was sent the same messages there, and failed or scored lower: what the
+    adapter was trained to fix) — leaving out any that is also a training pair's run's input."""
+    if len({json.dumps(p.prompt, sort_keys=True) for p in pairs}) < 2:
+        return []  # train_dpo cannot split them either
+    train, held = split_pairs(pairs, eval_share)
+    return _distinct_inputs(
+        [r for p in train for r in p.run_ids], [r for p in held for r in p.run_ids], inputs_of
+    )
+
+
+def _distinct_inputs(
+    train_runs: Sequence[str],
+    held_runs: Sequence[str],
+    inputs_of: Callable[[str], dict[str, Any] | None],
+) -> list[dict[str, Any]]:
+    """The distinct recorded inputs of ``held_runs`` in order, none a ``train_runs`` input."""
+    trained = {_key(v) for v in map(inputs_of, train_runs) if v is not None}
     seen: set[str] = set()
     out: list[dict[str, Any]] = []
-    for example in held:
-        value = inputs_of(example.run_id)
+    for run_id in held_runs:
+        value = inputs_of(run_id)
         if value is None:
             continue
         key = _key(value)
@@ -200,15 +243,17 @@ def with_adapter(plan: Plan, stage: str, base_model: str, adapter_dir: str) -> P
 
 
 class Evidence(BaseModel):
-    """One adapter's figures: its losses and its paired runs' HQS (aligned; None: the run did
-    not finish; both None: no paired runs were made), and whether a judge reads its stage
-    (``judged``; else HQS cannot see what the adapter changes: :func:`judged_stages`)."""
+    """One adapter's figures: its losses (or, preference-tuned, its ``preference`` report)
+    and its paired runs' HQS (aligned; None: the run did not finish; both None: no paired runs
+    were made), and whether a judge reads its stage (``judged``; else HQS cannot see what the
+    adapter changes: :func:`judged_stages`)."""
 
     model_config = ConfigDict(frozen=True)
 
-    base_loss: float
-    heldout_loss: float
-    eval_examples: int
+    base_loss: float | None = None
+    heldout_loss: float | None = None
+    eval_examples: int = 0
+    preference: PreferenceReport | None = None
     without: list[float | None] | None = None
     with_adapter: list[float | None] | None = None
     judged: bool = True
@@ -222,8 +267,8 @@ class AdapterCheck(BaseModel):
 
     verdict: AdapterVerdict
     detail: str
-    base_loss: float
-    heldout_loss: float
+    base_loss: float | None = None  # None: a preference-tuned adapter (no reply loss)
+    heldout_loss: float | None = None
     paired_diff: float | None = None
     paired_ci_low: float | None = None  # unadjusted 95%
     paired_ci_high: float | None = None
@@ -243,32 +288,42 @@ def _pairs(e: Evidence) -> tuple[list[float], list[float]]:
     return [b for b, _ in kept], [c for _, c in kept]
 
 
+def _heldout(e: Evidence) -> tuple[bool, str, str]:
+    """Condition (a): whether it holds, the figures, and the figures when it fails."""
+    if e.preference is not None:
+        passed, said = preference_beats_base(e.preference)
+        return passed, said, said
+    if e.heldout_loss is None or e.base_loss is None:
+        raise ValueError(f"{e.stage}: evidence needs its losses or a preference report")
+    loss = (
+        f"held-out reply loss {e.heldout_loss:.3f} with the adapter vs {e.base_loss:.3f} for "
+        f"the base model on {e.eval_examples} example{'s' * (e.eval_examples != 1)}"
+    )
+    return e.heldout_loss < e.base_loss, loss, f"{loss}: not below the base model's"
+
+
 def decide_adapters(
     evidence: Sequence[Evidence], *, margin: float = DEFAULT_MARGIN
 ) -> list[AdapterCheck]:
-    """Decide each adapter (results in the order given). The adapters whose loss beats the
-    base model's and that have :data:`MIN_PAIRS` scored pairs form one Holm family of
-    non-inferiority tests with bound ``-margin``."""
+    """Decide each adapter (results in the order given). The adapters that pass condition (a)
+    and have :data:`MIN_PAIRS` scored pairs form one Holm family: non-inferiority tests with
+    bound ``-margin``, and superiority tests (bound 0) for preference-tuned adapters."""
     pairs = [_pairs(e) for e in evidence]
+    heldout = [_heldout(e) for e in evidence]
     tested = [
         i
-        for i, (e, (bs, _)) in enumerate(zip(evidence, pairs, strict=True))
-        if e.heldout_loss < e.base_loss and len(bs) >= MIN_PAIRS
+        for i, ((passed, _, _), (bs, _)) in enumerate(zip(heldout, pairs, strict=True))
+        if passed and len(bs) >= MIN_PAIRS
     ]
-    results = holm(
-        [[c - b for b, c in zip(*pairs[i], strict=True)] for i in tested],
-        [-margin] * len(tested),
-    )
+    bounds = [0.0 if evidence[i].preference is not None else -margin for i in tested]
+    results = holm([[c - b for b, c in zip(*pairs[i], strict=True)] for i in tested], bounds)
     by_index = dict(zip(tested, results, strict=True))
     checks = []
     for i, e in enumerate(evidence):
         bs, cs = pairs[i]
         n = len(bs)
         diff, lo, hi = paired_verdict(bs, cs) if n else (None, None, None)
-        loss = (
-            f"held-out reply loss {e.heldout_loss:.3f} with the adapter vs {e.base_loss:.3f} for "
-            f"the base model on {e.eval_examples} example{'s' * (e.eval_examples != 1)}"
-        )
+        passed, loss, failed = heldout[i]
         paired = (
             f"paired runs with − without it: HQS {diff:+.3f} on average over {n} pair"
             f"{'s' * (n != 1)}, 95% interval [{lo:+.3f}, {hi:+.3f}]"
@@ -277,9 +332,9 @@ def decide_adapters(
         )
         h = by_index.get(i)
         verdict: AdapterVerdict
-        if e.heldout_loss >= e.base_loss:
+        if not passed:
             verdict = "not_better"
-            detail = f"{loss}: not below the base model's"
+            detail = failed
             if paired:
                 detail += f"; {paired}"
         elif h is None:
@@ -305,11 +360,20 @@ def decide_adapters(
                     "(role type judge, on a real model: a simulate judge cannot read an "
                     "adapter's replies) and run finetune again"
                 )
+            elif h.passed and e.preference is not None:
+                verdict = "verified"
+                detail = f"{loss}; {paired}; better: {interval} low end above 0"
             elif h.passed:
                 verdict = "verified"
                 detail = (
                     f"{loss}; {paired}; non-inferiority (margin {margin:g} HQS): {interval} "
                     f"low end above −{margin:g}"
+                )
+            elif e.preference is not None:
+                verdict = "paired_not_better"
+                detail = (
+                    f"{loss}; {paired}; better (a preference-tuned adapter must raise HQS): "
+                    f"{interval} reaches 0 or below: the spec is not shown better with it{held}"
                 )
             else:
                 verdict = "paired_worse"

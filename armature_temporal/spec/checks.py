@@ -399,6 +399,13 @@ def _check_top_level_refs(spec: Spec) -> Iterator[Problem]:
     if spec.finetune is not None:
         if msg := cron_problem(spec.finetune.schedule):
             yield ("finetune", "schedule"), msg
+        if spec.finetune.method == "dpo" and spec.finetune.continual:
+            yield (
+                ("finetune", "continual"),
+                "continual training builds on a supervised adapter and is for method sft; "
+                "method dpo trains a fresh preference-tuned adapter each round: remove "
+                "continual or set method: sft",
+            )
         for k, sid in enumerate(spec.finetune.target_stages):
             if sid not in stages:
                 yield (

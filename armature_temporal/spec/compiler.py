@@ -19,6 +19,7 @@ from armature_temporal.spec.checks import tier_names
 from armature_temporal.spec.confidence import stage_min_confidence
 from armature_temporal.spec.context_window import compile_context
 from armature_temporal.spec.experience import compile_experience
+from armature_temporal.spec.hashing import unused_newer_fields
 from armature_temporal.spec.loader import LoadedSpec, load_spec
 from armature_temporal.spec.models import (
     STANDARD_TIERS,
@@ -98,76 +99,6 @@ def load_plan(path: str | Path) -> Plan:
     return compile_spec(load_spec(path))
 
 
-#: Fields newer than most specs, left out of the hashes while unset (None), per model.
-_NEWER_ROLE_FIELDS = ("context", "max_tokens_total", "max_cost_usd", "deadline")
-_NEWER_TIER_FIELDS = ("context_window",)
-#: Newer fields left out of the hashes while at their default, with that default.
-_NEWER_STAGE_FIELDS = (("retrieve", None), ("bandit", None), ("reward_cost_per_1k_tokens", 0.0))
-_ROLE_REASONING = (("reason_first", False), ("reasoning_tier", None), ("reasoning_prompt", None))
-_ARM_REASONING = (("reason_first", None), ("reasoning_tier", None), ("reasoning_prompt", None))
-_NEWER_FINETUNE_FIELDS = (("use_dora", False), ("continual", False), ("orthogonality_weight", 1.0))
-
-
-def _unused_si_fields(si: Any) -> dict[str, Any]:
-    """self_improvement's fields newer than most specs, left at their defaults."""
-    left: dict[str, Any] = {}
-    if si.cases is None:
-        left["cases"] = True
-    if si.search_runs == 0:
-        left["search_runs"] = True
-    return left
-
-
-def _unused_newer_fields(spec: Spec) -> dict[str, Any]:
-    """The ``exclude`` of ``spec.model_dump`` for the hashes: fields newer than most specs
-    that this one leaves unset, so that a spec which does not use them keeps its spec_hash."""
-    unused: dict[str, Any] = {} if spec.http_safe else {"http_safe": True}
-    if spec.context is None:
-        unused["context"] = True
-    if spec.knowledge is None:
-        unused["knowledge"] = True
-    si = spec.self_improvement
-    if si is not None and (left_si := _unused_si_fields(si)):
-        unused["self_improvement"] = left_si
-
-    ft = spec.finetune
-    if ft is not None:
-        unused_ft = {f: True for f, default in _NEWER_FINETUNE_FIELDS if getattr(ft, f) == default}
-        if unused_ft:
-            unused["finetune"] = unused_ft
-    stages: dict[int, Any] = {}
-    for i, stage in enumerate(spec.stages):
-        left: dict[str, Any] = {"network": True} if stage.network is None else {}
-        for name, default in _NEWER_STAGE_FIELDS:
-            if getattr(stage, name) == default:
-                left[name] = True
-        if stage.role is not None:
-            role = {f: True for f in _NEWER_ROLE_FIELDS if getattr(stage.role, f) is None}
-            role |= {f: True for f, d in _ROLE_REASONING if getattr(stage.role, f) == d}
-            if role:
-                left["role"] = role
-        arms = {
-            k: fields
-            for k, arm in enumerate(stage.arms)
-            if (fields := {f: True for f, d in _ARM_REASONING if getattr(arm, f) == d})
-        }
-        if arms:
-            left["arms"] = arms
-        if stage.cache is not None and stage.cache.decider is None:
-            left["cache"] = {"decider": True}
-        if left:
-            stages[i] = left
-    if stages:
-        unused["stages"] = stages
-    tiers = {
-        name: {f: True for f in _NEWER_TIER_FIELDS if getattr(tier, f) is None}
-        for name, tier in spec.model_tiers.items()
-    }
-    if tiers := {name: fields for name, fields in tiers.items() if fields}:
-        unused["model_tiers"] = tiers
-    return unused
-
-
 def compile_spec(loaded: LoadedSpec) -> Plan:
     """Compile a loaded spec (and its subagent specs) into a Plan."""
     spec = loaded.spec
@@ -187,7 +118,7 @@ def compile_spec(loaded: LoadedSpec) -> Plan:
     # A field a spec leaves at its default stays out of both hashes (http_safe and a stage's
     # network are newer than most specs), so a spec that does not use it keeps its version and
     # policy version.
-    unused = _unused_newer_fields(spec)
+    unused = unused_newer_fields(spec)
     granted = sorted(s.id for s in stages if s.network)
     policy = {
         "http_allow_hosts": list(spec.http_allow_hosts),

@@ -259,8 +259,20 @@ class FinetuneConfig(_Model):
         default_factory=list,
         description="LLM stages whose successful replies train an adapter each (default: all).",
     )
+    method: Literal["sft", "dpo"] = Field(
+        "sft",
+        description="How adapters are trained. sft: on the stage's distinct successful "
+        "replies (supervised). dpo: preference tuning (SAO) with the DPO loss on preference "
+        "pairs from the traces — a successful and a failed attempt sent the same messages, or "
+        "two valid replies a judge scored differently; verified by held-out preference "
+        "accuracy above the base model's 50% and by paired runs whose interval shows the spec "
+        "better with it (not merely no worse).",
+    )
     min_examples: int = Field(
-        20, ge=2, description="Distinct successful replies a stage needs before it is trained."
+        20,
+        ge=2,
+        description="Distinct successful replies (method sft) or preference pairs (method "
+        "dpo) a stage needs before it is trained.",
     )
     max_steps: int = Field(100, ge=1, le=100_000, description="Optimiser steps per adapter.")
     lora_rank: int = Field(8, ge=1, le=256, description="LoRA rank (r) of the adapters.")

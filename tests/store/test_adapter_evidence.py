@@ -60,3 +60,51 @@ def test_migration_15_keeps_old_adapters_and_stores_the_figures(db_url: str) -> 
         assert store.latest_adapter("triage", "draft") == kept
     finally:
         store.close()
+
+
+def test_a_preference_tuned_adapter_keeps_its_preference_report_and_source_runs(
+    db_url: str,
+) -> None:
+    from armature_temporal.finetune.models import PreferenceReport
+
+    report = PreferenceReport(
+        adapter_dir="/var/armature/adapters/triage/draft/dpo",
+        steps=40,
+        train_pairs=10,
+        eval_pairs=7,
+        beta=0.1,
+        train_loss_first=0.6931471805599453,
+        train_loss_last=0.01,
+        accuracy=1.0,
+        accuracy_low=0.6456611570247934,
+        accuracy_high=1.0,
+        base_margin_accuracy=0.42857142857142855,
+        adapter_margin_accuracy=0.5714285714285714,
+        margin_diff=0.14285714285714285,
+        margin_diff_low=-0.42857142857142855,
+        margin_diff_high=0.5714285714285714,
+        mean_reward_margin=1.25,
+        seconds=5.5,
+        device="cpu",
+        source_runs=["run-a", "run-b"],
+    )
+    adapter = make_adapter(
+        "ft-2/draft",
+        examples=17,
+        report=report,
+        verdict="paired_not_better",
+        paired_diff=-1.0,
+        paired_ci_low=-1.0,
+        paired_ci_high=-1.0,
+        paired_n=7,
+    )
+    store = TraceStore(db_url)
+    try:
+        store.save_adapters([adapter])
+        kept = store.adapter("ft-2/draft")
+        assert kept == adapter and isinstance(kept.report, PreferenceReport)
+        assert kept.report.source_runs == ["run-a", "run-b"]
+        assert kept.base_loss is None and kept.heldout_loss is None
+        assert store.latest_adapter("triage", "draft") is None  # not verified: never served
+    finally:
+        store.close()

@@ -17,6 +17,7 @@ from armature_temporal.finetune.verify import (
     base_loss,
     beats_base,
     decide_adapters,
+    heldout_beats_base,
     heldout_inputs,
     judged_stages,
     preference_beats_base,
@@ -269,3 +270,42 @@ def test_a_preference_adapter_beats_the_base_only_when_its_interval_clears_one_h
     assert not ok and detail.endswith("the interval reaches 0.500, not above the base model")
     ok, detail = preference_beats_base(_preference(eval_pairs=4, accuracy=1.0, accuracy_low=0.51))
     assert not ok and "fewer than 5 held-out pairs" in detail
+
+
+def _preference_evidence(report: PreferenceReport, gain: float, *, judged: bool = True) -> Evidence:
+    return Evidence(
+        preference=report,
+        without=list(SAME),
+        with_adapter=[min(1.0, s + gain) if i % 2 else s + gain / 2 for i, s in enumerate(SAME)],
+        judged=judged,
+        stage="describe",
+    )
+
+
+def test_a_preference_adapter_is_verified_only_when_paired_runs_show_the_spec_better() -> None:
+    better, tied, unseen = decide_adapters(
+        [
+            _preference_evidence(_preference(), 0.05),
+            _preference_evidence(_preference(), 0.0),
+            _preference_evidence(_preference(), 0.05, judged=False),
+        ]
+    )
+    assert better.verdict == "verified", better.detail
+    assert better.paired_ci_low is not None and better.paired_ci_low > 0
+    assert "held-out preference accuracy 0.917" in better.detail
+    assert "better: Holm-adjusted" in better.detail and "low end above 0" in better.detail
+    assert better.base_loss is None and better.heldout_loss is None
+    # No worse is enough for a supervised adapter (non-inferiority), not for a DPO one.
+    assert tied.verdict == "paired_not_better", tied.detail
+    assert "reaches 0 or below: the spec is not shown better with it" in tied.detail
+    assert unseen.verdict == "unmeasurable"
+
+
+def test_a_preference_adapter_not_above_the_base_models_half_gets_no_paired_test() -> None:
+    report = _preference(accuracy=0.6, accuracy_low=0.31)
+    assert not heldout_beats_base(report) and heldout_beats_base(_preference())
+    (check,) = decide_adapters([_preference_evidence(report, 0.05)])
+    assert check.verdict == "not_better"
+    assert check.detail.startswith("held-out preference accuracy 0.600")
+    assert "the interval reaches 0.500, not above the base model" in check.detail
+    assert check.alpha_adj is None  # not in the Holm family

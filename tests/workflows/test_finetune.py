@@ -23,7 +23,7 @@ from armature_temporal.spec.compiler import compile_spec
 from armature_temporal.spec.loader import load_spec
 from armature_temporal.store import TraceStore
 from armature_temporal.store.engine import database_url
-from tests.fakes import SPECS, run_armature, start
+from tests.fakes import SPECS, run_armature, run_round_cli, start
 from worker import build_worker
 
 
@@ -72,20 +72,9 @@ async def test_the_distill_example_trains_an_adapter_that_its_local_tier_then_se
         for i in range(3, 16):
             await (await start(client, plan, task_queue, {"topic": f"t{i}"})).result()
 
-        addr = str(client.service_client.config.target_host)
-        done = await run_armature(
-            "finetune",
-            str(spec),
-            "--json",
-            "--address",
-            addr,
-            "--task-queue",
-            task_queue,
-            timeout=600,
-        )
-        assert done.returncode == 0, done.stderr
+        answer = await run_round_cli(client, task_queue, "finetune", str(spec))
         result = FinetuneResult.model_validate(
-            {k: v for k, v in json.loads(done.stdout).items() if k != "finetune_id"}
+            {k: v for k, v in answer.items() if k != "finetune_id"}
         )
         assert result.status == "trained", result.detail
         (adapter,) = result.adapters
