@@ -551,6 +551,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    unknown = [n for n in args.deciders.split(",") if n not in DECIDERS]
+    if unknown:
+        parser.error(f"--deciders: unknown {unknown}; choose from {', '.join(DECIDERS)}")
+    wanted = set(args.deciders.split(","))
+    if wanted & {"align_gbm", "align_mlp"}:
+        try:
+            import sklearn  # type: ignore[import-untyped]  # noqa: F401
+        except ImportError:
+            parser.error(
+                "align_gbm and align_mlp need scikit-learn, which Armature does not depend on: "
+                "pip install scikit-learn, or leave them out of --deciders"
+            )
     import torch
 
     torch.set_num_threads(1)
