@@ -51,13 +51,14 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("ARMATURE_STRICT_SANDBOX", "1")
 # The Temporal dev server (Go, built without cgo) needs $USER to start.
 os.environ.setdefault("USER", getpass.getuser())
-# One compute thread per process for torch (OpenMP, MKL) and the tokenizers: the suite runs
+# One compute thread per process for torch (OpenMP, MKL), numpy (OpenBLAS) and the tokenizers:
+# the suite runs
 # more processes than there are cores (pytest-xdist workers, their dev servers, the worker and
 # CLI subprocesses tests start), and OpenMP threads that spin-wait for a core another process
 # holds made a 20-step LoRA training take 14-19 s instead of 0.6 s (5-8 s of CPU instead of
 # 0.3 s; the same losses either way). Set before anything imports torch, and inherited by
 # every subprocess; a value already in the environment is kept.
-for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(_threads, "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
