@@ -16,7 +16,9 @@ from armature_temporal.improve.models import ImproveInput, ImproveResult
 from armature_temporal.improve.models import SearchMember as Member
 from armature_temporal.spec.compiler import compile_spec
 from armature_temporal.spec.loader import load_spec_text
-from tests.fakes import start
+from armature_temporal.store import TraceStore
+from armature_temporal.store.engine import database_url
+from tests.fakes import assert_replays, start
 from worker import build_worker
 
 SPEC = """\
@@ -82,7 +84,7 @@ repeat: 3
 
 
 async def _round(
-    client: Client, task_queue: str, tmp_path: Path, name: str, budget: int, cached: int = 1000
+    client: Client, task_queue: str, tmp_path: Path, name: str, budget: int
 ) -> ImproveResult:
     text = SPEC.format(name=name, budget=budget)
     path = tmp_path / f"{name}.yaml"
@@ -90,7 +92,7 @@ async def _round(
     (tmp_path / "evals").mkdir(exist_ok=True)
     (tmp_path / "evals" / "two.cases.yaml").write_text(CASES)
     plan = compile_spec(load_spec_text(text, str(path), base_dir=tmp_path))
-    async with build_worker(client, task_queue, max_cached_workflows=cached):
+    async with build_worker(client, task_queue):
         for i in range(10):
             handle = await start(client, plan, task_queue, {"topic": f"t{i}"}, run_id=f"{name}-{i}")
             with contextlib.suppress(WorkflowFailureError):
@@ -135,9 +137,7 @@ async def test_a_budget_too_small_for_one_candidate_stops_the_search_and_keeps_t
 async def test_the_search_merges_complementary_candidates_and_stops_when_one_passes_every_case(
     client: Client, task_queue: str, tmp_path: Path
 ) -> None:
-    # No workflow cache: every step of the search is replayed from history, so it must be
-    # deterministic (its parent draws are seeded from the spec_hash).
-    result = await _round(client, task_queue, tmp_path, "merged", 18, cached=0)
+    result = await _round(client, task_queue, tmp_path, "merged", 18)
     search = result.search
     assert search is not None
     members = _by_change(result)
@@ -160,6 +160,17 @@ async def test_the_search_merges_complementary_candidates_and_stops_when_one_pas
     assert proposal.verdict == "verified", proposal.detail
     assert proposal.test is not None and proposal.test.cases is not None
     assert proposal.test.cases.fixed == search.cases and proposal.test.cases.broken == []
+    # Every step of the search replays from history, so it must be deterministic (its parent
+    # draws are seeded from the spec_hash): the round and every run it made replay, in the
+    # strict sandbox, on a worker that has to rebuild them (what a worker with no cache did
+    # live at every workflow task, once each here).
+    store = TraceStore(database_url())
+    try:
+        children = [r.run_id for r in store.runs(spec="merged", limit=1000) if r.parent_run_id]
+    finally:
+        store.close()
+    assert len(children) >= 9 * search.tried, children
+    await assert_replays(client, "improve-merged", *children)
 
 
 REFLECTIVE_TEMPLATE = """\
