@@ -8,8 +8,12 @@ with both figures (verified: loss below the base model's and paired runs no wors
 
 With ``finetune.method: dpo`` (SAO) a stage's preference pairs are its data, its adapter is
 trained with the DPO loss (``finetune_train_dpo``), the held-out check is its preference
-accuracy against the base model's 50%, and its paired runs (on the held-out pairs' runs'
-inputs) must show the spec better with it.
+accuracy against its reference's 50%, and its paired runs (on the held-out pairs' runs'
+inputs) must show the spec better with it. DPO starts from a supervised policy: when the stage
+has an SFT adapter (its newest verified one, or one this round trains first,
+``StageJob.sft_first``) the DPO adapter is a delta on it, frozen as the reference policy
+(:mod:`armature_temporal.finetune.reference`), and the paired runs add the stage on the SFT
+adapter alone; else the reference is the base model.
 
 Run on demand (``armature finetune SPEC``) or by the Schedule ``armature schedule SPEC``
 creates from ``finetune.schedule``. A ``provider: local`` tier with ``adapter: latest`` uses
@@ -219,7 +223,7 @@ class FinetuneWorkflow:
         self.phase = "done"
         verified = sum(a.verdict == "verified" for a in adapters)
         bar = (
-            "held-out preference accuracy above the base model's and paired runs better"
+            "held-out preference accuracy above its reference's and paired runs better"
             if any(isinstance(job.request, PreferenceRequest) for job in prepared.jobs)
             else "held-out loss below the base model's and paired runs no worse"
         )

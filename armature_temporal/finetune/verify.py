@@ -86,8 +86,9 @@ def beats_base(report: TrainReport) -> bool:
 def preference_beats_base(report: PreferenceReport) -> tuple[bool, str]:
     """Condition (a) for a preference-tuned (DPO) adapter, and the sentence that says why:
     on at least :data:`MIN_PAIRS` held-out pairs, the low end of its preference accuracy's
-    Wilson 95% interval is above the base model's 50% (the base model's implicit reward is 0
-    for every reply, so it ranks no pair: 50% by construction). Condition (b), paired runs
+    Wilson 95% interval is above the reference's 50% (the base model, or base + the SFT adapter
+    it was trained on: the reference's implicit reward is 0 for every reply, so it ranks no
+    pair: 50% by construction). Condition (b), paired runs
     of the spec, is the fine-tune loop's as for any adapter."""
     # With an SFT reference, the accuracy is against it (base + SFT), not the bare base model.
     ref, short = (
