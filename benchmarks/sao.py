@@ -284,9 +284,28 @@ def holm_rows(round_id: str, n: int) -> dict[str, Any]:
         return [c - b for b, c in pairs if b is not None and c is not None]
 
     tests = holm([diffs(without), diffs(reference)], [0.0, 0.0])
-    return {
+    out: dict[str, Any] = {
         name: {"p_one_sided": h.p_one_sided, "adj_ci_low": h.adj_ci_low, "passed": h.passed}
         for name, h in zip(("vs_spec", "vs_sft"), tests, strict=True)
+    }
+    return out
+
+
+def _samples(label: str, n: int) -> dict[str, list[dict[str, Any]]]:
+    """The first two paired runs' `card` attempts on each side (model, valid, reply): what the
+    figures rest on, to read."""
+    from activities.traces import store_for
+    from armature_temporal.store.engine import database_url
+
+    store = store_for(database_url())
+    return {
+        side: [
+            {"model": r.model, "valid": r.output_valid, "output": str(r.output)[:120]}
+            for i in range(min(n, 2))
+            for r in store.records(f"{label}/{side}/{i}")
+            if r.kind == "attempt" and r.stage_id == "card"
+        ]
+        for side in ("without", "with", "reference")
     }
 
 
@@ -310,6 +329,7 @@ def loop_row(seed: int, result: Any, round_id: str = "") -> dict[str, Any]:
         )
         if round_id and report.vs_reference_n and adapter.paired_n:
             row["holm"] = holm_rows(round_id, adapter.paired_n)
+            row["samples"] = _samples(f"{round_id}/card", adapter.paired_n)
         row.update(
             pairs=adapter.examples,
             train_pairs=report.train_pairs,
@@ -361,7 +381,18 @@ def print_loop(rows: list[dict[str, Any]], args: Any) -> None:
         if "accuracy" not in r:
             print(f"{r['seed']:>4}  {r['status']}: {r['detail']}")
             continue
-        print(f"{r['seed']:>4}  reference: {r['reference']}")
+        paired = (
+            f"{r['paired_diff']:+.3f} [{r['paired_ci_low']:+.3f}, {r['paired_ci_high']:+.3f}] "
+            f"n={r['paired_n']}"
+            if r["paired_diff"] is not None
+            else "not run"
+        )
+        print(
+            f"{r['seed']:>4}  {r['pairs']:>5} ({r['train_pairs']}/{r['eval_pairs']})"
+            f"{'':<10}{r['accuracy']:.3f} [{r['accuracy_low']:.3f}, {r['accuracy_high']:.3f}]"
+            f"{'':<14}{paired:<34}{r['verdict']}"
+        )
+        print(f"      reference: {r['reference']}")
         if r["sft_examples"] is not None:
             print(
                 f"      SFT reference: {r['sft_examples']} examples trained on, held-out loss "
@@ -377,17 +408,6 @@ def print_loop(rows: list[dict[str, Any]], args: Any) -> None:
                 f"      Holm ({name}, 2 tests): p one-sided {h['p_one_sided']:.4f}, adjusted "
                 f"low end {h['adj_ci_low']:+.3f}, {'passed' if h['passed'] else 'not passed'}"
             )
-        paired = (
-            f"{r['paired_diff']:+.3f} [{r['paired_ci_low']:+.3f}, {r['paired_ci_high']:+.3f}] "
-            f"n={r['paired_n']}"
-            if r["paired_diff"] is not None
-            else "not run"
-        )
-        print(
-            f"{r['seed']:>4}  {r['pairs']:>5} ({r['train_pairs']}/{r['eval_pairs']})"
-            f"{'':<10}{r['accuracy']:.3f} [{r['accuracy_low']:.3f}, {r['accuracy_high']:.3f}]"
-            f"{'':<14}{paired:<34}{r['verdict']}"
-        )
 
 
 def main_loop(args: Any) -> int:

@@ -144,7 +144,10 @@ async def test_a_dpo_round_trains_on_an_sft_reference_and_measures_it_against_th
     assert meta["method"] == "dpo" and meta["verdict"] == adapter.verdict
     listed = await run_armature("adapters", "list", "--spec", "prefs")
     assert f"preference accuracy {report.accuracy:.3f}" in listed.stdout
-    assert f"DPO on {report.train_pairs} pairs, held out {report.eval_pairs}" in listed.stdout
+    assert (
+        f"DPO on {report.train_pairs} pairs, held out {report.eval_pairs} on an SFT reference"
+        in listed.stdout
+    )
     if adapter.paired_n is not None:
         assert f"n={adapter.paired_n}" in listed.stdout
 
