@@ -41,7 +41,8 @@ from armature_temporal.finetune.models import (
     TrainReport,
     TrainRequest,
 )
-from armature_temporal.finetune.preference import pairs_from_rows
+from armature_temporal.finetune.preference import pairs_from_rows, split_pairs
+from armature_temporal.finetune.reference import choose_reference
 from armature_temporal.finetune.verify import (
     DEFAULT_MARGIN,
     Evidence,
@@ -51,6 +52,7 @@ from armature_temporal.finetune.verify import (
     judged_stages,
     preference_heldout_inputs,
 )
+from armature_temporal.improve.propose import paired_verdict
 from armature_temporal.improve.replay import replay_inputs
 from armature_temporal.settings import armature_home
 from armature_temporal.spec.compiler import Plan, compile_spec
@@ -125,19 +127,25 @@ def _preference_job(
     base: str,
     out_dir: Path,
     inputs_of: Callable[[str], dict[str, Any] | None],
+    adapters: list[Adapter],
 ) -> tuple[StageJob | None, str]:
     """``finetune.method: dpo``: the stage's preference pairs (``dpo_rows``, as the bandit
-    ladder's ``sao`` rung counts them) as a DPO job, or None and why it is not trained."""
+    ladder's ``sao`` rung counts them) as a DPO job, or None and why it is not trained. Its
+    reference policy: an SFT adapter when there is one or the round can train one first
+    (:func:`~armature_temporal.finetune.reference.choose_reference`), else the base model."""
     ft = plan.finetune
     assert ft is not None  # _prepare stops on a spec without the block
     rows, stats = dpo_rows(runs, spec=plan.name, stage=stage, with_run_id=True)
     pairs = pairs_from_rows(rows)
     prompts = len({json.dumps(p.prompt, sort_keys=True) for p in pairs})
     more = (
-        "to get more, run the spec on inputs where the stage sometimes fails (a failed and a "
-        "successful attempt sent the same messages make a pair: runs whose inputs differ only "
-        "in fields its prompt does not use), have a judge stage read it (two valid replies "
-        "scored differently make a pair), or lower finetune.min_examples (at least 2)"
+        "a pair is two attempts of the stage sent exactly the same messages where one did "
+        "better; to get more, run the spec again on inputs it has already run where the stage "
+        "sometimes fails — after a change that leaves the stage's messages as they are (its "
+        "model tier, temperature or provider), or simply again — so a failed and a valid reply "
+        "meet on the same messages (a retry within a run does not: it is also sent the previous "
+        "error), have a judge stage read it (two valid replies scored differently make a pair), "
+        "or lower finetune.min_examples (at least 2)"
     )
     if len(pairs) < ft.min_examples:
         return None, (
@@ -151,9 +159,29 @@ def _preference_job(
             "measure the adapter, so it needs pairs on at least 2 distinct prompts; run the "
             "spec on other inputs"
         )
-    request = PreferenceRequest(base_model=base, pairs=pairs, **_settings(ft, out_dir))
+    sft, _ = sft_rows(runs, spec=plan.name, stage=stage, with_run_id=True)
+    reference = choose_reference(
+        adapters,
+        _examples(sft, stage),
+        split_pairs(pairs, ft.eval_share)[1],
+        stage=stage,
+        base_model=base,
+        min_examples=ft.min_examples,
+        sft_request=TrainRequest(
+            base_model=base, examples=[], **_settings(ft, out_dir.with_name(f"{out_dir.name}-sft"))
+        ),
+    )
+    request = PreferenceRequest(
+        base_model=base,
+        pairs=pairs,
+        **_settings(ft, out_dir),
+        reference_adapter=reference.adapter,
+        reference=reference.words,
+    )
     held = preference_heldout_inputs(pairs, ft.eval_share, inputs_of)
-    return StageJob(stage=stage, request=request, heldout_inputs=held), ""
+    return StageJob(
+        stage=stage, request=request, heldout_inputs=held, sft_first=reference.train
+    ), ""
 
 
 def _prepare(inp: FinetuneInput, round_id: str) -> FinetunePrepared:
@@ -194,7 +222,8 @@ def _prepare(inp: FinetuneInput, round_id: str) -> FinetunePrepared:
     for stage in stages:
         out_dir = armature_home() / "adapters" / _safe(plan.name) / _safe(stage) / _safe(round_id)
         if ft.method == "dpo":
-            job, why = _preference_job(plan, runs, stage, str(base), out_dir, inputs.get)
+            adapters = store.adapters(spec=plan.name, stage=stage, status="active", limit=20)
+            job, why = _preference_job(plan, runs, stage, str(base), out_dir, inputs.get, adapters)
             if job is None:
                 skipped[stage] = why
             else:
@@ -290,6 +319,40 @@ def _scores(
     return without, with_adapter
 
 
+def _vs_reference(report: PreferenceReport, runs: PairedRuns) -> PreferenceReport:
+    """``report`` with its paired figures against its SFT reference alone: HQS of the runs
+    with SFT + the DPO delta minus the runs with the SFT adapter alone, pair by pair."""
+    with_adapter, reference = _score(runs.with_adapter, runs.reference)
+    kept = [
+        (r, c)
+        for r, c in zip(reference, with_adapter, strict=True)
+        if r is not None and c is not None
+    ]
+    if not kept:
+        return report.model_copy(update={"vs_reference_n": 0})
+    diff, low, high = paired_verdict([r for r, _ in kept], [c for _, c in kept])
+    return report.model_copy(
+        update={
+            "vs_reference_diff": diff,
+            "vs_reference_ci_low": low,
+            "vs_reference_ci_high": high,
+            "vs_reference_n": len(kept),
+        }
+    )
+
+
+def _vs_reference_said(report: PreferenceReport) -> str:
+    if report.vs_reference_n is None:
+        return ""
+    if not report.vs_reference_n:
+        return "; vs the SFT adapter alone: no paired run finished on both sides"
+    return (
+        f"; vs the SFT adapter alone: paired HQS difference {report.vs_reference_diff:+.3f}, "
+        f"95% interval [{report.vs_reference_ci_low:+.3f}, {report.vs_reference_ci_high:+.3f}], "
+        f"n={report.vs_reference_n} (reported, not part of the verdict)"
+    )
+
+
 def _record(inp: FinetuneRecordInput) -> list[Adapter]:
     """Decide each trained adapter (:func:`~armature_temporal.finetune.verify.decide_adapters`)
     from its losses and its paired runs' HQS, and keep it in the store with the figures."""
@@ -304,8 +367,12 @@ def _record(inp: FinetuneRecordInput) -> list[Adapter]:
     ]
     judged = judged_stages(prepared.plan) if prepared.plan is not None else set()
     evidence = []
+    reports = []
     for job, report, runs in trained:
         without, with_adapter = _scores(runs)
+        if isinstance(report, PreferenceReport) and runs is not None and runs.reference:
+            report = _vs_reference(report, runs)
+        reports.append(report)
         figures: dict[str, Any] = (
             {"preference": report}
             if isinstance(report, PreferenceReport)
@@ -326,14 +393,15 @@ def _record(inp: FinetuneRecordInput) -> list[Adapter]:
         )
     checks = decide_adapters(evidence, margin=margin)
     adapters = []
-    for (job, report, _), check in zip(trained, checks, strict=True):
+    for (job, _, _), report, check in zip(trained, reports, checks, strict=True):
         trained_on = (
             f"; trained on {report.train_examples} examples, {report.steps} steps, "
             f"{report.seconds:.0f} s on {report.device}"
             if isinstance(report, TrainReport)
             else f"; preference-tuned (DPO, beta {report.beta:g}) on {report.train_pairs} pairs "
             f"from {len(report.source_runs)} runs, {report.steps} steps, "
-            f"{report.seconds:.0f} s on {report.device}"
+            f"{report.seconds:.0f} s on {report.device}; reference policy: {report.reference}"
+            f"{_vs_reference_said(report)}"
         )
         digest = hashlib.sha256(f"{inp.finetune_run_id}/{job.stage}".encode()).hexdigest()[:10]
         adapters.append(

@@ -35,14 +35,20 @@ stage on a ``simulate`` tier; it is run on ``--topics`` inputs first with the ti
 simulator's validity coin depends on the run's inputs, never on the rate, so the later version
 is valid wherever the earlier was; where the earlier failed and the later did not, the stage
 was sent the same messages twice, once failing and once not: a preference pair (nothing else
-about the task is declared). One round then trains a DPO adapter on the tiny model and decides
-it as the loop does: held-out preference accuracy above the base model's 0.5, then paired runs
-on the held-out pairs' inputs — the spec as it is against the stage on the tiny model plus the
-adapter — whose Holm-adjusted interval must be above 0. Reported per seed (the tiny model's
-seed and the spec's name): pairs, preference accuracy with its interval, the paired HQS
-difference with its 95% interval and n, the verdict and its sentence. No judge reads the stage
-(a ``simulate`` judge cannot read a local model's replies), so an adapter that passed both
-would be ``unmeasurable``; the tiny random model's JSON is the limit here, not the measure.
+about the task is declared). One round then trains, as the loop does with no verified SFT
+adapter, an SFT adapter on the tiny model first (on the stage's successful replies outside the
+held-out pairs) and a DPO adapter as a delta on it, the SFT adapter frozen as the reference
+policy, and decides SFT + DPO as the loop does: held-out preference accuracy above the
+reference's 0.5, then paired runs on the held-out pairs' inputs — the spec as it is against
+the stage on the tiny model plus SFT + DPO — whose Holm-adjusted interval must be above 0; the
+same paired runs put the stage on the SFT adapter alone. Reported per seed (the tiny model's
+seed and the spec's name): pairs, the reference, the SFT adapter's held-out loss against the
+base model's, preference accuracy with its interval, the paired HQS difference vs the spec as
+it is and vs the SFT adapter alone with their 95% intervals and n, Holm over those two
+superiority tests (one-sided p, adjusted low end), the verdict and its sentence. No judge
+reads the stage (a ``simulate`` judge cannot read a local model's replies), so an adapter that
+passed both would be ``unmeasurable``; the tiny random model's JSON is the limit here, not the
+measure.
 
 Run ``python benchmarks/sao.py [--seeds 3] [--steps 60] [--beta 0.1] [--eval-share 0.3]
 [--json]``; about 15 s per seed on one core (needs the finetune extra). ``--loop [--topics 24]
@@ -241,7 +247,7 @@ async def run_versions(client: Any, task_queue: str, texts: Sequence[str], topic
 
 
 async def _loop_seed(client: Any, task_queue: str, seed: int, args: Any, work: Path) -> Any:
-    """One fine-tune round with method dpo on a fresh tiny model; its result."""
+    """One fine-tune round with method dpo on a fresh tiny model; its result and id."""
     from armature_temporal.finetune.models import FinetuneInput, FinetuneResult
     from armature_temporal.finetune.tiny import create_tiny_model
 
@@ -250,21 +256,80 @@ async def _loop_seed(client: Any, task_queue: str, seed: int, args: Any, work: P
     await run_versions(client, task_queue, [earlier, now], args.topics)
     path = work / f"sao-loop-{seed}.yaml"
     path.write_text(now, encoding="utf-8")
-    return await client.execute_workflow(
+    round_id = f"finetune-sao-loop-{seed}-{work.name}"
+    result = await client.execute_workflow(
         "Finetune",
         FinetuneInput(spec_text=now, spec_path=str(path)),
-        id=f"finetune-sao-loop-{seed}-{work.name}",
+        id=round_id,
         task_queue=task_queue,
         result_type=FinetuneResult,
     )
+    return result, round_id
 
 
-def loop_row(seed: int, result: Any) -> dict[str, Any]:
-    """What one round decided, as the report's row."""
+def holm_rows(round_id: str, n: int) -> dict[str, Any]:
+    """Holm over the round's two comparisons of SFT + DPO (superiority, bound 0): vs the spec
+    as it is and vs the stage on the SFT adapter alone, from its paired runs' HQS per pair
+    (pairs both sides scored)."""
+    from activities.improve import _score
+    from armature_temporal.improve.stats import holm
+
+    label = f"{round_id}/card"
+    without, with_adapter, reference = _score(
+        *([f"{label}/{side}/{i}" for i in range(n)] for side in ("without", "with", "reference"))
+    )
+
+    def diffs(base: list[float | None]) -> list[float]:
+        pairs = zip(base, with_adapter, strict=True)
+        return [c - b for b, c in pairs if b is not None and c is not None]
+
+    tests = holm([diffs(without), diffs(reference)], [0.0, 0.0])
+    out: dict[str, Any] = {
+        name: {"p_one_sided": h.p_one_sided, "adj_ci_low": h.adj_ci_low, "passed": h.passed}
+        for name, h in zip(("vs_spec", "vs_sft"), tests, strict=True)
+    }
+    return out
+
+
+def _samples(label: str, n: int) -> dict[str, list[dict[str, Any]]]:
+    """The first two paired runs' `card` attempts on each side (model, valid, reply): what the
+    figures rest on, to read."""
+    from activities.traces import store_for
+    from armature_temporal.store.engine import database_url
+
+    store = store_for(database_url())
+    return {
+        side: [
+            {"model": r.model, "valid": r.output_valid, "output": str(r.output)[:120]}
+            for i in range(min(n, 2))
+            for r in store.records(f"{label}/{side}/{i}")
+            if r.kind == "attempt" and r.stage_id == "card"
+        ]
+        for side in ("without", "with", "reference")
+    }
+
+
+def loop_row(seed: int, result: Any, round_id: str = "") -> dict[str, Any]:
+    """What one round decided, as the report's row (with Holm over its two comparisons when
+    the DPO adapter had an SFT reference and paired runs were made)."""
     row: dict[str, Any] = {"seed": seed, "status": result.status, "detail": result.detail}
     if result.adapters:
         (adapter,) = result.adapters
         report = adapter.report
+        sft = report.sft_report
+        row.update(
+            reference=report.reference,
+            sft_examples=sft.train_examples if sft is not None else None,
+            sft_heldout_loss=sft.eval_loss_after if sft is not None else None,
+            sft_base_loss=sft.base_loss if sft is not None else None,
+            vs_sft_diff=report.vs_reference_diff,
+            vs_sft_ci_low=report.vs_reference_ci_low,
+            vs_sft_ci_high=report.vs_reference_ci_high,
+            vs_sft_n=report.vs_reference_n,
+        )
+        if round_id and report.vs_reference_n and adapter.paired_n:
+            row["holm"] = holm_rows(round_id, adapter.paired_n)
+            row["samples"] = _samples(f"{round_id}/card", adapter.paired_n)
         row.update(
             pairs=adapter.examples,
             train_pairs=report.train_pairs,
@@ -296,8 +361,8 @@ async def _loop(args: Any, work: Path) -> list[dict[str, Any]]:
             rows = []
             for seed in range(args.seeds):
                 print(f"loop seed {seed} ...", file=sys.stderr, flush=True)
-                result = await _loop_seed(env.client, task_queue, seed, args, work)
-                rows.append(loop_row(seed, result))
+                result, round_id = await _loop_seed(env.client, task_queue, seed, args, work)
+                rows.append(loop_row(seed, result, round_id))
             return rows
     finally:
         await env.shutdown()
@@ -327,6 +392,22 @@ def print_loop(rows: list[dict[str, Any]], args: Any) -> None:
             f"{'':<10}{r['accuracy']:.3f} [{r['accuracy_low']:.3f}, {r['accuracy_high']:.3f}]"
             f"{'':<14}{paired:<34}{r['verdict']}"
         )
+        print(f"      reference: {r['reference']}")
+        if r["sft_examples"] is not None:
+            print(
+                f"      SFT reference: {r['sft_examples']} examples trained on, held-out loss "
+                f"{r['sft_heldout_loss']:.3f} vs {r['sft_base_loss']:.3f} for the base model"
+            )
+        if r["vs_sft_n"]:
+            print(
+                f"      SFT + DPO vs the SFT adapter alone: {r['vs_sft_diff']:+.3f} "
+                f"[{r['vs_sft_ci_low']:+.3f}, {r['vs_sft_ci_high']:+.3f}] n={r['vs_sft_n']}"
+            )
+        for name, h in r.get("holm", {}).items():
+            print(
+                f"      Holm ({name}, 2 tests): p one-sided {h['p_one_sided']:.4f}, adjusted "
+                f"low end {h['adj_ci_low']:+.3f}, {'passed' if h['passed'] else 'not passed'}"
+            )
 
 
 def main_loop(args: Any) -> int:

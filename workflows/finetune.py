@@ -8,8 +8,12 @@ with both figures (verified: loss below the base model's and paired runs no wors
 
 With ``finetune.method: dpo`` (SAO) a stage's preference pairs are its data, its adapter is
 trained with the DPO loss (``finetune_train_dpo``), the held-out check is its preference
-accuracy against the base model's 50%, and its paired runs (on the held-out pairs' runs'
-inputs) must show the spec better with it.
+accuracy against its reference's 50%, and its paired runs (on the held-out pairs' runs'
+inputs) must show the spec better with it. DPO starts from a supervised policy: when the stage
+has an SFT adapter (its newest verified one, or one this round trains first,
+``StageJob.sft_first``) the DPO adapter is a delta on it, frozen as the reference policy
+(:mod:`armature_temporal.finetune.reference`), and the paired runs add the stage on the SFT
+adapter alone; else the reference is the base model.
 
 Run on demand (``armature finetune SPEC``) or by the Schedule ``armature schedule SPEC``
 creates from ``finetune.schedule``. A ``provider: local`` tier with ``adapter: latest`` uses
@@ -37,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         PreferenceRequest,
         StageJob,
         TrainReport,
+        TrainRequest,
     )
     from armature_temporal.finetune.verify import heldout_beats_base, with_adapter
     from armature_temporal.spec.compiler import Plan
@@ -52,6 +57,10 @@ VS_BASE_PATCH = "finetune-vs-base"
 #: workflow.patched id: a ``finetune.method: dpo`` job trains in ``finetune_train_dpo`` (rounds
 #: from before it had no such jobs).
 DPO_PATCH = "finetune-dpo"
+#: workflow.patched id: a DPO job with an SFT reference trains that SFT adapter first when the
+#: round is to (``StageJob.sft_first``), trains the DPO delta on it, and its paired runs add the
+#: stage on the SFT adapter alone (rounds from before it trained DPO from the base model only).
+DPO_SFT_PATCH = "finetune-dpo-on-sft"
 STORE_RETRY = RetryPolicy(maximum_attempts=5, initial_interval=timedelta(seconds=2))
 TRAIN_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=10))
 
@@ -81,15 +90,53 @@ class FinetuneWorkflow:
         on each held-out input (concurrently)."""
         served = with_adapter(plan, job.stage, base_model, report.adapter_dir)
         inputs = job.heldout_inputs
+        versions = [(f"{job.stage}/without", plan), (f"{job.stage}/with", served)]
+        reference = report.reference_adapter if isinstance(report, PreferenceReport) else None
+        if reference is not None and workflow.patched(DPO_SFT_PATCH):
+            # The SFT adapter alone: does the DPO delta do better than its reference?
+            sft = with_adapter(plan, job.stage, base_model, reference)
+            versions.append((f"{job.stage}/reference", sft))
         ids = await asyncio.gather(
-            *(self._verify(f"{job.stage}/without", plan, i, x) for i, x in enumerate(inputs)),
-            *(self._verify(f"{job.stage}/with", served, i, x) for i, x in enumerate(inputs)),
+            *(self._verify(label, p, i, x) for label, p in versions for i, x in enumerate(inputs))
         )
-        return PairedRuns(without=list(ids[: len(inputs)]), with_adapter=list(ids[len(inputs) :]))
+        n = len(inputs)
+        return PairedRuns(
+            without=list(ids[:n]), with_adapter=list(ids[n : 2 * n]), reference=list(ids[2 * n :])
+        )
 
-    async def _train(self, job: StageJob) -> TrainReport | PreferenceReport:
-        """Train ``job``'s adapter in its activity: supervised, or preference-tuned (DPO)."""
+    async def _on_sft(self, job: StageJob) -> tuple[PreferenceRequest, TrainReport | None]:
+        """The DPO request of ``job`` with its reference settled: the SFT adapter the round
+        trains first (``job.sft_first``) when it is to; the base model when that fails."""
         request = job.request
+        assert isinstance(request, PreferenceRequest)
+        if job.sft_first is None and request.reference_adapter is None:
+            return request, None
+        if not workflow.patched(DPO_SFT_PATCH):
+            # Replaying a round from before DPO on SFT, which trained from the base model.
+            return request.model_copy(
+                update={"reference_adapter": None, "reference": "the base model"}
+            ), None
+        if job.sft_first is None:
+            return request, None
+        self.phase = f"training {job.stage}'s SFT reference"
+        try:
+            sft = await self._train(job.stage, job.sft_first)
+        except ActivityError as exc:
+            cause = exc.cause
+            why = cause.message if isinstance(cause, ApplicationError) else str(exc)
+            return request.model_copy(
+                update={
+                    "reference_adapter": None,
+                    "reference": f"the base model (the SFT adapter to train first failed: {why})",
+                }
+            ), None
+        assert isinstance(sft, TrainReport)
+        return request.model_copy(update={"reference_adapter": sft.adapter_dir}), sft
+
+    async def _train(
+        self, stage: str, request: TrainRequest | PreferenceRequest
+    ) -> TrainReport | PreferenceReport:
+        """Train ``stage``'s adapter in its activity: supervised, or preference-tuned (DPO)."""
         kind: type[TrainReport | PreferenceReport]
         if isinstance(request, PreferenceRequest):
             name, kind, what = "finetune_train_dpo", PreferenceReport, "preference-tune (DPO)"
@@ -104,7 +151,7 @@ class FinetuneWorkflow:
             start_to_close_timeout=timedelta(hours=6),
             heartbeat_timeout=timedelta(minutes=2),
             retry_policy=TRAIN_RETRY,
-            summary=f"{what} a LoRA adapter for {job.stage} on {size}",
+            summary=f"{what} a LoRA adapter for {stage} on {size}",
         )
         return report
 
@@ -129,8 +176,15 @@ class FinetuneWorkflow:
                 failed[job.stage] = "a DPO job in a round from before DPO training"
                 reports.append(None)
                 continue
+            request = job.request
+            sft: TrainReport | None = None
+            if isinstance(request, PreferenceRequest):
+                request, sft = await self._on_sft(job)
+                self.phase = f"training {job.stage}"
             try:
-                report = await self._train(job)
+                report = await self._train(job.stage, request)
+                if sft is not None:
+                    report = report.model_copy(update={"sft_report": sft})
             except ActivityError as exc:
                 # One stage's failure does not lose the others' adapters.
                 cause = exc.cause
@@ -169,7 +223,7 @@ class FinetuneWorkflow:
         self.phase = "done"
         verified = sum(a.verdict == "verified" for a in adapters)
         bar = (
-            "held-out preference accuracy above the base model's and paired runs better"
+            "held-out preference accuracy above its reference's and paired runs better"
             if any(isinstance(job.request, PreferenceRequest) for job in prepared.jobs)
             else "held-out loss below the base model's and paired runs no worse"
         )

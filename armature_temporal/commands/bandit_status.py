@@ -64,6 +64,18 @@ def _store_rungs(plan: Plan, stage: PlanStage, runs: list[RunTrace]) -> list[Run
             for row in rows
         )
         at = ready[need - 1] or None if len(rows) >= need else None
+        if name == "sao" and ft.method != "dpo":
+            # The pairs are counted all the same, but no round trains on them.
+            out.append(
+                Rung(
+                    rung="sao",
+                    status="off",
+                    threshold=f"finetune.method is {ft.method!r}: no DPO round runs (set "
+                    "finetune.method: dpo to train on the pairs)",
+                    progress=f"{len(rows)}/{need}",
+                )
+            )
+            continue
         out.append(
             Rung(
                 rung=name,  # type: ignore[arg-type]

@@ -177,9 +177,11 @@ def finetune(
     finetune.noninferiority_margin); fewer than 5 pairs: insufficient_evidence; no judge
     stage reads the stage: unmeasurable (HQS cannot see reply quality there). With
     finetune.method dpo, each stage trains on its preference pairs (min_examples counts
-    them; a successful and a failed attempt sent the same messages) with the DPO loss, and is
-    verified by held-out preference accuracy above the base model's 0.5 and paired runs that
-    show the spec better with it (paired_not_better otherwise). A tier
+    them; a successful and a failed attempt sent the same messages) with the DPO loss on top
+    of its SFT adapter (its newest verified one, or one trained first in the round when it has
+    min_examples successful replies; else the base model), and is verified by held-out
+    preference accuracy above that reference's 0.5 and paired runs that show the spec better
+    with it (paired_not_better otherwise); the SFT adapter alone is paired too. A tier
     `{provider: local, model: <base>, adapter: latest}`
     then uses the newest verified adapter of the calling stage. `armature schedule SPEC` runs
     rounds on finetune.schedule. Exits 0 when the round finished, 1 when it failed, 2 on a

@@ -332,11 +332,12 @@ def adapters_list(
 
 def _trained_on(a: Any) -> str:
     """``trained on 12, held out 4`` (examples; a preference-tuned adapter: ``DPO on 12 pairs,
-    held out 4``)."""
+    held out 4``, then ``on an SFT reference`` when it is a delta on an SFT adapter)."""
     from armature_temporal.finetune.models import PreferenceReport
 
     if isinstance(a.report, PreferenceReport):
-        return f"DPO on {a.report.train_pairs} pairs, held out {a.report.eval_pairs}"
+        on_sft = " on an SFT reference" if a.report.reference_adapter is not None else ""
+        return f"DPO on {a.report.train_pairs} pairs, held out {a.report.eval_pairs}{on_sft}"
     return f"trained on {a.report.train_examples}, held out {a.report.eval_examples}"
 
 

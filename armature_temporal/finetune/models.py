@@ -151,6 +151,9 @@ class StageJob(_Model):
     # The distinct run inputs of the examples held out from training (none of them an input
     # of a training example): the paired runs with and without the adapter use them.
     heldout_inputs: list[dict[str, Any]] = Field(default_factory=list)
+    # finetune.method dpo with no verified SFT adapter but enough successful replies: the
+    # round trains this SFT adapter first and uses it as the DPO job's reference policy.
+    sft_first: TrainRequest | None = None
 
 
 class FinetunePrepared(_Model):
@@ -172,6 +175,9 @@ class PairedRuns(_Model):
 
     without: list[str]
     with_adapter: list[str]
+    # A DPO adapter trained on an SFT reference: the stage on base + the SFT adapter alone
+    # (empty: no reference adapter, or a round from before these runs).
+    reference: list[str] = Field(default_factory=list)
 
 
 class FinetuneRecordInput(_Model):
@@ -214,6 +220,12 @@ class PreferenceRequest(_Model):
     eval_share: float = 0.2  # prompts held out by a hash (all their pairs), never trained on
     seed: int = 0
     use_dora: bool = False
+    # The reference policy: None, the base model; else a supervised (SFT) adapter directory
+    # (train_lora wrote it), merged in and frozen, with the DPO adapter trained as a delta on
+    # top (armature_temporal.finetune.continual) and saved with it under ``frozen/``: what is
+    # served is SFT + delta. ``reference`` says which, in words (the round's report shows it).
+    reference_adapter: str | None = None
+    reference: str = "the base model"
 
 
 class PreferenceReport(_Model):
@@ -250,3 +262,16 @@ class PreferenceReport(_Model):
     # The runs the pairs (trained on and held out) came from, sorted (empty: pairs without
     # run ids).
     source_runs: list[str] = Field(default_factory=list)
+    # The reference policy (PreferenceRequest's): with an SFT adapter, π_ref above and "base"
+    # in base_margin_accuracy are base + that adapter, and the adapter is SFT + the DPO delta.
+    reference_adapter: str | None = None
+    reference: str = "the base model"
+    # The SFT adapter the round trained first to be the reference (None: none trained).
+    sft_report: TrainReport | None = None
+    # With an SFT reference: paired runs of the stage on the SFT adapter alone, on the same
+    # held-out inputs; mean HQS difference (SFT + DPO − SFT alone), its 95% bootstrap
+    # interval and how many pairs both scored (None: not run).
+    vs_reference_diff: float | None = None
+    vs_reference_ci_low: float | None = None
+    vs_reference_ci_high: float | None = None
+    vs_reference_n: int | None = None

@@ -13,6 +13,12 @@ the summed log-probability of the reply's tokens (and end of sequence) after the
 ``β`` (``PreferenceRequest.beta``, 0.1 by default) sets how far the adapter may move from the
 base model: the loss saturates once the reward margin is a few ``1/β``.
 
+DPO usually starts from a supervised policy: with ``PreferenceRequest.reference_adapter`` (an
+SFT adapter) that adapter is merged into the base weights and frozen, the DPO adapter is a
+zero-initialised delta trained on top (:mod:`armature_temporal.finetune.continual`), and
+``π_ref`` — the model with the delta switched off — is base + SFT. The saved adapter holds
+the SFT one under ``frozen/``, so what is served is SFT + delta.
+
 Verification mirrors the fine-tune loop's held-out check: prompts are split by a hash (every
 pair of a held-out prompt is held out, none trained on) and the report gives the held-out
 **preference accuracy** — the share of held-out pairs whose implicit reward ranks chosen
@@ -50,6 +56,7 @@ from armature_temporal.finetune.train import (
     require_stack,
     save_adapter,
     setup_base,
+    stack_frozen,
 )
 from armature_temporal.improve.propose import paired_verdict
 
@@ -227,10 +234,17 @@ def train_dpo(
     model, tokenizer, device, limit, pad = setup_base(torch, request.base_model, request.seed)
     train_enc = [_encoded(tokenizer, p, limit) for p in train_set]
     eval_enc = [_encoded(tokenizer, p, limit) for p in eval_set]
+    if request.reference_adapter is not None:
+        # DPO from a supervised policy: the SFT adapter merged in and frozen, the DPO adapter
+        # a zero-initialised delta on top (as a continual adapter, without the orthogonality
+        # penalty: the delta is meant to refine the SFT policy, not to keep away from it).
+        model, _ = stack_frozen(
+            peft, model, request.reference_adapter, request.base_model, "reference_adapter"
+        )
     config = lora_config(peft, model, request.rank, request.use_dora)
     model = peft.get_peft_model(model, config)
-    # The reference: the same model with the adapter switched off (the base weights are
-    # frozen, so once is enough).
+    # The reference: the same model with the adapter switched off (the base weights, and any
+    # SFT adapter merged into them, are frozen, so once is enough).
     model.eval()
     with torch.no_grad(), model.disable_adapter():
         reference = [
@@ -261,7 +275,7 @@ def train_dpo(
     measured = _measure(torch, model, eval_enc, pad, device)
     report = _report(request, out, losses, len(train_set), measured, device.type, started)
     meta = {**report.model_dump(mode="json"), "base_model": request.base_model, "method": "dpo"}
-    save_adapter(model, request.out_dir, meta)
+    save_adapter(model, request.out_dir, meta, frozen=request.reference_adapter)
     return report
 
 
@@ -302,4 +316,6 @@ def _report(
         seconds=round(time.monotonic() - started, 3),
         device=device,
         source_runs=sorted({r for pair in request.pairs for r in pair.run_ids}),
+        reference_adapter=request.reference_adapter,
+        reference=request.reference,
     )

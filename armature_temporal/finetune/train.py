@@ -43,6 +43,7 @@ __all__ = [
     "save_adapter",
     "setup_base",
     "split_examples",
+    "stack_frozen",
     "train_lora",
 ]
 
@@ -318,21 +319,28 @@ def _check_out_dir(out_dir: str) -> Path:
     return out
 
 
-def _stack(peft: Any, model: Any, request: TrainRequest) -> tuple[Any, dict[str, Any]]:
-    """The base model with ``request.continual_from`` (and its frozen chain) merged in."""
-    earlier = Path(str(request.continual_from)).expanduser()
+def stack_frozen(
+    peft: Any, model: Any, adapter_dir: str, base_model: str, field: str
+) -> tuple[Any, dict[str, Any]]:
+    """``model`` (loaded from ``base_model``) with the adapter at ``adapter_dir`` (and its
+    frozen chain) merged in, and its A matrices (:func:`continual.stack_onto`); ``field``
+    names the request field it came from in errors.
+
+    Raises:
+        FinetuneError: it is not an adapter directory, or does not load onto the model.
+    """
+    earlier = Path(adapter_dir).expanduser()
     if not (earlier / "adapter_config.json").is_file():
         raise FinetuneError(
-            f"continual_from {request.continual_from!r} is not an adapter directory (no "
+            f"{field} {adapter_dir!r} is not an adapter directory (no "
             "adapter_config.json); pass a directory train_lora wrote, or train without it"
         )
     try:
         return stack_onto(peft, model, earlier)
     except Exception as exc:  # peft raises ValueError, KeyError, RuntimeError, ...
         raise FinetuneError(
-            f"continual_from {request.continual_from!r} does not load onto base_model "
-            f"{request.base_model!r}: {type(exc).__name__}: {exc}; continue from an adapter "
-            "trained on this base model"
+            f"{field} {adapter_dir!r} does not load onto base_model {base_model!r}: "
+            f"{type(exc).__name__}: {exc}; use an adapter trained on this base model"
         ) from exc
 
 
@@ -442,7 +450,9 @@ def train_lora(
         # The base model alone, then the earlier adapter merged in and frozen: the delta
         # starts from there (its B matrices are zero, so at step 0 it changes nothing).
         true_base = eval_before
-        model, frozen_a = _stack(peft, model, request)
+        model, frozen_a = stack_frozen(
+            peft, model, str(request.continual_from), request.base_model, "continual_from"
+        )
         eval_before = _eval_loss(torch, model, eval_enc, pad_id, device)
 
     if request.resume_from is not None:

@@ -86,14 +86,21 @@ def beats_base(report: TrainReport) -> bool:
 def preference_beats_base(report: PreferenceReport) -> tuple[bool, str]:
     """Condition (a) for a preference-tuned (DPO) adapter, and the sentence that says why:
     on at least :data:`MIN_PAIRS` held-out pairs, the low end of its preference accuracy's
-    Wilson 95% interval is above the base model's 50% (the base model's implicit reward is 0
-    for every reply, so it ranks no pair: 50% by construction). Condition (b), paired runs
+    Wilson 95% interval is above the reference's 50% (the base model, or base + the SFT adapter
+    it was trained on: the reference's implicit reward is 0 for every reply, so it ranks no
+    pair: 50% by construction). Condition (b), paired runs
     of the spec, is the fine-tune loop's as for any adapter."""
+    # With an SFT reference, the accuracy is against it (base + SFT), not the bare base model.
+    ref, short = (
+        ("the base model", "base")
+        if report.reference_adapter is None
+        else ("its SFT reference", "SFT reference")
+    )
     measured = (
         f"held-out preference accuracy {report.accuracy:.3f}, 95% interval "
         f"[{report.accuracy_low:.3f}, {report.accuracy_high:.3f}], on {report.eval_pairs} "
-        f"pair{'s' * (report.eval_pairs != 1)} vs 0.500 for the base model; chosen ranked "
-        f"higher per reply token: base {report.base_margin_accuracy:.3f}, adapter "
+        f"pair{'s' * (report.eval_pairs != 1)} vs 0.500 for {ref}; chosen ranked "
+        f"higher per reply token: {short} {report.base_margin_accuracy:.3f}, adapter "
         f"{report.adapter_margin_accuracy:.3f} (paired {report.margin_diff:+.3f}, "
         f"[{report.margin_diff_low:+.3f}, {report.margin_diff_high:+.3f}])"
     )
@@ -103,8 +110,8 @@ def preference_beats_base(report: PreferenceReport) -> tuple[bool, str]:
             "collect more episodes or hold out more (eval_share)"
         )
     if report.accuracy_low <= 0.5:
-        return False, f"{measured}: the interval reaches 0.500, not above the base model"
-    return True, f"{measured}: above the base model"
+        return False, f"{measured}: the interval reaches 0.500, not above {ref}"
+    return True, f"{measured}: above {ref}"
 
 
 def heldout_beats_base(report: TrainReport | PreferenceReport) -> bool:

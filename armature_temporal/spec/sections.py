@@ -264,9 +264,11 @@ class FinetuneConfig(_Model):
         description="How adapters are trained. sft: on the stage's distinct successful "
         "replies (supervised). dpo: preference tuning (SAO) with the DPO loss on preference "
         "pairs from the traces — a successful and a failed attempt sent the same messages, or "
-        "two valid replies a judge scored differently; verified by held-out preference "
-        "accuracy above the base model's 50% and by paired runs whose interval shows the spec "
-        "better with it (not merely no worse).",
+        "two valid replies a judge scored differently; trained on top of the stage's SFT "
+        "adapter (its newest verified one, or one the round trains first when the stage has "
+        "min_examples successful replies), frozen as the reference policy, else from the base "
+        "model; verified by held-out preference accuracy above its reference's 50% and by "
+        "paired runs whose interval shows the spec better with it (not merely no worse).",
     )
     min_examples: int = Field(
         20,

@@ -128,3 +128,52 @@ def test_a_dpo_adapter_ranks_held_out_chosen_replies_above_rejected_unlike_the_b
         train_dpo(
             PreferenceRequest(base_model=tiny, pairs=[], out_dir=str(tmp_path / "b"), beta=0.0)
         )
+
+
+def test_a_dpo_adapter_on_an_sft_reference_is_a_delta_on_the_frozen_sft_adapter(
+    tmp_path: Path,
+) -> None:
+    from armature_temporal.finetune.continual import FROZEN_DIR, adapter_chain
+    from armature_temporal.finetune.models import Example, TrainRequest
+    from armature_temporal.finetune.train import train_lora
+
+    tiny = str(create_tiny_model(tmp_path / "tiny"))
+    pairs = pairs_from_rows(_exported())
+    sft = train_lora(
+        TrainRequest(
+            base_model=tiny,
+            examples=[Example(messages=p.prompt, reply=p.chosen) for p in pairs[:40]],
+            out_dir=str(tmp_path / "sft"),
+            max_steps=10,
+            learning_rate=5e-3,
+        )
+    )
+    out = tmp_path / "dpo"
+    report = train_dpo(
+        PreferenceRequest(
+            base_model=tiny,
+            pairs=pairs,
+            out_dir=str(out),
+            max_steps=10,
+            learning_rate=5e-3,
+            eval_share=0.3,
+            reference_adapter=sft.adapter_dir,
+            reference="SFT adapter a1",
+        )
+    )
+    # The delta starts at zero on the merged SFT model: policy == reference (base + SFT) at
+    # step 1, so the loss is log 2.
+    assert report.train_loss_first == pytest.approx(math.log(2), abs=1e-3)
+    assert report.reference_adapter == sft.adapter_dir and report.reference == "SFT adapter a1"
+    # Saved as SFT + delta: the SFT adapter under frozen/, loaded first when served.
+    assert adapter_chain(out) == [out / FROZEN_DIR, out]
+    assert (out / FROZEN_DIR / "armature.json").is_file()
+    with pytest.raises(FinetuneError, match=r"reference_adapter .*nowhere. is not an adapter"):
+        train_dpo(
+            PreferenceRequest(
+                base_model=tiny,
+                pairs=pairs,
+                out_dir=str(tmp_path / "c"),
+                reference_adapter=str(tmp_path / "nowhere"),
+            )
+        )

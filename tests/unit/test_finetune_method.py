@@ -4,6 +4,7 @@ few) and how a preference-tuned adapter is decided against the base model."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -136,8 +137,13 @@ def test_a_dpo_round_with_too_few_pairs_says_how_many_how_many_needed_and_how_to
     assert why.startswith(
         f"{len(prompts())} preference pairs (from {len(prompts())} prompt(s) sent more than "
         f"once in {2 * len(prompts())} run(s)), fewer than min_examples = 500 for method dpo; "
-        "to get more, run the spec on inputs where the stage sometimes fails"
+        "a pair is two attempts of the stage sent exactly the same messages where one did "
+        "better; to get more, run the spec again on inputs it has already run"
     )
+    # Where pairs come from (dpo_rows groups attempts by their messages), not inputs that
+    # differ in fields the prompt does not use; a retry within a run is sent the error too.
+    assert "fields its prompt does not use" not in why
+    assert "a retry within a run does not" in why
     assert "have a judge stage read it" in why and "lower finetune.min_examples" in why
     assert prepared.stop.detail == f"describe: {why}"
 
@@ -160,6 +166,19 @@ def test_a_dpo_round_plans_a_preference_job_on_the_pairs_the_ladder_counts(
     assert len(job.heldout_inputs) == len(held)  # both episodes of a prompt had one input
     for value in job.heldout_inputs:
         assert f"Give the {value['thing']}'s colour as JSON: it is {value['colour']}." in things
+    # No verified SFT adapter, but enough successful replies: the round trains one first as
+    # the DPO reference, on the replies outside the held-out pairs' prompts and runs.
+    sft = job.sft_first
+    assert sft is not None and request.reference_adapter is None
+    assert sft.out_dir.endswith("/describe/round-1-sft") and sft.max_steps == 7
+    held_runs = {r for p in held for r in p.run_ids}
+    assert sft.examples and len(sft.examples) >= 8
+    assert not {e.run_id for e in sft.examples} & held_runs
+    assert not {json.dumps(e.messages) for e in sft.examples} & {json.dumps(p.prompt) for p in held}
+    assert request.reference.startswith(
+        f"an SFT adapter the round trained first on {len(sft.examples)} successful replies "
+        "(the stage has no verified SFT adapter)"
+    )
 
 
 def test_the_ladders_sao_rung_counts_the_pairs_the_loop_trains_on_and_dates_its_unlock(
@@ -179,3 +198,9 @@ def test_the_ladders_sao_rung_counts_the_pairs_the_loop_trains_on_and_dates_its_
     assert sao.status == "unlocked" and sao.progress == f"{len(rows)}/8"
     # Dated by the run that completed the 8th pair (both of a pair's runs must exist).
     assert sao.unlocked_at in {r.finished_at for r in runs}
+    # With method sft no DPO round runs: the rung is off and says why, the pairs still counted.
+    sft_plan = compile_spec(load_spec_text(_spec("", name=SAO_SPEC, need=8), "m.yaml"))
+    off = {r.rung: r for r in _store_rungs(sft_plan, sft_plan.stage("describe"), runs)}["sao"]
+    assert off.status == "off" and off.unlocked_at is None
+    assert off.threshold.startswith("finetune.method is 'sft': no DPO round runs")
+    assert off.progress == f"{len(rows)}/8"

@@ -188,8 +188,19 @@ async def test_decisions_are_filed_per_context_and_the_ladder_shows_each_unlock(
     assert need == 3 and replies == 4 and ladder["fine-tune"]["status"] == "unlocked"
     finished = {r.finished_at for r in load_runs(store, spec="ctx_arms", limit=100)}
     assert ladder["fine-tune"]["unlocked_at"] in finished
+    # finetune.method defaults to sft: no DPO round runs, so the sao rung is off and says why
+    # (its pairs still counted) ...
     pairs = int(ladder["sao"]["progress"].split("/")[0])
-    assert ladder["sao"]["status"] == ("unlocked" if pairs >= 3 else "locked")
+    assert ladder["sao"]["status"] == "off" and ladder["sao"]["unlocked_at"] is None
+    assert ladder["sao"]["threshold"].startswith("finetune.method is 'sft': no DPO round runs")
+    # ... with method dpo it unlocks on the same count.
+    dpo = tmp_path / "ctx-dpo.yaml"
+    dpo.write_text(CONTEXT_SPEC + "finetune: {base_model: ./model, min_examples: 3, method: dpo}\n")
+    shown_dpo = await _cli("bandit", "status", str(dpo), "--json")
+    assert shown_dpo.returncode == 0, shown_dpo.stderr
+    sao = {r["rung"]: r for r in json.loads(shown_dpo.stdout)["stages"][0]["ladder"]}["sao"]
+    assert sao["progress"] == f"{pairs}/3"
+    assert sao["status"] == ("unlocked" if pairs >= 3 else "locked")
     assert sum(a["pulls"] for a in entry["arms"]) == 20
     board = await _cli("dashboard", str(spec), "--json")
     assert board.returncode == 0, board.stderr
