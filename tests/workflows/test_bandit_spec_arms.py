@@ -158,9 +158,11 @@ async def test_decisions_are_filed_per_context_and_the_ladder_shows_each_unlock(
     assert len(keys) == 2, keys
     assert bucket_field in ("question~local", "question~lexical")
     store = TraceStore()
+    used = set()  # (audience, arm): each a distinct prompt and tier, so a distinct reply
     for i in range(20):
         (stage,) = [r for r in store.records(f"ctx-{i}") if r.kind == "stage" and r.arm_id]
         assert stage.tier == {"fast": "small", "thorough": "large"}[stage.arm_id]
+        used.add((audiences[i], stage.arm_id))
     spec = tmp_path / "ctx.yaml"
     spec.write_text(CONTEXT_SPEC)
     shown = await _cli("bandit", "status", str(spec), "--json")
@@ -179,13 +181,15 @@ async def test_decisions_are_filed_per_context_and_the_ladder_shows_each_unlock(
     # With one, the fine-tune and SAO rungs count the store as those loops count it.
     (tmp_path / "model").mkdir()
     tuned = tmp_path / "ctx-ft.yaml"
-    tuned.write_text(CONTEXT_SPEC + "finetune: {base_model: ./model, min_examples: 3}\n")
+    tuned.write_text(CONTEXT_SPEC + "finetune: {base_model: ./model, min_examples: 2}\n")
     ft = await _cli("bandit", "status", str(tuned), "--json")
     assert ft.returncode == 0, ft.stderr
     ladder = {r["rung"]: r for r in json.loads(ft.stdout)["stages"][0]["ladder"]}
     replies, need = (int(x) for x in ladder["fine-tune"]["progress"].split("/"))
-    # One question, two audiences, two arms: 4 distinct prompts, so 4 distinct replies.
-    assert need == 3 and replies == 4 and ladder["fine-tune"]["status"] == "unlocked"
+    # One question, two audiences, two arms: as many distinct replies as (audience, arm)
+    # pairs Thompson sampling chose (4 when it tried both arms for both; at least 2).
+    assert need == 2 and replies == len(used) >= 2, (replies, used)
+    assert ladder["fine-tune"]["status"] == "unlocked"
     finished = {r.finished_at for r in load_runs(store, spec="ctx_arms", limit=100)}
     assert ladder["fine-tune"]["unlocked_at"] in finished
     # finetune.method defaults to sft: no DPO round runs, so the sao rung is off and says why
