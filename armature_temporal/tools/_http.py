@@ -193,12 +193,14 @@ def _address_check(
     reason is appended to ``refused``."""
     from armature_temporal.tools._egress import EgressPolicy, refusal
 
-    policy = EgressPolicy.from_environment()
+    policies: list[EgressPolicy] = []
 
     def check(host: str, port: int, addresses: set[Any]) -> str | None:
         if _named_literally(host, ctx.http_allow_hosts):
             return None
-        why = refusal(host, port, addresses, policy)
+        if not policies:  # here, in the connection's thread: it resolves the services' names
+            policies.append(EgressPolicy.from_environment())
+        why = refusal(host, port, addresses, policies[0])
         if why is None:
             return None
         why = why.replace("tool programs never reach it", "http_request never reaches it")
